@@ -1,0 +1,20 @@
+package broker
+
+import "errors"
+
+// Errors the frontends map to their own codes. Compare with errors.Is.
+var (
+	// ErrInvalid marks a request the client must change; the wrapping
+	// error says what is wrong. Nothing was written.
+	ErrInvalid = errors.New("invalid request")
+	// ErrNotFound is a queue or partition that does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrNotLeader means this node cannot accept writes now; nothing was
+	// written. Retry (later, or on the leader).
+	ErrNotLeader = errors.New("this node is not the raft leader")
+	// ErrOutcomeUnknown means the write may or may not have been committed
+	// (leadership was lost, or the apply timed out after the entry was
+	// appended). Retrying with the same transactionId is safe: the retry
+	// answers duplicate if the first attempt landed.
+	ErrOutcomeUnknown = errors.New("write outcome unknown; retry with the same transactionId")
+)

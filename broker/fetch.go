@@ -1,0 +1,120 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/waggle-mq/waggle/store"
+)
+
+// Fetch limits. One answer carries at most maxFetchBytes of payload per
+// entry and maxFetchRecords records per entry.
+const (
+	MaxFetchEntries      = 100
+	DefaultFetchMaxBytes = 1 << 20
+	maxFetchBytes        = 16 << 20
+	maxFetchRecords      = 10_000
+)
+
+// FetchRequest asks for one partition's messages from an offset on.
+type FetchRequest struct {
+	Queue     string
+	Partition string // empty: DefaultPartition
+	Offset    uint64
+	MaxBytes  int // 0: DefaultFetchMaxBytes
+}
+
+// Record is one message as read.
+type Record struct {
+	Offset        uint64
+	MessageID     string
+	TransactionID string
+	Payload       []byte
+	TimestampMs   int64
+}
+
+// FetchResult answers one FetchRequest. Error is set (and Records empty)
+// when the queue or partition does not exist.
+type FetchResult struct {
+	Queue         string
+	Partition     string
+	Records       []Record
+	HighWatermark uint64 // the next offset to be written
+	Error         string
+}
+
+// Fetch reads messages by offset from this node's store. It has no side
+// effects; each entry is answered on its own.
+func (s *Service) Fetch(reqs []FetchRequest) ([]FetchResult, error) {
+	if len(reqs) == 0 {
+		return nil, fmt.Errorf("%w: entries is empty", ErrInvalid)
+	}
+	if len(reqs) > MaxFetchEntries {
+		return nil, fmt.Errorf("%w: at most %d entries in one fetch", ErrInvalid, MaxFetchEntries)
+	}
+	out := make([]FetchResult, len(reqs))
+	for i, r := range reqs {
+		if err := validateQueueName(r.Queue); err != nil {
+			return nil, fmt.Errorf("entries[%d]: %w", i, err)
+		}
+		part, err := partitionName(r.Partition)
+		if err != nil {
+			return nil, fmt.Errorf("entries[%d]: %w", i, err)
+		}
+		if r.MaxBytes < 0 || r.MaxBytes > maxFetchBytes {
+			return nil, fmt.Errorf("entries[%d]: %w: maxBytes must be between 1 and %d", i, ErrInvalid, maxFetchBytes)
+		}
+		reqs[i].Partition = part
+		out[i] = FetchResult{Queue: r.Queue, Partition: part}
+	}
+	err := s.store.View(func(tx *store.Tx) error {
+		for i, r := range reqs {
+			if err := fetchOne(tx, r, &out[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func fetchOne(tx *store.Tx, r FetchRequest, res *FetchResult) error {
+	q, err := tx.Queue(r.Queue)
+	if errors.Is(err, store.ErrNotFound) {
+		res.Error = "unknown queue"
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	p, err := tx.Partition(q.ID, res.Partition)
+	if errors.Is(err, store.ErrNotFound) {
+		res.Error = "unknown partition"
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	res.HighWatermark = p.NextOffset
+	maxBytes := r.MaxBytes
+	if maxBytes == 0 {
+		maxBytes = DefaultFetchMaxBytes
+	}
+	msgs, err := tx.Messages(p.ID, r.Offset, maxBytes, maxFetchRecords)
+	if err != nil {
+		return err
+	}
+	res.Records = make([]Record, len(msgs))
+	for i, m := range msgs {
+		res.Records[i] = Record{
+			Offset:        m.Offset,
+			MessageID:     uuid.UUID(m.ID).String(),
+			TransactionID: m.TransactionID,
+			Payload:       m.Payload,
+			TimestampMs:   m.TimestampMs,
+		}
+	}
+	return nil
+}

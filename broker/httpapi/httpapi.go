@@ -1,0 +1,135 @@
+// Package httpapi serves waggle's native HTTP API (see shared/HTTP-API.md):
+// routes, JSON in and out, status codes. Every decision about dedup,
+// offsets or leadership is the broker's; this package only translates.
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/waggle-mq/waggle/broker"
+)
+
+// MaxBodyBytes caps a request body; a larger one is answered 413.
+const MaxBodyBytes = 1 << 20
+
+// Server routes HTTP requests to a broker.
+type Server struct {
+	svc *broker.Service
+	mux *http.ServeMux
+	log *slog.Logger
+}
+
+// New returns the HTTP API over svc.
+func New(svc *broker.Service, log *slog.Logger) *Server {
+	s := &Server{svc: svc, mux: http.NewServeMux(), log: log}
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	byPath := map[string]map[string]http.HandlerFunc{}
+	handle := func(method, path string, h http.HandlerFunc) {
+		if byPath[path] == nil {
+			byPath[path] = map[string]http.HandlerFunc{}
+		}
+		byPath[path][method] = h
+	}
+	handle(http.MethodPost, "/api/v1/push", s.push)
+	handle(http.MethodPost, "/api/v1/fetch", s.fetch)
+	handle(http.MethodPost, "/api/v1/configure", s.configure)
+	handle(http.MethodGet, "/api/v1/resources/queues", s.listQueues)
+	handle(http.MethodGet, "/api/v1/resources/queues/{queue}", s.getQueue)
+	handle(http.MethodGet, "/health", s.health)
+
+	for path, methods := range byPath {
+		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			h := methods[r.Method]
+			if h == nil {
+				writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+path)
+				return
+			}
+			h(w, r)
+		})
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path)
+	})
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // the client may have gone; nothing to do
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, errorBody{Error: msg, Code: code})
+}
+
+// writeBrokerError maps a broker error to a status and code.
+func (s *Server) writeBrokerError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, broker.ErrInvalid):
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+	case errors.Is(err, broker.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, broker.ErrNotLeader):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "no_leader", err.Error())
+	case errors.Is(err, broker.ErrOutcomeUnknown):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "outcome_unknown", err.Error())
+	default:
+		s.log.Error("request failed", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+	}
+}
+
+// decodeBody reads one JSON value into v, refusing unknown fields (a
+// misspelt "transactionId" must not silently turn dedup off), trailing
+// data and bodies over MaxBodyBytes. It writes the error answer itself
+// and reports whether decoding succeeded.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("unexpected data after the JSON value")
+	} else if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = errors.New("unexpected data after the JSON value")
+		}
+	}
+	if err == nil {
+		return true
+	}
+	var tooBig *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes))
+	case errors.As(err, &typeErr):
+		writeError(w, http.StatusBadRequest, "bad_type", fmt.Sprintf("field %q: got JSON %s, want %s", typeErr.Field, typeErr.Value, typeErr.Type))
+	case errors.Is(err, io.EOF):
+		writeError(w, http.StatusBadRequest, "bad_json", "empty request body")
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		writeError(w, http.StatusBadRequest, "unknown_field", err.Error())
+	default:
+		writeError(w, http.StatusBadRequest, "bad_json", "malformed JSON: "+err.Error())
+	}
+	return false
+}

@@ -1,0 +1,132 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/waggle-mq/waggle/broker"
+)
+
+type pushRequest struct {
+	Items []pushItem `json:"items"`
+}
+
+type pushItem struct {
+	Queue         string          `json:"queue"`
+	Partition     string          `json:"partition"`
+	TransactionID string          `json:"transactionId"`
+	Payload       json.RawMessage `json:"payload"`
+}
+
+// pushAnswer keeps message_id and transaction_id in snake case, as Queen's
+// clients expect. message_id and offset are null for an item in error.
+type pushAnswer struct {
+	Index         int     `json:"index"`
+	MessageID     *string `json:"message_id"`
+	TransactionID string  `json:"transaction_id"`
+	QueueName     string  `json:"queueName"`
+	Partition     string  `json:"partition"`
+	Status        string  `json:"status"`
+	Offset        *uint64 `json:"offset"`
+	Error         string  `json:"error,omitempty"`
+}
+
+func (s *Server) push(w http.ResponseWriter, r *http.Request) {
+	var req pushRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	items := make([]broker.PushItem, len(req.Items))
+	for i, it := range req.Items {
+		items[i] = broker.PushItem{Queue: it.Queue, Partition: it.Partition, TransactionID: it.TransactionID, Payload: it.Payload}
+	}
+	results, err := s.svc.Push(items)
+	if err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	out := make([]pushAnswer, len(results))
+	for i, res := range results {
+		out[i] = pushAnswer{
+			Index:         res.Index,
+			TransactionID: res.TransactionID,
+			QueueName:     res.Queue,
+			Partition:     res.Partition,
+			Status:        res.Status,
+			Error:         res.Error,
+		}
+		if res.Status != broker.StatusError {
+			out[i].MessageID = &res.MessageID
+			out[i].Offset = &res.Offset
+		}
+	}
+	writeJSON(w, http.StatusCreated, out)
+}
+
+type fetchRequest struct {
+	Entries []fetchEntry `json:"entries"`
+}
+
+type fetchEntry struct {
+	Queue     string `json:"queue"`
+	Partition string `json:"partition"`
+	Offset    uint64 `json:"offset"`
+	MaxBytes  int    `json:"maxBytes"`
+}
+
+type fetchAnswer struct {
+	Entries []fetchAnswerEntry `json:"entries"`
+}
+
+type fetchAnswerEntry struct {
+	Queue         string        `json:"queue"`
+	Partition     string        `json:"partition"`
+	Records       []fetchRecord `json:"records"`
+	HighWatermark uint64        `json:"highWatermark"`
+	Error         string        `json:"error,omitempty"`
+}
+
+type fetchRecord struct {
+	Offset        uint64          `json:"offset"`
+	MessageID     string          `json:"messageId"`
+	TransactionID string          `json:"transactionId"`
+	Payload       json.RawMessage `json:"payload"`
+	Timestamp     int64           `json:"ts"` // Unix milliseconds, stamped by the leader
+}
+
+func (s *Server) fetch(w http.ResponseWriter, r *http.Request) {
+	var req fetchRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	reqs := make([]broker.FetchRequest, len(req.Entries))
+	for i, e := range req.Entries {
+		reqs[i] = broker.FetchRequest{Queue: e.Queue, Partition: e.Partition, Offset: e.Offset, MaxBytes: e.MaxBytes}
+	}
+	results, err := s.svc.Fetch(reqs)
+	if err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	out := fetchAnswer{Entries: make([]fetchAnswerEntry, len(results))}
+	for i, res := range results {
+		e := fetchAnswerEntry{
+			Queue:         res.Queue,
+			Partition:     res.Partition,
+			Records:       make([]fetchRecord, len(res.Records)),
+			HighWatermark: res.HighWatermark,
+			Error:         res.Error,
+		}
+		for j, rec := range res.Records {
+			e.Records[j] = fetchRecord{
+				Offset:        rec.Offset,
+				MessageID:     rec.MessageID,
+				TransactionID: rec.TransactionID,
+				Payload:       rec.Payload,
+				Timestamp:     rec.TimestampMs,
+			}
+		}
+		out.Entries[i] = e
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,105 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/store"
+)
+
+// maxDedupWindowSeconds bounds a queue's dedup window: 30 days.
+const maxDedupWindowSeconds = 30 * 24 * 3600
+
+// QueueOptions are a queue's settable options; nil keeps the current value.
+type QueueOptions struct {
+	DedupWindowSeconds *int64
+}
+
+// QueueInfo describes a queue and its partitions.
+type QueueInfo struct {
+	Name               string
+	DedupWindowSeconds int64
+	CreatedAt          time.Time
+	Partitions         []PartitionInfo
+}
+
+// PartitionInfo describes one partition: messages live at offsets
+// [StartOffset, NextOffset).
+type PartitionInfo struct {
+	Name        string
+	StartOffset uint64
+	NextOffset  uint64
+}
+
+// Configure creates a queue or merges new options into it.
+func (s *Service) Configure(queue string, opts QueueOptions) (QueueInfo, error) {
+	if err := validateQueueName(queue); err != nil {
+		return QueueInfo{}, err
+	}
+	if w := opts.DedupWindowSeconds; w != nil && (*w < 0 || *w > maxDedupWindowSeconds) {
+		return QueueInfo{}, fmt.Errorf("%w: dedupWindowSeconds must be between 0 and %d", ErrInvalid, maxDedupWindowSeconds)
+	}
+	cmd := raftfsm.ConfigureQueueCommand{NowMs: s.now().UnixMilli(), Queue: queue, DedupWindowSeconds: opts.DedupWindowSeconds}
+	answer, err := s.apply(cmd.Encode())
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	q := answer.(raftfsm.ConfigureQueueResult).Queue
+	var info QueueInfo
+	err = s.store.View(func(tx *store.Tx) error {
+		info, err = queueInfo(tx, q)
+		return err
+	})
+	return info, err
+}
+
+// Queues lists every queue with its partitions, in name order.
+func (s *Service) Queues() ([]QueueInfo, error) {
+	var out []QueueInfo
+	err := s.store.View(func(tx *store.Tx) error {
+		qs, err := tx.Queues()
+		if err != nil {
+			return err
+		}
+		for _, q := range qs {
+			info, err := queueInfo(tx, q)
+			if err != nil {
+				return err
+			}
+			out = append(out, info)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Queue describes one queue, or returns ErrNotFound.
+func (s *Service) Queue(name string) (QueueInfo, error) {
+	var info QueueInfo
+	err := s.store.View(func(tx *store.Tx) error {
+		q, err := tx.Queue(name)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("queue %q: %w", name, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		info, err = queueInfo(tx, q)
+		return err
+	})
+	return info, err
+}
+
+func queueInfo(tx *store.Tx, q store.Queue) (QueueInfo, error) {
+	parts, err := tx.Partitions(q.ID)
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	info := QueueInfo{Name: q.Name, DedupWindowSeconds: q.DedupWindowSeconds, CreatedAt: time.UnixMilli(q.CreatedAtMs).UTC()}
+	for _, p := range parts {
+		info.Partitions = append(info.Partitions, PartitionInfo{Name: p.Name, StartOffset: p.StartOffset, NextOffset: p.NextOffset})
+	}
+	return info, nil
+}

@@ -1,0 +1,88 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/store"
+)
+
+// Service is the broker on one node.
+type Service struct {
+	nodeID string
+	node   *raftfsm.Node
+	store  *store.Store
+
+	// ApplyTimeout bounds how long a write waits to be enqueued to raft.
+	ApplyTimeout time.Duration
+	// now stamps commands on the leader; tests may replace it.
+	now func() time.Time
+}
+
+// New returns the service over a started raft node and its store.
+func New(nodeID string, node *raftfsm.Node, st *store.Store) *Service {
+	return &Service{nodeID: nodeID, node: node, store: st, ApplyTimeout: 10 * time.Second, now: time.Now}
+}
+
+// apply commits one command through raft and returns the state machine's
+// answer, which exists only once the entry is committed by a majority and
+// applied on this node.
+func (s *Service) apply(cmd []byte) (any, error) {
+	if s.node.Raft.State() != raft.Leader {
+		return nil, ErrNotLeader
+	}
+	f := s.node.Raft.Apply(cmd, s.ApplyTimeout)
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout),
+			errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			return nil, fmt.Errorf("%w: %v", ErrNotLeader, err) // rejected before it was appended
+		default:
+			return nil, fmt.Errorf("%w: %v", ErrOutcomeUnknown, err)
+		}
+	}
+	return f.Response(), nil
+}
+
+// Health is a node's view of the cluster.
+type Health struct {
+	NodeID     string
+	Role       string // leader, follower, candidate or shutdown
+	LeaderID   string
+	LeaderAddr string
+	Term       uint64
+	Commit     uint64
+	Applied    uint64
+}
+
+// Health reports this node's raft state.
+func (s *Service) Health() Health {
+	r := s.node.Raft
+	addr, id := r.LeaderWithID()
+	return Health{
+		NodeID:     s.nodeID,
+		Role:       roleName(r.State()),
+		LeaderID:   string(id),
+		LeaderAddr: string(addr),
+		Term:       r.CurrentTerm(),
+		Commit:     r.CommitIndex(),
+		Applied:    s.node.FSM.AppliedIndex(),
+	}
+}
+
+func roleName(st raft.RaftState) string {
+	switch st {
+	case raft.Leader:
+		return "leader"
+	case raft.Follower:
+		return "follower"
+	case raft.Candidate:
+		return "candidate"
+	default:
+		return "shutdown"
+	}
+}

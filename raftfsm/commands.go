@@ -1,0 +1,133 @@
+package raftfsm
+
+import (
+	"fmt"
+
+	"github.com/waggle-mq/waggle/store"
+)
+
+// CommandType is the first byte of every raft entry waggle writes. Types are
+// only ever appended, never renumbered or reused: old entries stay in logs
+// and snapshots. A changed format gets a new type.
+type CommandType byte
+
+// Command types.
+const (
+	CmdPush           CommandType = 1
+	CmdConfigureQueue CommandType = 2
+)
+
+// DefaultDedupWindowSeconds is the dedup window of a queue created without one.
+const DefaultDedupWindowSeconds = 3600
+
+// PushCommand appends messages, deduplicating by transactionId. The leader
+// stamps NowMs and every MessageID, so every replica stores the same thing.
+type PushCommand struct {
+	NowMs int64
+	Items []PushItem
+}
+
+// PushItem is one message to push.
+type PushItem struct {
+	Queue         string
+	Partition     string
+	TransactionID string
+	MessageID     [16]byte
+	Payload       []byte
+}
+
+// PushStatus says what happened to one pushed item.
+type PushStatus byte
+
+// Push statuses.
+const (
+	PushQueued    PushStatus = 1 // stored at Offset
+	PushDuplicate PushStatus = 2 // nothing stored; Offset and MessageID are the original's
+	PushRejected  PushStatus = 3 // nothing stored; Error says why
+)
+
+// PushResult is the state machine's answer for one item, in request order.
+type PushResult struct {
+	Status    PushStatus
+	Offset    uint64
+	MessageID [16]byte
+	Error     string
+}
+
+// ConfigureQueueCommand creates a queue or updates its options. Nil options
+// keep their current value (or the default, for a new queue).
+type ConfigureQueueCommand struct {
+	NowMs              int64
+	Queue              string
+	DedupWindowSeconds *int64
+}
+
+// ConfigureQueueResult is the queue as stored after the command.
+type ConfigureQueueResult struct {
+	Queue store.Queue
+}
+
+// minPushItemSize is the fewest bytes one encoded PushItem takes.
+const minPushItemSize = 4 + 16
+
+// Encode returns the raft entry for the command.
+func (c *PushCommand) Encode() []byte {
+	e := encoder{b: make([]byte, 0, 64+len(c.Items)*64)}
+	e.byte(byte(CmdPush))
+	e.varint(c.NowMs)
+	e.uvarint(uint64(len(c.Items)))
+	for i := range c.Items {
+		it := &c.Items[i]
+		e.string(it.Queue)
+		e.string(it.Partition)
+		e.string(it.TransactionID)
+		e.fixed16(it.MessageID)
+		e.bytes(it.Payload)
+	}
+	return e.b
+}
+
+func decodePush(b []byte) (*PushCommand, error) {
+	d := decoder{b: b}
+	c := &PushCommand{NowMs: d.varint()}
+	c.Items = make([]PushItem, d.count(minPushItemSize))
+	for i := range c.Items {
+		c.Items[i] = PushItem{
+			Queue:         d.string(),
+			Partition:     d.string(),
+			TransactionID: d.string(),
+			MessageID:     d.fixed16(),
+			Payload:       d.bytes(),
+		}
+	}
+	return c, d.finish()
+}
+
+// Encode returns the raft entry for the command.
+func (c *ConfigureQueueCommand) Encode() []byte {
+	e := encoder{}
+	e.byte(byte(CmdConfigureQueue))
+	e.varint(c.NowMs)
+	e.string(c.Queue)
+	if c.DedupWindowSeconds == nil {
+		e.byte(0)
+	} else {
+		e.byte(1)
+		e.varint(*c.DedupWindowSeconds)
+	}
+	return e.b
+}
+
+func decodeConfigureQueue(b []byte) (*ConfigureQueueCommand, error) {
+	d := decoder{b: b}
+	c := &ConfigureQueueCommand{NowMs: d.varint(), Queue: d.string()}
+	switch d.byte() {
+	case 0:
+	case 1:
+		w := d.varint()
+		c.DedupWindowSeconds = &w
+	default:
+		return nil, fmt.Errorf("raftfsm: bad option flag in configure command")
+	}
+	return c, d.finish()
+}

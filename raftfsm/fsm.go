@@ -1,0 +1,131 @@
+package raftfsm
+
+import (
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/waggle-mq/waggle/store"
+)
+
+// A badger transaction holds about 100,000 writes or 9.6 MB with default
+// options. The FSM commits before an entry once the open transaction passes
+// these marks; one entry (a push of at most MaxPushItems in at most a few
+// MB) stays well below the rest.
+const (
+	commitAfterWrites = 30_000
+	commitAfterBytes  = 4 << 20
+)
+
+// FSM adapts raft to the Processor: it applies batches of committed entries
+// in one badger transaction together with the last applied index, skips
+// entries a restart finds already applied, and snapshots the store.
+type FSM struct {
+	store *store.Store
+	proc  Processor
+
+	mu   sync.Mutex // guards meta between the apply and restore paths
+	meta store.Meta
+}
+
+// NewFSM returns a state machine over st, resuming from the applied index
+// stored in it.
+func NewFSM(st *store.Store) (*FSM, error) {
+	f := &FSM{store: st}
+	if err := f.loadMeta(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *FSM) loadMeta() error {
+	return f.store.View(func(tx *store.Tx) error {
+		m, err := tx.Meta()
+		f.meta = m
+		return err
+	})
+}
+
+// AppliedIndex is the last raft index whose effects are in the store.
+func (f *FSM) AppliedIndex() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.meta.AppliedIndex
+}
+
+// Apply implements raft.FSM.
+func (f *FSM) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
+
+// ApplyBatch implements raft.BatchingFSM.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	answers := make([]any, len(logs))
+	tx := f.store.BeginWrite()
+	defer func() { tx.Discard() }()
+	meta := f.meta
+	for i, l := range logs {
+		if l.Index <= meta.AppliedIndex {
+			continue // applied before a restart; the store already has it
+		}
+		if writes, bytes := tx.Pending(); writes > commitAfterWrites || bytes > commitAfterBytes {
+			f.commit(tx, meta)
+			tx = f.store.BeginWrite()
+		}
+		if l.Type == raft.LogCommand {
+			answers[i] = f.proc.Apply(tx, &meta, l.Data)
+		}
+		meta.AppliedIndex, meta.AppliedTerm = l.Index, l.Term
+	}
+	f.commit(tx, meta)
+	return answers
+}
+
+// commit stores meta with the transaction's writes. Failing to write state
+// already acknowledged by raft leaves no safe way on: panic, and let the
+// restart replay from the raft log.
+func (f *FSM) commit(tx *store.Tx, meta store.Meta) {
+	if meta == f.meta {
+		return // nothing applied
+	}
+	if err := tx.PutMeta(meta); err != nil {
+		panic(fmt.Sprintf("raftfsm: write meta: %v", err))
+	}
+	if err := tx.Commit(); err != nil {
+		panic(fmt.Sprintf("raftfsm: commit applied entries: %v", err))
+	}
+	f.meta = meta
+}
+
+// Snapshot implements raft.FSM. It only opens a read transaction; the
+// stream is written later by Persist, concurrently with new applies.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	return &fsmSnapshot{snap: f.store.Snapshot()}, nil
+}
+
+// Restore implements raft.FSM: the store is replaced whole.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.store.Restore(rc); err != nil {
+		return err
+	}
+	return f.loadMeta()
+}
+
+type fsmSnapshot struct {
+	snap *store.Snapshot
+}
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := s.snap.WriteTo(sink); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() { s.snap.Release() }

@@ -1,0 +1,175 @@
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/waggle-mq/waggle/dedup"
+)
+
+// Every persisted value starts with a format version byte. A binary that
+// changes a format adds a new version and keeps decoding the old ones, so a
+// store written by an older binary (or a snapshot it sent) stays readable;
+// there is no in-place migration.
+const recordV1 byte = 1
+
+var errBadRecord = errors.New("store: malformed record")
+
+// Meta is the state machine's own bookkeeping, written in the same badger
+// transaction as the entries it describes.
+type Meta struct {
+	// AppliedIndex and AppliedTerm name the last raft entry whose effects are stored.
+	AppliedIndex uint64
+	AppliedTerm  uint64
+	// ClockMs is the replicated clock: the largest leader-stamped time seen,
+	// in Unix milliseconds. It never goes backwards, even when a new leader's
+	// wall clock is behind the old one's.
+	ClockMs int64
+	// NextID is the next free numeric id for queues and partitions.
+	NextID uint64
+}
+
+func (m Meta) encode() []byte {
+	b := make([]byte, 0, 33)
+	b = append(b, recordV1)
+	b = binary.BigEndian.AppendUint64(b, m.AppliedIndex)
+	b = binary.BigEndian.AppendUint64(b, m.AppliedTerm)
+	b = binary.BigEndian.AppendUint64(b, uint64(m.ClockMs))
+	return binary.BigEndian.AppendUint64(b, m.NextID)
+}
+
+func decodeMeta(b []byte) (Meta, error) {
+	if len(b) != 33 || b[0] != recordV1 {
+		return Meta{}, errBadRecord
+	}
+	return Meta{
+		AppliedIndex: binary.BigEndian.Uint64(b[1:]),
+		AppliedTerm:  binary.BigEndian.Uint64(b[9:]),
+		ClockMs:      int64(binary.BigEndian.Uint64(b[17:])),
+		NextID:       binary.BigEndian.Uint64(b[25:]),
+	}, nil
+}
+
+// Queue is a queue's replicated configuration.
+type Queue struct {
+	ID                 uint64 `json:"id"`
+	Name               string `json:"name"`
+	DedupWindowSeconds int64  `json:"dedupWindowSeconds"`
+	CreatedAtMs        int64  `json:"createdAtMs"`
+}
+
+// Queue records are JSON behind the version byte: they are small, rarely
+// written, and gain options over time.
+func (q Queue) encode() []byte {
+	js, err := json.Marshal(q)
+	if err != nil {
+		panic(fmt.Sprintf("store: encode queue: %v", err)) // plain struct: cannot fail
+	}
+	return append([]byte{recordV1}, js...)
+}
+
+func decodeQueue(b []byte) (Queue, error) {
+	var q Queue
+	if len(b) < 1 || b[0] != recordV1 {
+		return q, errBadRecord
+	}
+	if err := json.Unmarshal(b[1:], &q); err != nil {
+		return q, fmt.Errorf("%w: %v", errBadRecord, err)
+	}
+	return q, nil
+}
+
+// Partition is one partition of a queue with its offset range: messages
+// live at offsets [StartOffset, NextOffset).
+type Partition struct {
+	ID          uint64
+	QueueID     uint64
+	Name        string
+	NextOffset  uint64
+	StartOffset uint64
+}
+
+func (p Partition) encodeMeta() []byte {
+	b := make([]byte, 0, 25+len(p.Name))
+	b = append(b, recordV1)
+	b = binary.BigEndian.AppendUint64(b, p.QueueID)
+	b = binary.BigEndian.AppendUint64(b, p.NextOffset)
+	b = binary.BigEndian.AppendUint64(b, p.StartOffset)
+	return append(b, p.Name...)
+}
+
+func decodePartitionMeta(id uint64, b []byte) (Partition, error) {
+	if len(b) < 25 || b[0] != recordV1 {
+		return Partition{}, errBadRecord
+	}
+	return Partition{
+		ID:          id,
+		QueueID:     binary.BigEndian.Uint64(b[1:]),
+		NextOffset:  binary.BigEndian.Uint64(b[9:]),
+		StartOffset: binary.BigEndian.Uint64(b[17:]),
+		Name:        string(b[25:]),
+	}, nil
+}
+
+// Message is one stored message.
+type Message struct {
+	Offset        uint64
+	ID            [16]byte // UUIDv7 stamped by the leader
+	TimestampMs   int64    // leader-stamped append time
+	TransactionID string
+	Payload       []byte // the JSON document as pushed
+}
+
+func (m Message) encode() []byte {
+	b := make([]byte, 0, 1+16+8+binary.MaxVarintLen64+len(m.TransactionID)+len(m.Payload))
+	b = append(b, recordV1)
+	b = append(b, m.ID[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(m.TimestampMs))
+	b = binary.AppendUvarint(b, uint64(len(m.TransactionID)))
+	b = append(b, m.TransactionID...)
+	return append(b, m.Payload...)
+}
+
+func decodeMessage(offset uint64, b []byte) (Message, error) {
+	if len(b) < 26 || b[0] != recordV1 {
+		return Message{}, errBadRecord
+	}
+	m := Message{Offset: offset, TimestampMs: int64(binary.BigEndian.Uint64(b[17:25]))}
+	copy(m.ID[:], b[1:17])
+	n, w := binary.Uvarint(b[25:])
+	rest := b[25:]
+	if w <= 0 || n > uint64(len(rest)-w) {
+		return Message{}, errBadRecord
+	}
+	rest = rest[w:]
+	m.TransactionID = string(rest[:n])
+	m.Payload = append([]byte(nil), rest[n:]...)
+	return m, nil
+}
+
+// Dedup records are dedup.Entry values: where a transactionId was stored,
+// for answering a retry with the original message. ExpiresAtMs is also
+// where the id sits in the expiry index.
+func encodeDedup(d dedup.Entry) []byte {
+	b := make([]byte, 0, 41)
+	b = append(b, recordV1)
+	b = binary.BigEndian.AppendUint64(b, d.Offset)
+	b = binary.BigEndian.AppendUint64(b, uint64(d.StoredAtMs))
+	b = binary.BigEndian.AppendUint64(b, uint64(d.ExpiresAtMs))
+	return append(b, d.MessageID[:]...)
+}
+
+func decodeDedup(b []byte) (dedup.Entry, error) {
+	if len(b) != 41 || b[0] != recordV1 {
+		return dedup.Entry{}, errBadRecord
+	}
+	d := dedup.Entry{
+		Offset:      binary.BigEndian.Uint64(b[1:]),
+		StoredAtMs:  int64(binary.BigEndian.Uint64(b[9:])),
+		ExpiresAtMs: int64(binary.BigEndian.Uint64(b[17:])),
+	}
+	copy(d.MessageID[:], b[25:41])
+	return d, nil
+}

@@ -1,0 +1,301 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/waggle-mq/waggle/dedup"
+)
+
+// ErrNotFound is returned by lookups of a row that does not exist.
+var ErrNotFound = errors.New("store: not found")
+
+// Store is waggle's replicated state on disk.
+type Store struct {
+	db *badger.DB
+}
+
+// Open opens (or creates) the badger database in dir.
+//
+// Writes are not fsynced: the raft log is the durable record, and after a
+// crash the state machine replays every entry past the applied index kept
+// in the store (see raftfsm).
+func Open(dir string) (*Store, error) {
+	opts := badger.DefaultOptions(dir).
+		WithLoggingLevel(badger.WARNING).
+		WithSyncWrites(false).
+		WithDetectConflicts(false) // the state machine is the only writer
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// BeginWrite starts a read-write transaction. The caller commits or
+// discards it.
+func (s *Store) BeginWrite() *Tx {
+	return &Tx{txn: s.db.NewTransaction(true)}
+}
+
+// View runs fn inside a read-only transaction: a consistent point-in-time
+// view of the state.
+func (s *Store) View(fn func(tx *Tx) error) error {
+	return s.db.View(func(txn *badger.Txn) error {
+		return fn(&Tx{txn: txn})
+	})
+}
+
+// Tx is a badger transaction with waggle's typed reads and writes.
+type Tx struct {
+	txn           *badger.Txn
+	pendingWrites int
+	pendingBytes  int // approximate
+}
+
+// Pending reports how many writes the transaction holds and roughly how many
+// bytes they take; callers use it to commit before badger's per-transaction
+// limits (about 100,000 writes or 9.6 MB with the default options).
+func (t *Tx) Pending() (writes, bytes int) { return t.pendingWrites, t.pendingBytes }
+
+// Commit writes the transaction.
+func (t *Tx) Commit() error { return t.txn.Commit() }
+
+// Discard drops the transaction; safe after Commit.
+func (t *Tx) Discard() { t.txn.Discard() }
+
+func (t *Tx) set(k, v []byte) error {
+	t.pendingWrites++
+	t.pendingBytes += len(k) + len(v) + 32
+	return t.txn.Set(k, v)
+}
+
+func (t *Tx) del(k []byte) error {
+	t.pendingWrites++
+	t.pendingBytes += len(k) + 32
+	return t.txn.Delete(k)
+}
+
+// get returns the value at k, or ErrNotFound.
+func (t *Tx) get(k []byte) ([]byte, error) {
+	item, err := t.txn.Get(k)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return item.ValueCopy(nil)
+}
+
+// Meta returns the state machine's bookkeeping; a new store has the zero Meta
+// with NextID 1.
+func (t *Tx) Meta() (Meta, error) {
+	b, err := t.get(metaKey())
+	if errors.Is(err, ErrNotFound) {
+		return Meta{NextID: 1}, nil
+	}
+	if err != nil {
+		return Meta{}, err
+	}
+	return decodeMeta(b)
+}
+
+// PutMeta writes the bookkeeping record.
+func (t *Tx) PutMeta(m Meta) error { return t.set(metaKey(), m.encode()) }
+
+// Queue returns the named queue, or ErrNotFound.
+func (t *Tx) Queue(name string) (Queue, error) {
+	b, err := t.get(queueKey(name))
+	if err != nil {
+		return Queue{}, err
+	}
+	return decodeQueue(b)
+}
+
+// PutQueue creates or replaces a queue record.
+func (t *Tx) PutQueue(q Queue) error { return t.set(queueKey(q.Name), q.encode()) }
+
+// Queues lists every queue in name order.
+func (t *Tx) Queues() ([]Queue, error) {
+	var out []Queue
+	err := t.scan(queuePrefix(), nil, func(_, v []byte) (bool, error) {
+		q, err := decodeQueue(v)
+		if err != nil {
+			return false, err
+		}
+		out = append(out, q)
+		return true, nil
+	})
+	return out, err
+}
+
+// Partition returns a queue's partition by name, or ErrNotFound.
+func (t *Tx) Partition(queueID uint64, name string) (Partition, error) {
+	b, err := t.get(partitionKey(queueID, name))
+	if err != nil {
+		return Partition{}, err
+	}
+	if len(b) != 8 {
+		return Partition{}, errBadRecord
+	}
+	return t.partitionByID(beUint64(b))
+}
+
+func (t *Tx) partitionByID(id uint64) (Partition, error) {
+	b, err := t.get(partMetaKey(id))
+	if err != nil {
+		return Partition{}, err
+	}
+	return decodePartitionMeta(id, b)
+}
+
+// CreatePartition writes a new partition and its name entry.
+func (t *Tx) CreatePartition(p Partition) error {
+	if err := t.set(partitionKey(p.QueueID, p.Name), appendUint64(nil, p.ID)); err != nil {
+		return err
+	}
+	return t.PutPartition(p)
+}
+
+// PutPartition updates a partition's offsets.
+func (t *Tx) PutPartition(p Partition) error {
+	return t.set(partMetaKey(p.ID), p.encodeMeta())
+}
+
+// Partitions lists a queue's partitions in name order.
+func (t *Tx) Partitions(queueID uint64) ([]Partition, error) {
+	var out []Partition
+	err := t.scan(partitionPrefix(queueID), nil, func(_, v []byte) (bool, error) {
+		if len(v) != 8 {
+			return false, errBadRecord
+		}
+		p, err := t.partitionByID(beUint64(v))
+		if err != nil {
+			return false, err
+		}
+		out = append(out, p)
+		return true, nil
+	})
+	return out, err
+}
+
+// PutMessage stores a message at its offset in a partition.
+func (t *Tx) PutMessage(partitionID uint64, m Message) error {
+	return t.set(messageKey(partitionID, m.Offset), m.encode())
+}
+
+// Messages reads a partition's messages from offset on, stopping after
+// maxCount messages or once maxBytes of payload are collected. The first
+// message is always returned, however large, so a reader cannot get stuck
+// behind a message larger than its limit.
+func (t *Tx) Messages(partitionID, from uint64, maxBytes, maxCount int) ([]Message, error) {
+	var out []Message
+	size := 0
+	prefix := messageKey(partitionID, 0)[:9]
+	err := t.scan(prefix, messageKey(partitionID, from), func(k, v []byte) (bool, error) {
+		_, off, err := parseMessageKey(k)
+		if err != nil {
+			return false, err
+		}
+		m, err := decodeMessage(off, v)
+		if err != nil {
+			return false, err
+		}
+		if len(out) > 0 && size+len(m.Payload) > maxBytes {
+			return false, nil
+		}
+		out = append(out, m)
+		size += len(m.Payload)
+		return len(out) < maxCount, nil
+	})
+	return out, err
+}
+
+// Dedup returns the dedup record of a transactionId in a partition; found
+// is false when there is none.
+func (t *Tx) Dedup(partitionID uint64, txID string) (e dedup.Entry, found bool, err error) {
+	b, err := t.get(dedupKey(partitionID, txID))
+	if errors.Is(err, ErrNotFound) {
+		return dedup.Entry{}, false, nil
+	}
+	if err != nil {
+		return dedup.Entry{}, false, err
+	}
+	e, err = decodeDedup(b)
+	return e, err == nil, err
+}
+
+// PutDedup records a transactionId and files it in the expiry index at
+// d.ExpiresAtMs. A record it replaces must have been removed from the
+// expiry index by the caller (see DeleteExpiry).
+func (t *Tx) PutDedup(partitionID uint64, txID string, d dedup.Entry) error {
+	if err := t.set(dedupKey(partitionID, txID), encodeDedup(d)); err != nil {
+		return err
+	}
+	return t.set(expiryKey(d.ExpiresAtMs, partitionID, txID), nil)
+}
+
+// DeleteDedup removes a transactionId's dedup record.
+func (t *Tx) DeleteDedup(partitionID uint64, txID string) error {
+	return t.del(dedupKey(partitionID, txID))
+}
+
+// DeleteExpiry removes one expiry index entry.
+func (t *Tx) DeleteExpiry(e Expiry) error {
+	return t.del(expiryKey(e.AtMs, e.PartitionID, e.TransactionID))
+}
+
+// Expiry is one entry of the dedup expiry index.
+type Expiry struct {
+	AtMs          int64
+	PartitionID   uint64
+	TransactionID string
+}
+
+// DueExpiries lists up to limit expiry entries due at or before nowMs,
+// oldest first.
+func (t *Tx) DueExpiries(nowMs int64, limit int) ([]Expiry, error) {
+	var out []Expiry
+	err := t.scan(expiryPrefix(), nil, func(k, _ []byte) (bool, error) {
+		at, pid, id, err := parseExpiryKey(k)
+		if err != nil {
+			return false, err
+		}
+		if at > nowMs {
+			return false, nil
+		}
+		out = append(out, Expiry{AtMs: at, PartitionID: pid, TransactionID: id})
+		return len(out) < limit, nil
+	})
+	return out, err
+}
+
+// scan calls fn for each key with the prefix, from seek (or the prefix) on,
+// until fn returns false or an error. Keys and values are only valid during
+// the call.
+func (t *Tx) scan(prefix, seek []byte, fn func(k, v []byte) (bool, error)) error {
+	it := t.txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: false})
+	defer it.Close()
+	if seek == nil {
+		seek = prefix
+	}
+	for it.Seek(seek); it.Valid(); it.Next() {
+		item := it.Item()
+		var more bool
+		err := item.Value(func(v []byte) error {
+			var err error
+			more, err = fn(item.Key(), v)
+			return err
+		})
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
