@@ -1,0 +1,306 @@
+package raftfsm
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/waggle-mq/waggle/store"
+)
+
+const hourMs = 3600_000
+
+func openStore(t *testing.T, dir string) *store.Store {
+	t.Helper()
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func newFSM(t *testing.T) *FSM {
+	t.Helper()
+	f, err := NewFSM(openStore(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// logs numbers commands as consecutive raft entries from index first.
+func logs(first uint64, cmds ...[]byte) []*raft.Log {
+	out := make([]*raft.Log, len(cmds))
+	for i, c := range cmds {
+		out[i] = &raft.Log{Index: first + uint64(i), Term: 1, Type: raft.LogCommand, Data: c}
+	}
+	return out
+}
+
+func push(nowMs int64, items ...PushItem) []byte {
+	c := PushCommand{NowMs: nowMs, Items: items}
+	return c.Encode()
+}
+
+// item makes a push item whose message id is derived from the tag, as a
+// leader would stamp a fresh one.
+func item(queue, partition, txID string, tag byte) PushItem {
+	return PushItem{Queue: queue, Partition: partition, TransactionID: txID, MessageID: [16]byte{tag}, Payload: []byte(`{"n":1}`)}
+}
+
+func pushResults(t *testing.T, answer any) []PushResult {
+	t.Helper()
+	r, ok := answer.([]PushResult)
+	if !ok {
+		t.Fatalf("answer is %T, want []PushResult", answer)
+	}
+	return r
+}
+
+func requireResult(t *testing.T, got PushResult, status PushStatus, offset uint64, tag byte) {
+	t.Helper()
+	if got.Status != status || got.Offset != offset || got.MessageID != [16]byte{tag} {
+		t.Fatalf("result = {status %d offset %d id %x}, want {status %d offset %d id %x}",
+			got.Status, got.Offset, got.MessageID[0], status, offset, tag)
+	}
+}
+
+// snapshotBytes is the whole state as the snapshot stream writes it; equal
+// bytes mean equal state.
+func snapshotBytes(t *testing.T, f *FSM) []byte {
+	t.Helper()
+	snap := f.store.Snapshot()
+	defer snap.Release()
+	var buf bytes.Buffer
+	if _, err := snap.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestPushDedupWithinWindowAndRequest(t *testing.T) {
+	f := newFSM(t)
+	const t0 = 1_000 * hourMs
+	answers := f.ApplyBatch(logs(1,
+		push(t0, item("q", "p", "a", 1), item("q", "p", "a", 2), item("q", "p", "b", 3), item("q", "other", "a", 4)),
+		push(t0+hourMs-1, item("q", "p", "a", 5)),
+		push(t0+hourMs, item("q", "p", "a", 6)),
+	))
+	first := pushResults(t, answers[0])
+	requireResult(t, first[0], PushQueued, 0, 1)
+	requireResult(t, first[1], PushDuplicate, 0, 1) // repeat inside the request
+	requireResult(t, first[2], PushQueued, 1, 3)
+	requireResult(t, first[3], PushQueued, 0, 4) // another partition is another scope
+	requireResult(t, pushResults(t, answers[1])[0], PushDuplicate, 0, 1)
+	requireResult(t, pushResults(t, answers[2])[0], PushQueued, 2, 6) // the window has passed
+}
+
+func TestWindowZeroStillDedupsInsideOneRequest(t *testing.T) {
+	f := newFSM(t)
+	zero := int64(0)
+	cfg := ConfigureQueueCommand{NowMs: 1, Queue: "k", DedupWindowSeconds: &zero}
+	answers := f.ApplyBatch(logs(1,
+		cfg.Encode(),
+		push(2, item("k", "0", "a", 1), item("k", "0", "a", 2)),
+		push(3, item("k", "0", "a", 3)),
+	))
+	if q := answers[0].(ConfigureQueueResult).Queue; q.DedupWindowSeconds != 0 {
+		t.Fatalf("window = %d after configuring 0", q.DedupWindowSeconds)
+	}
+	r := pushResults(t, answers[1])
+	requireResult(t, r[0], PushQueued, 0, 1)
+	requireResult(t, r[1], PushDuplicate, 0, 1)
+	requireResult(t, pushResults(t, answers[2])[0], PushQueued, 1, 3)
+}
+
+func TestRejectsOverlongTransactionID(t *testing.T) {
+	f := newFSM(t)
+	long := string(make([]byte, 65536))
+	r := pushResults(t, f.ApplyBatch(logs(1, push(1, item("q", "p", long, 1), item("q", "p", "ok", 2))))[0])
+	if r[0].Status != PushRejected || r[0].Error == "" {
+		t.Fatalf("overlong id: %+v, want rejected with an error", r[0])
+	}
+	requireResult(t, r[1], PushQueued, 0, 2)
+}
+
+// Regression guard: a new leader whose wall clock lags must not make the
+// state machine's time go backwards (it would revive expired ids, and two
+// replicas could disagree with a restart in between).
+func TestReplicatedClockNeverGoesBackwards(t *testing.T) {
+	f := newFSM(t)
+	const t0 = 1_000 * hourMs
+	answers := f.ApplyBatch(logs(1,
+		push(t0, item("q", "p", "x", 1)),
+		push(t0+2*hourMs, item("q", "p", "y", 2)),
+		push(t0+10, item("q", "p", "x", 3)), // stamped by a lagging leader
+	))
+	// At the replicated clock (t0+2h) x's window has passed.
+	requireResult(t, pushResults(t, answers[2])[0], PushQueued, 2, 3)
+	var msgs []store.Message
+	f.store.View(func(tx *store.Tx) error {
+		q, _ := tx.Queue("q")
+		p, _ := tx.Partition(q.ID, "p")
+		msgs, _ = tx.Messages(p.ID, 0, 1<<20, 10)
+		return nil
+	})
+	if len(msgs) != 3 || msgs[2].TimestampMs != t0+2*hourMs {
+		t.Fatalf("messages %+v: want 3, the last stamped with the replicated clock", msgs)
+	}
+}
+
+func TestExpiredIDsArePruned(t *testing.T) {
+	f := newFSM(t)
+	one := int64(1)
+	cfg := ConfigureQueueCommand{NowMs: 0, Queue: "q", DedupWindowSeconds: &one}
+	var items []PushItem
+	for i := 0; i < 300; i++ {
+		items = append(items, item("q", "p", fmt.Sprint("id-", i), 1))
+	}
+	// More ids than one entry prunes: two later entries are needed.
+	f.ApplyBatch(logs(1, cfg.Encode(), push(1000, items...), push(5000, item("q", "p", "z", 2)), push(5001, item("q", "p", "z2", 3))))
+	f.store.View(func(tx *store.Tx) error {
+		q, _ := tx.Queue("q")
+		p, _ := tx.Partition(q.ID, "p")
+		for i := 0; i < 300; i++ {
+			if _, found, _ := tx.Dedup(p.ID, fmt.Sprint("id-", i)); found {
+				t.Errorf("id-%d still has a dedup record after its window", i)
+			}
+		}
+		if _, found, _ := tx.Dedup(p.ID, "z"); !found {
+			t.Error("live id z was pruned")
+		}
+		due, _ := tx.DueExpiries(1<<62, 1000)
+		if len(due) != 2 {
+			t.Errorf("expiry index holds %d entries, want 2 (z and z2)", len(due))
+		}
+		return nil
+	})
+}
+
+// After a restart the FSM must skip entries the store already holds:
+// applying them again would store messages twice.
+func TestRestartSkipsAppliedEntries(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := NewFSM(st)
+	entries := logs(1, push(1, item("q", "p", "a", 1)), push(2, item("q", "p", "b", 2)))
+	f.ApplyBatch(entries)
+	st.Close()
+
+	f2, err := NewFSM(openStore(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f2.AppliedIndex() != 2 {
+		t.Fatalf("applied index after reopen = %d, want 2", f2.AppliedIndex())
+	}
+	answers := f2.ApplyBatch(append(entries, logs(3, push(3, item("q", "p", "c", 3)))...))
+	if answers[0] != nil || answers[1] != nil {
+		t.Fatalf("replayed entries were applied again: %v", answers[:2])
+	}
+	requireResult(t, pushResults(t, answers[2])[0], PushQueued, 2, 3)
+}
+
+func TestSnapshotRestoreGivesSameState(t *testing.T) {
+	src := newFSM(t)
+	src.ApplyBatch(logs(1, push(1, item("q", "p", "a", 1), item("q", "r", "b", 2)), push(2, item("q2", "p", "c", 3))))
+	snap, err := src.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+
+	dst := newFSM(t)
+	dst.ApplyBatch(logs(1, push(1, item("junk", "p", "x", 9)))) // replaced whole by the restore
+	if err := dst.Restore(sink.reader()); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(snapshotBytes(t, src), snapshotBytes(t, dst)) {
+		t.Fatal("restored state differs from the snapshot's source")
+	}
+	if dst.AppliedIndex() != 2 {
+		t.Fatalf("applied index after restore = %d, want 2", dst.AppliedIndex())
+	}
+	r := pushResults(t, dst.ApplyBatch(logs(3, push(3, item("q", "p", "a", 7))))[0])
+	requireResult(t, r[0], PushDuplicate, 0, 1)
+}
+
+func TestRestoreRejectsGarbage(t *testing.T) {
+	f := newFSM(t)
+	if err := f.Restore(nopCloser{bytes.NewReader([]byte("not a snapshot"))}); err == nil {
+		t.Fatal("garbage restored without error")
+	}
+}
+
+// The state must not depend on how raft happened to batch entries: batches
+// differ between replicas. Large entries also force the FSM to split its
+// badger transaction.
+func TestBatchingDoesNotChangeState(t *testing.T) {
+	var entries []*raft.Log
+	for e := 0; e < 8; e++ {
+		var items []PushItem
+		for i := 0; i < 5000; i++ {
+			items = append(items, item("q", fmt.Sprint(i%3), fmt.Sprint("id-", (e*5000+i)%33000), byte(e)))
+		}
+		entries = append(entries, logs(uint64(e+1), push(int64(e), items...))...)
+	}
+	oneBatch, oneByOne := newFSM(t), newFSM(t)
+	oneBatch.ApplyBatch(entries)
+	for _, l := range entries {
+		oneByOne.Apply(l)
+	}
+	if !bytes.Equal(snapshotBytes(t, oneBatch), snapshotBytes(t, oneByOne)) {
+		t.Fatal("state differs between one batch and one entry at a time")
+	}
+	if oneBatch.AppliedIndex() != 8 {
+		t.Fatalf("applied index = %d, want 8", oneBatch.AppliedIndex())
+	}
+}
+
+func TestUndecodableEntryPanics(t *testing.T) {
+	for name, data := range map[string][]byte{
+		"unknown type": {0xEE, 1, 2},
+		"truncated":    push(1, item("q", "p", "a", 1))[:10],
+		"empty":        {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("no panic")
+				}
+			}()
+			newFSM(t).Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data})
+		})
+	}
+}
+
+func TestNonCommandEntriesAdvanceAppliedIndex(t *testing.T) {
+	f := newFSM(t)
+	f.ApplyBatch([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogConfiguration}})
+	if f.AppliedIndex() != 1 {
+		t.Fatalf("applied index = %d, want 1", f.AppliedIndex())
+	}
+}
+
+type memSink struct{ bytes.Buffer }
+
+func (m *memSink) ID() string    { return "mem" }
+func (m *memSink) Cancel() error { return nil }
+func (m *memSink) Close() error  { return nil }
+func (m *memSink) reader() nopCloser {
+	return nopCloser{bytes.NewReader(m.Bytes())}
+}
+
+type nopCloser struct{ *bytes.Reader }
+
+func (nopCloser) Close() error { return nil }

@@ -1,0 +1,101 @@
+package store
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/waggle-mq/waggle/dedup"
+)
+
+func TestMessageKeyRoundTrip(t *testing.T) {
+	for _, tc := range []struct{ pid, off uint64 }{{0, 0}, {1, 2}, {1 << 40, 1<<64 - 1}} {
+		pid, off, err := parseMessageKey(messageKey(tc.pid, tc.off))
+		if err != nil || pid != tc.pid || off != tc.off {
+			t.Fatalf("parse(messageKey(%d,%d)) = %d,%d,%v", tc.pid, tc.off, pid, off, err)
+		}
+	}
+	if _, _, err := parseMessageKey([]byte{familyMessage, 1}); err == nil {
+		t.Fatal("short message key parsed")
+	}
+}
+
+// Offsets must sort numerically inside a partition, and partitions must not
+// interleave, or range reads return the wrong messages.
+func TestMessageKeysSortByPartitionThenOffset(t *testing.T) {
+	keys := [][]byte{messageKey(1, 0), messageKey(1, 255), messageKey(1, 256), messageKey(1, 1<<32), messageKey(2, 0)}
+	for i := 1; i < len(keys); i++ {
+		if bytes.Compare(keys[i-1], keys[i]) >= 0 {
+			t.Fatalf("key %d does not sort before key %d", i-1, i)
+		}
+	}
+}
+
+func TestExpiryKeyRoundTripAndOrder(t *testing.T) {
+	k := expiryKey(1_700_000_000_000, 9, "order-1")
+	at, pid, id, err := parseExpiryKey(k)
+	if err != nil || at != 1_700_000_000_000 || pid != 9 || id != "order-1" {
+		t.Fatalf("parseExpiryKey = %d,%d,%q,%v", at, pid, id, err)
+	}
+	if bytes.Compare(expiryKey(999, 9, "z"), expiryKey(1000, 1, "a")) >= 0 {
+		t.Fatal("expiry keys do not sort by time first")
+	}
+	if _, _, _, err := parseExpiryKey([]byte{familyExpiry}); err == nil {
+		t.Fatal("short expiry key parsed")
+	}
+}
+
+func TestPartitionKeyRoundTrip(t *testing.T) {
+	qid, name, err := parsePartitionKey(partitionKey(42, "customer-7"))
+	if err != nil || qid != 42 || name != "customer-7" {
+		t.Fatalf("parsePartitionKey = %d,%q,%v", qid, name, err)
+	}
+	if !bytes.HasPrefix(partitionKey(42, "x"), partitionPrefix(42)) {
+		t.Fatal("partition key lacks its queue prefix")
+	}
+	// Queue 1's prefix must not match queue 256's keys.
+	if bytes.HasPrefix(partitionKey(256, "x"), partitionPrefix(1)) {
+		t.Fatal("queue prefixes overlap")
+	}
+}
+
+func TestRecordRoundTrips(t *testing.T) {
+	meta := Meta{AppliedIndex: 10, AppliedTerm: 3, ClockMs: 1234, NextID: 7}
+	if got, err := decodeMeta(meta.encode()); err != nil || got != meta {
+		t.Fatalf("meta: %+v, %v", got, err)
+	}
+	q := Queue{ID: 5, Name: "payments", DedupWindowSeconds: 60, CreatedAtMs: 99}
+	if got, err := decodeQueue(q.encode()); err != nil || got != q {
+		t.Fatalf("queue: %+v, %v", got, err)
+	}
+	p := Partition{ID: 8, QueueID: 5, Name: "eu", NextOffset: 100, StartOffset: 3}
+	if got, err := decodePartitionMeta(8, p.encodeMeta()); err != nil || got != p {
+		t.Fatalf("partition: %+v, %v", got, err)
+	}
+	m := Message{Offset: 4, ID: [16]byte{1, 2, 3}, TimestampMs: 77, TransactionID: "tx", Payload: []byte(`{"a":1}`)}
+	got, err := decodeMessage(4, m.encode())
+	if err != nil || got.ID != m.ID || got.TimestampMs != 77 || got.TransactionID != "tx" || string(got.Payload) != `{"a":1}` {
+		t.Fatalf("message: %+v, %v", got, err)
+	}
+	d := dedup.Entry{Offset: 4, MessageID: [16]byte{9}, StoredAtMs: 10, ExpiresAtMs: 20}
+	if got, err := decodeDedup(encodeDedup(d)); err != nil || got != d {
+		t.Fatalf("dedup: %+v, %v", got, err)
+	}
+}
+
+func TestDecodeRejectsCorruptRecords(t *testing.T) {
+	if _, err := decodeMeta([]byte{recordV1, 1}); err == nil {
+		t.Error("short meta decoded")
+	}
+	if _, err := decodeQueue([]byte{2, '{', '}'}); err == nil {
+		t.Error("queue with unknown version decoded")
+	}
+	// A transactionId length running past the end of the record.
+	bad := Message{TransactionID: "abc"}.encode()
+	bad[25] = 200
+	if _, err := decodeMessage(0, bad); err == nil {
+		t.Error("message with overlong transactionId length decoded")
+	}
+	if _, err := decodeDedup([]byte{recordV1}); err == nil {
+		t.Error("short dedup record decoded")
+	}
+}
