@@ -98,6 +98,7 @@ func (p *Processor) push(tx *store.Tx, meta *store.Meta, cmd *PushCommand) []Pus
 			continue
 		}
 		windowMs := tg.queue.DedupWindowSeconds * 1000
+		var replaced *dedup.Entry
 		if windowMs > 0 {
 			prev, found, err := tx.Dedup(pid, it.TransactionID)
 			must(err)
@@ -105,8 +106,8 @@ func (p *Processor) push(tx *store.Tx, meta *store.Meta, cmd *PushCommand) []Pus
 				results[i] = PushResult{Status: PushDuplicate, Offset: prev.Offset, MessageID: prev.MessageID}
 				continue
 			}
-			if found { // expired but not yet pruned: its index entry goes with it
-				must(tx.DeleteExpiry(store.Expiry{AtMs: prev.ExpiresAtMs, PartitionID: pid, TransactionID: it.TransactionID}))
+			if found { // expired but not yet pruned: replaced below
+				replaced = &prev
 			}
 		}
 
@@ -121,7 +122,7 @@ func (p *Processor) push(tx *store.Tx, meta *store.Meta, cmd *PushCommand) []Pus
 		}))
 		entry := dedup.Entry{Offset: offset, MessageID: it.MessageID, StoredAtMs: now, ExpiresAtMs: now + windowMs}
 		if windowMs > 0 {
-			must(tx.PutDedup(pid, it.TransactionID, entry))
+			must(tx.PutDedup(pid, it.TransactionID, entry, replaced))
 		}
 		seen.Remember(pid, it.TransactionID, entry)
 		results[i] = PushResult{Status: PushQueued, Offset: offset, MessageID: it.MessageID}
@@ -130,7 +131,8 @@ func (p *Processor) push(tx *store.Tx, meta *store.Meta, cmd *PushCommand) []Pus
 	for _, tg := range touched {
 		must(tx.PutPartition(tg.part))
 	}
-	p.pruneDedup(tx, now)
+	_, err := tx.PruneDedup(now, pruneLimit)
+	must(err)
 	return results
 }
 
@@ -161,22 +163,6 @@ func newQueue(meta *store.Meta, name string) store.Queue {
 	}
 	meta.NextID++
 	return q
-}
-
-// pruneDedup forgets dedup records whose window has passed, oldest first.
-func (p *Processor) pruneDedup(tx *store.Tx, now int64) {
-	due, err := tx.DueExpiries(now, pruneLimit)
-	must(err)
-	for _, e := range due {
-		prev, found, err := tx.Dedup(e.PartitionID, e.TransactionID)
-		must(err)
-		// A record stored again after this entry was filed has its own,
-		// later entry; leave it.
-		if found && prev.ExpiresAtMs == e.AtMs {
-			must(tx.DeleteDedup(e.PartitionID, e.TransactionID))
-		}
-		must(tx.DeleteExpiry(e))
-	}
 }
 
 func (p *Processor) configure(tx *store.Tx, meta *store.Meta, cmd *ConfigureQueueCommand) ConfigureQueueResult {

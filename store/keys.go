@@ -1,6 +1,7 @@
 package store
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 )
@@ -16,11 +17,17 @@ import (
 //	familyPartMeta  [0x04] partitionID(8)                   -> partition record (versioned)
 //	familyMessage   [0x05] partitionID(8) offset(8)         -> message record (versioned)
 //	familyDedup     [0x06] partitionID(8) transactionID     -> dedup record (versioned)
-//	familyExpiry    [0x07] expiresAtMs(8) partitionID(8) transactionID -> empty
+//	familyDedupLong [0x08] partitionID(8) sha256(transactionID) -> dedup record + transactionID
+//	familyExpiry    [0x07] expiresAtMs(8) dedupKey          -> empty
+//
+// Badger keys are at most 65,000 bytes and a transactionId may be 65,535,
+// so ids longer than maxRawIDKey are keyed by their SHA-256 in their own
+// family (no raw id can look like a hash key), with the full id kept in the
+// value to check on lookup.
 //
 // The expiry family is ordered by time first, so pruning dedup entries whose
 // window has passed is a prefix scan from the start, in the same order on
-// every replica.
+// every replica. It embeds the whole dedup key it expires.
 const (
 	familyMeta      byte = 0x01
 	familyQueue     byte = 0x02
@@ -29,7 +36,11 @@ const (
 	familyMessage   byte = 0x05
 	familyDedup     byte = 0x06
 	familyExpiry    byte = 0x07
+	familyDedupLong byte = 0x08
 )
+
+// maxRawIDKey is the longest transactionId used as-is in a dedup key.
+const maxRawIDKey = 1024
 
 // errBadKey reports a key that does not parse as its family says.
 var errBadKey = errors.New("store: malformed key")
@@ -78,28 +89,34 @@ func parseMessageKey(k []byte) (partitionID, offset uint64, err error) {
 	return binary.BigEndian.Uint64(k[1:9]), binary.BigEndian.Uint64(k[9:17]), nil
 }
 
-func dedupKey(partitionID uint64, txID string) []byte {
+// dedupKey returns the key of a transactionId's dedup record and whether it
+// is the hashed (long id) form.
+func dedupKey(partitionID uint64, txID string) (key []byte, hashed bool) {
+	if len(txID) > maxRawIDKey {
+		sum := sha256.Sum256([]byte(txID))
+		k := binary.BigEndian.AppendUint64([]byte{familyDedupLong}, partitionID)
+		return append(k, sum[:]...), true
+	}
 	k := make([]byte, 0, 9+len(txID))
 	k = append(k, familyDedup)
 	k = binary.BigEndian.AppendUint64(k, partitionID)
-	return append(k, txID...)
+	return append(k, txID...), false
 }
 
-func expiryKey(expiresAtMs int64, partitionID uint64, txID string) []byte {
-	k := make([]byte, 0, 17+len(txID))
+func expiryKey(expiresAtMs int64, dedupKey []byte) []byte {
+	k := make([]byte, 0, 9+len(dedupKey))
 	k = append(k, familyExpiry)
 	k = binary.BigEndian.AppendUint64(k, uint64(expiresAtMs))
-	k = binary.BigEndian.AppendUint64(k, partitionID)
-	return append(k, txID...)
+	return append(k, dedupKey...)
 }
 
 func expiryPrefix() []byte { return []byte{familyExpiry} }
 
-func parseExpiryKey(k []byte) (expiresAtMs int64, partitionID uint64, txID string, err error) {
-	if len(k) < 17 || k[0] != familyExpiry {
-		return 0, 0, "", errBadKey
+func parseExpiryKey(k []byte) (expiresAtMs int64, dedupKey []byte, err error) {
+	if len(k) < 10 || k[0] != familyExpiry || (k[9] != familyDedup && k[9] != familyDedupLong) {
+		return 0, nil, errBadKey
 	}
-	return int64(binary.BigEndian.Uint64(k[1:9])), binary.BigEndian.Uint64(k[9:17]), string(k[17:]), nil
+	return int64(binary.BigEndian.Uint64(k[1:9])), k[9:], nil
 }
 
 func appendUint64(b []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(b, v) }

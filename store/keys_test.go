@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/waggle-mq/waggle/dedup"
@@ -31,16 +32,38 @@ func TestMessageKeysSortByPartitionThenOffset(t *testing.T) {
 }
 
 func TestExpiryKeyRoundTripAndOrder(t *testing.T) {
-	k := expiryKey(1_700_000_000_000, 9, "order-1")
-	at, pid, id, err := parseExpiryKey(k)
-	if err != nil || at != 1_700_000_000_000 || pid != 9 || id != "order-1" {
-		t.Fatalf("parseExpiryKey = %d,%d,%q,%v", at, pid, id, err)
+	dk, hashed := dedupKey(9, "order-1")
+	if hashed {
+		t.Fatal("short id was hashed")
 	}
-	if bytes.Compare(expiryKey(999, 9, "z"), expiryKey(1000, 1, "a")) >= 0 {
+	at, key, err := parseExpiryKey(expiryKey(1_700_000_000_000, dk))
+	if err != nil || at != 1_700_000_000_000 || !bytes.Equal(key, dk) {
+		t.Fatalf("parseExpiryKey = %d,%x,%v", at, key, err)
+	}
+	late, _ := dedupKey(1, "a")
+	early, _ := dedupKey(9, "z")
+	if bytes.Compare(expiryKey(999, early), expiryKey(1000, late)) >= 0 {
 		t.Fatal("expiry keys do not sort by time first")
 	}
-	if _, _, _, err := parseExpiryKey([]byte{familyExpiry}); err == nil {
+	if _, _, err := parseExpiryKey([]byte{familyExpiry}); err == nil {
 		t.Fatal("short expiry key parsed")
+	}
+}
+
+// Regression: a 65,535-byte transactionId made a dedup key over badger's
+// 65,000-byte limit, the apply panicked, and replay panicked again.
+func TestLongIDsAreHashedUnderBadgerKeyLimit(t *testing.T) {
+	long := strings.Repeat("x", 65535)
+	k, hashed := dedupKey(1, long)
+	if !hashed || len(k) != 1+8+32 {
+		t.Fatalf("long id key: %d bytes, hashed %v", len(k), hashed)
+	}
+	if len(expiryKey(1, k)) > 100 {
+		t.Fatal("expiry key of a long id is long")
+	}
+	edge, hashed := dedupKey(1, strings.Repeat("x", maxRawIDKey))
+	if hashed || len(edge) != 9+maxRawIDKey {
+		t.Fatal("id of exactly maxRawIDKey bytes was hashed")
 	}
 }
 
@@ -77,8 +100,10 @@ func TestRecordRoundTrips(t *testing.T) {
 		t.Fatalf("message: %+v, %v", got, err)
 	}
 	d := dedup.Entry{Offset: 4, MessageID: [16]byte{9}, StoredAtMs: 10, ExpiresAtMs: 20}
-	if got, err := decodeDedup(encodeDedup(d)); err != nil || got != d {
-		t.Fatalf("dedup: %+v, %v", got, err)
+	for _, id := range []string{"", "a-long-id"} {
+		if got, gotID, err := decodeDedup(encodeDedup(d, id)); err != nil || got != d || gotID != id {
+			t.Fatalf("dedup: %+v %q, %v", got, gotID, err)
+		}
 	}
 }
 
@@ -95,7 +120,7 @@ func TestDecodeRejectsCorruptRecords(t *testing.T) {
 	if _, err := decodeMessage(0, bad); err == nil {
 		t.Error("message with overlong transactionId length decoded")
 	}
-	if _, err := decodeDedup([]byte{recordV1}); err == nil {
+	if _, _, err := decodeDedup([]byte{recordV1}); err == nil {
 		t.Error("short dedup record decoded")
 	}
 }

@@ -151,25 +151,27 @@ func decodeMessage(offset uint64, b []byte) (Message, error) {
 
 // Dedup records are dedup.Entry values: where a transactionId was stored,
 // for answering a retry with the original message. ExpiresAtMs is also
-// where the id sits in the expiry index.
-func encodeDedup(d dedup.Entry) []byte {
-	b := make([]byte, 0, 41)
+// where the id sits in the expiry index. Records of hashed (long) ids end
+// with the full id; others end after the message id.
+func encodeDedup(d dedup.Entry, storedID string) []byte {
+	b := make([]byte, 0, 41+len(storedID))
 	b = append(b, recordV1)
 	b = binary.BigEndian.AppendUint64(b, d.Offset)
 	b = binary.BigEndian.AppendUint64(b, uint64(d.StoredAtMs))
 	b = binary.BigEndian.AppendUint64(b, uint64(d.ExpiresAtMs))
-	return append(b, d.MessageID[:]...)
+	b = append(b, d.MessageID[:]...)
+	return append(b, storedID...)
 }
 
-func decodeDedup(b []byte) (dedup.Entry, error) {
-	if len(b) != 41 || b[0] != recordV1 {
-		return dedup.Entry{}, errBadRecord
+func decodeDedup(b []byte) (d dedup.Entry, storedID string, err error) {
+	if len(b) < 41 || b[0] != recordV1 {
+		return dedup.Entry{}, "", errBadRecord
 	}
-	d := dedup.Entry{
+	d = dedup.Entry{
 		Offset:      binary.BigEndian.Uint64(b[1:]),
 		StoredAtMs:  int64(binary.BigEndian.Uint64(b[9:])),
 		ExpiresAtMs: int64(binary.BigEndian.Uint64(b[17:])),
 	}
 	copy(d.MessageID[:], b[25:41])
-	return d, nil
+	return d, string(b[41:]), nil
 }

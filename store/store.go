@@ -220,60 +220,81 @@ func (t *Tx) Messages(partitionID, from uint64, maxBytes, maxCount int) ([]Messa
 // Dedup returns the dedup record of a transactionId in a partition; found
 // is false when there is none.
 func (t *Tx) Dedup(partitionID uint64, txID string) (e dedup.Entry, found bool, err error) {
-	b, err := t.get(dedupKey(partitionID, txID))
+	key, hashed := dedupKey(partitionID, txID)
+	b, err := t.get(key)
 	if errors.Is(err, ErrNotFound) {
 		return dedup.Entry{}, false, nil
 	}
 	if err != nil {
 		return dedup.Entry{}, false, err
 	}
-	e, err = decodeDedup(b)
-	return e, err == nil, err
+	e, storedID, err := decodeDedup(b)
+	if err != nil {
+		return dedup.Entry{}, false, err
+	}
+	if hashed && storedID != txID {
+		return dedup.Entry{}, false, nil // a SHA-256 collision: another id's record
+	}
+	return e, true, nil
 }
 
 // PutDedup records a transactionId and files it in the expiry index at
-// d.ExpiresAtMs. A record it replaces must have been removed from the
-// expiry index by the caller (see DeleteExpiry).
-func (t *Tx) PutDedup(partitionID uint64, txID string, d dedup.Entry) error {
-	if err := t.set(dedupKey(partitionID, txID), encodeDedup(d)); err != nil {
+// e.ExpiresAtMs. prev is the record it replaces (one whose window has
+// passed but which was not pruned yet), or nil.
+func (t *Tx) PutDedup(partitionID uint64, txID string, e dedup.Entry, prev *dedup.Entry) error {
+	key, hashed := dedupKey(partitionID, txID)
+	if prev != nil {
+		if err := t.del(expiryKey(prev.ExpiresAtMs, key)); err != nil {
+			return err
+		}
+	}
+	var storedID string
+	if hashed {
+		storedID = txID
+	}
+	if err := t.set(key, encodeDedup(e, storedID)); err != nil {
 		return err
 	}
-	return t.set(expiryKey(d.ExpiresAtMs, partitionID, txID), nil)
+	return t.set(expiryKey(e.ExpiresAtMs, key), nil)
 }
 
-// DeleteDedup removes a transactionId's dedup record.
-func (t *Tx) DeleteDedup(partitionID uint64, txID string) error {
-	return t.del(dedupKey(partitionID, txID))
-}
-
-// DeleteExpiry removes one expiry index entry.
-func (t *Tx) DeleteExpiry(e Expiry) error {
-	return t.del(expiryKey(e.AtMs, e.PartitionID, e.TransactionID))
-}
-
-// Expiry is one entry of the dedup expiry index.
-type Expiry struct {
-	AtMs          int64
-	PartitionID   uint64
-	TransactionID string
-}
-
-// DueExpiries lists up to limit expiry entries due at or before nowMs,
-// oldest first.
-func (t *Tx) DueExpiries(nowMs int64, limit int) ([]Expiry, error) {
-	var out []Expiry
+// PruneDedup forgets up to limit dedup records whose expiry time is at or
+// before nowMs, oldest first, and reports how many index entries it removed.
+func (t *Tx) PruneDedup(nowMs int64, limit int) (int, error) {
+	var due [][]byte
 	err := t.scan(expiryPrefix(), nil, func(k, _ []byte) (bool, error) {
-		at, pid, id, err := parseExpiryKey(k)
-		if err != nil {
+		at, _, err := parseExpiryKey(k)
+		if err != nil || at > nowMs {
 			return false, err
 		}
-		if at > nowMs {
-			return false, nil
-		}
-		out = append(out, Expiry{AtMs: at, PartitionID: pid, TransactionID: id})
-		return len(out) < limit, nil
+		due = append(due, append([]byte(nil), k...))
+		return len(due) < limit, nil
 	})
-	return out, err
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range due {
+		at, key, _ := parseExpiryKey(k)
+		b, err := t.get(key)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return 0, err
+		}
+		// A record stored again since this entry was filed has a later
+		// entry of its own; leave it.
+		if err == nil {
+			if e, _, derr := decodeDedup(b); derr != nil {
+				return 0, derr
+			} else if e.ExpiresAtMs == at {
+				if err := t.del(key); err != nil {
+					return 0, err
+				}
+			}
+		}
+		if err := t.del(k); err != nil {
+			return 0, err
+		}
+	}
+	return len(due), nil
 }
 
 // scan calls fn for each key with the prefix, from seek (or the prefix) on,

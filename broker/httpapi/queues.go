@@ -97,10 +97,10 @@ type healthJSON struct {
 type raftJSON struct {
 	Role       string       `json:"role"`
 	Leader     *json.Number `json:"leader"`
-	LeaderAddr string `json:"leaderAddr"`
-	Term       uint64 `json:"term"`
-	Commit     uint64 `json:"commit"`
-	Applied    uint64 `json:"applied"`
+	LeaderAddr string       `json:"leaderAddr"`
+	Term       uint64       `json:"term"`
+	Commit     uint64       `json:"commit"`
+	Applied    uint64       `json:"applied"`
 }
 
 // health answers 200 while this node knows a leader, 503 otherwise, so a

@@ -1,0 +1,312 @@
+// Package integration runs the built waggle binary as real processes on
+// loopback (raft over TCP, badger on disk) and drives it with real clients.
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary is the waggle binary built once for the whole package.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "waggle-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "waggle")
+	build := exec.Command("go", "build", "-o", binary, "../cmd/waggle")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build waggle:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// node is one waggle process and what it needs to be restarted as itself.
+type node struct {
+	t        testing.TB
+	id       int
+	dataDir  string
+	httpAddr string
+	raftAddr string
+	extraEnv []string
+	cmd      *exec.Cmd
+	logPath  string
+	exited   chan struct{}
+}
+
+// freeAddr returns a loopback address with a port nobody listens on now.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startSingle starts a single-node cluster and waits until it leads.
+func startSingle(t testing.TB) *node {
+	t.Helper()
+	n := &node{t: t, id: 1, dataDir: t.TempDir(), httpAddr: freeAddr(t), raftAddr: freeAddr(t)}
+	n.start()
+	n.waitLeader()
+	return n
+}
+
+func (n *node) url(path string) string { return "http://" + n.httpAddr + path }
+
+func (n *node) start() {
+	n.t.Helper()
+	n.logPath = filepath.Join(n.dataDir, fmt.Sprintf("node-%d.log", n.id))
+	logFile, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.cmd = exec.Command(binary, "serve",
+		"--node-id", fmt.Sprint(n.id),
+		"--data-dir", n.dataDir,
+		"--http-addr", n.httpAddr,
+		"--raft-addr", n.raftAddr,
+		"--kafka-addr", "127.0.0.1:0")
+	n.cmd.Env = append(os.Environ(), n.extraEnv...)
+	n.cmd.Stdout, n.cmd.Stderr = logFile, logFile
+	if err := n.cmd.Start(); err != nil {
+		n.t.Fatal(err)
+	}
+	n.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) {
+		cmd.Wait()
+		logFile.Close()
+		close(done)
+	}(n.cmd, n.exited)
+	n.t.Cleanup(n.stop)
+}
+
+// kill9 ends the process without any chance to flush or hand off.
+func (n *node) kill9() {
+	n.t.Helper()
+	n.cmd.Process.Signal(syscall.SIGKILL)
+	<-n.exited
+}
+
+func (n *node) stop() {
+	select {
+	case <-n.exited:
+		return
+	default:
+	}
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.exited:
+	case <-time.After(10 * time.Second):
+		n.cmd.Process.Signal(syscall.SIGKILL)
+		<-n.exited
+	}
+}
+
+// restart starts the node again on the same data and addresses.
+func (n *node) restart() {
+	n.t.Helper()
+	n.start()
+	n.waitLeader()
+}
+
+// waitLeader polls /health until this node reports itself leader.
+func (n *node) waitLeader() {
+	n.t.Helper()
+	waitFor(n.t, 15*time.Second, func() error {
+		var h healthAnswer
+		if status := getJSON(n.t, n.url("/health"), &h); status != http.StatusOK {
+			return fmt.Errorf("health status %d", status)
+		}
+		if h.Raft.Role != "leader" {
+			return fmt.Errorf("role %s", h.Raft.Role)
+		}
+		return nil
+	}, n.logTail)
+}
+
+func (n *node) logTail() string {
+	b, _ := os.ReadFile(n.logPath)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// waitFor polls fn until it returns nil or the deadline passes; extra
+// explains the failure (a log tail, say).
+func waitFor(t testing.TB, timeout time.Duration, fn func() error, extra ...func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			msg := fmt.Sprintf("not true after %v: %v", timeout, err)
+			for _, e := range extra {
+				msg += "\n" + e()
+			}
+			t.Fatal(msg)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+var client = &http.Client{Timeout: 30 * time.Second}
+
+// do sends a request and decodes a JSON answer into out (when non-nil and
+// the answer has a body). A transport error counts as status 0.
+func do(t testing.TB, method, url string, body []byte, out any) int {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0
+	}
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: status %d, undecodable answer %q: %v", method, url, resp.StatusCode, raw, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+func getJSON(t testing.TB, url string, out any) int { return do(t, http.MethodGet, url, nil, out) }
+
+func postJSON(t testing.TB, url string, in, out any) int {
+	t.Helper()
+	body, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return do(t, http.MethodPost, url, body, out)
+}
+
+// The answers' shapes, as a client written from HTTP-API.md sees them.
+type pushItem struct {
+	Queue         string `json:"queue,omitempty"`
+	Partition     string `json:"partition,omitempty"`
+	TransactionID string `json:"transactionId,omitempty"`
+	Payload       any    `json:"payload"`
+}
+
+type pushAnswer struct {
+	Index         int     `json:"index"`
+	MessageID     *string `json:"message_id"`
+	TransactionID string  `json:"transaction_id"`
+	QueueName     string  `json:"queueName"`
+	Partition     string  `json:"partition"`
+	Status        string  `json:"status"`
+	Offset        *uint64 `json:"offset"`
+	Error         string  `json:"error"`
+}
+
+type errorAnswer struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+type healthAnswer struct {
+	Status string `json:"status"`
+	NodeID int    `json:"nodeId"`
+	Raft   struct {
+		Role    string `json:"role"`
+		Leader  *int   `json:"leader"`
+		Term    uint64 `json:"term"`
+		Commit  uint64 `json:"commit"`
+		Applied uint64 `json:"applied"`
+	} `json:"raft"`
+}
+
+type fetchAnswer struct {
+	Entries []struct {
+		Queue     string `json:"queue"`
+		Partition string `json:"partition"`
+		Records   []struct {
+			Offset        uint64          `json:"offset"`
+			MessageID     string          `json:"messageId"`
+			TransactionID string          `json:"transactionId"`
+			Payload       json.RawMessage `json:"payload"`
+			Timestamp     int64           `json:"ts"`
+		} `json:"records"`
+		HighWatermark uint64 `json:"highWatermark"`
+		Error         string `json:"error"`
+	} `json:"entries"`
+}
+
+type queueAnswer struct {
+	Name    string `json:"name"`
+	Options struct {
+		DedupWindowSeconds int64 `json:"dedupWindowSeconds"`
+	} `json:"options"`
+	Partitions []struct {
+		Name       string `json:"name"`
+		NextOffset uint64 `json:"nextOffset"`
+	} `json:"partitions"`
+}
+
+// push sends items and requires 201 with one answer per item.
+func (n *node) push(items ...pushItem) []pushAnswer {
+	n.t.Helper()
+	var out []pushAnswer
+	if status := postJSON(n.t, n.url("/api/v1/push"), map[string]any{"items": items}, &out); status != http.StatusCreated {
+		n.t.Fatalf("push: status %d", status)
+	}
+	if len(out) != len(items) {
+		n.t.Fatalf("push of %d items answered %d", len(items), len(out))
+	}
+	return out
+}
+
+// fetchAll reads a whole partition from offset 0.
+func (n *node) fetchAll(queue, partition string) fetchAnswer {
+	n.t.Helper()
+	var out fetchAnswer
+	req := map[string]any{"entries": []map[string]any{{"queue": queue, "partition": partition, "offset": 0, "maxBytes": 16 << 20}}}
+	if status := postJSON(n.t, n.url("/api/v1/fetch"), req, &out); status != http.StatusOK {
+		n.t.Fatalf("fetch: status %d", status)
+	}
+	return out
+}
+
+func requireStatus(t testing.TB, a pushAnswer, status string, offset uint64) {
+	t.Helper()
+	if a.Status != status || a.Offset == nil || *a.Offset != offset || a.MessageID == nil {
+		t.Fatalf("answer %+v: want status %s at offset %d with a message_id", a, status, offset)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func strRepeat(n int) string { return strings.Repeat("x", n) }
