@@ -87,6 +87,9 @@ func (n *node) start() {
 		"--http-addr", n.httpAddr,
 		"--raft-addr", n.raftAddr,
 		"--kafka-addr", "127.0.0.1:0")
+	if addr := os.Getenv("WAGGLE_TEST_PPROF"); addr != "" {
+		n.cmd.Args = append(n.cmd.Args, "--pprof-addr", addr)
+	}
 	n.cmd.Env = append(os.Environ(), n.extraEnv...)
 	n.cmd.Stdout, n.cmd.Stderr = logFile, logFile
 	if err := n.cmd.Start(); err != nil {

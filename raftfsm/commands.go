@@ -15,6 +15,7 @@ type CommandType byte
 const (
 	CmdPush           CommandType = 1
 	CmdConfigureQueue CommandType = 2
+	CmdPruneDedup     CommandType = 3
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.
@@ -131,3 +132,42 @@ func decodeConfigureQueue(b []byte) (*ConfigureQueueCommand, error) {
 	}
 	return c, d.finish()
 }
+
+// PruneDedupCommand forgets up to Limit dedup records whose window had
+// passed at NowMs. The leader proposes it periodically: pruning inside
+// every push would cost each push an index scan, and decisions never need
+// it (an expired record already answers "not a duplicate").
+type PruneDedupCommand struct {
+	NowMs int64
+	Limit int
+}
+
+// PruneDedupResult says how many expired records were forgotten; Limit
+// means there may be more.
+type PruneDedupResult struct {
+	Removed int
+}
+
+// Encode returns the raft entry for the command.
+func (c *PruneDedupCommand) Encode() []byte {
+	e := encoder{}
+	e.byte(byte(CmdPruneDedup))
+	e.varint(c.NowMs)
+	e.uvarint(uint64(c.Limit))
+	return e.b
+}
+
+func decodePruneDedup(b []byte) (*PruneDedupCommand, error) {
+	d := decoder{b: b}
+	c := &PruneDedupCommand{NowMs: d.varint()}
+	limit := d.uvarint()
+	if limit > MaxPruneLimit {
+		return nil, fmt.Errorf("raftfsm: prune limit %d over %d", limit, MaxPruneLimit)
+	}
+	c.Limit = int(limit)
+	return c, d.finish()
+}
+
+// MaxPruneLimit bounds one prune entry: each record pruned is two deletes,
+// and an entry must stay well inside one badger transaction.
+const MaxPruneLimit = 10_000

@@ -134,13 +134,16 @@ func TestLongestTransactionIDDedupsAndExpires(t *testing.T) {
 	answers := f.ApplyBatch(logs(1,
 		push(1, item("q", "p", long, 1)),
 		push(2, item("q", "p", long, 2), item("q", "p", long[:65534], 3)),
-		push(hourMs+1, item("q", "p", "later", 4)),
-		push(hourMs+2, item("q", "p", long, 5)),
+		prune(hourMs+2, 10),
+		push(hourMs+3, item("q", "p", long, 5)),
 	))
+	if got := answers[2].(PruneDedupResult).Removed; got != 2 {
+		t.Fatalf("prune removed %d long-id records, want 2", got)
+	}
 	requireResult(t, pushResults(t, answers[0])[0], PushQueued, 0, 1)
 	requireResult(t, pushResults(t, answers[1])[0], PushDuplicate, 0, 1)
 	requireResult(t, pushResults(t, answers[1])[1], PushQueued, 1, 3) // a different long id
-	requireResult(t, pushResults(t, answers[3])[0], PushQueued, 3, 5) // pruned after its window
+	requireResult(t, pushResults(t, answers[3])[0], PushQueued, 2, 5) // pruned after its window
 }
 
 // Regression guard: a new leader whose wall clock lags must not make the
@@ -168,7 +171,12 @@ func TestReplicatedClockNeverGoesBackwards(t *testing.T) {
 	}
 }
 
-func TestExpiredIDsArePruned(t *testing.T) {
+func prune(nowMs int64, limit int) []byte {
+	c := PruneDedupCommand{NowMs: nowMs, Limit: limit}
+	return c.Encode()
+}
+
+func TestPruneForgetsExpiredIDsInBoundedSteps(t *testing.T) {
 	f := newFSM(t)
 	one := int64(1)
 	cfg := ConfigureQueueCommand{NowMs: 0, Queue: "q", DedupWindowSeconds: &one}
@@ -176,8 +184,13 @@ func TestExpiredIDsArePruned(t *testing.T) {
 	for i := 0; i < 300; i++ {
 		items = append(items, item("q", "p", fmt.Sprint("id-", i), 1))
 	}
-	// More ids than one entry prunes: two later entries are needed.
-	f.ApplyBatch(logs(1, cfg.Encode(), push(1000, items...), push(5000, item("q", "p", "z", 2)), push(5001, item("q", "p", "z2", 3))))
+	answers := f.ApplyBatch(logs(1, cfg.Encode(), push(1000, items...), push(5000, item("q", "p", "z", 2)),
+		prune(5001, 256), prune(5002, 256), prune(5003, 256)))
+	for i, want := range []int{256, 44, 0} {
+		if got := answers[3+i].(PruneDedupResult).Removed; got != want {
+			t.Fatalf("prune %d removed %d, want %d", i, got, want)
+		}
+	}
 	f.store.View(func(tx *store.Tx) error {
 		q, _ := tx.Queue("q")
 		p, _ := tx.Partition(q.ID, "p")
@@ -191,10 +204,8 @@ func TestExpiredIDsArePruned(t *testing.T) {
 		}
 		return nil
 	})
-	tx := f.store.BeginWrite()
-	defer tx.Discard()
-	if n, err := tx.PruneDedup(1<<62, 1000); err != nil || n != 2 {
-		t.Errorf("expiry index holds %d entries (%v), want 2 (z and z2)", n, err)
+	if got := f.ApplyBatch(logs(7, prune(6000, 256)))[0].(PruneDedupResult).Removed; got != 1 {
+		t.Fatalf("pruning at z's expiry removed %d, want 1", got)
 	}
 }
 

@@ -8,11 +8,6 @@ import (
 	"github.com/waggle-mq/waggle/store"
 )
 
-// pruneLimit bounds how many expired dedup records one entry removes, so an
-// entry's cost stays bounded however many ids expire at once. At the
-// entry rates raft sustains this prunes far faster than ids arrive.
-const pruneLimit = 256
-
 // Processor applies decoded commands to a store transaction. It is the whole
 // state machine without raft: the FSM feeds it committed entries, and tests
 // or recovery tools can replay entries through it directly.
@@ -40,6 +35,13 @@ func (p *Processor) Apply(tx *store.Tx, meta *store.Meta, data []byte) any {
 		mustDecode(err, data)
 		advanceClock(meta, cmd.NowMs)
 		return p.configure(tx, meta, cmd)
+	case CmdPruneDedup:
+		cmd, err := decodePruneDedup(data[1:])
+		mustDecode(err, data)
+		advanceClock(meta, cmd.NowMs)
+		n, err := tx.PruneDedup(meta.ClockMs, cmd.Limit)
+		must(err)
+		return PruneDedupResult{Removed: n}
 	default:
 		panic(fmt.Sprintf("raftfsm: unknown command type %d (entry from a newer binary?)", data[0]))
 	}
@@ -131,8 +133,6 @@ func (p *Processor) push(tx *store.Tx, meta *store.Meta, cmd *PushCommand) []Pus
 	for _, tg := range touched {
 		must(tx.PutPartition(tg.part))
 	}
-	_, err := tx.PruneDedup(now, pruneLimit)
-	must(err)
 	return results
 }
 

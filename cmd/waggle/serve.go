@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,6 +30,7 @@ type serveOptions struct {
 	raftAddr  string
 	peers     string
 	logLevel  string
+	pprofAddr string
 }
 
 func newServeCmd() *cobra.Command {
@@ -52,6 +54,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&o.raftAddr, "raft-addr", "127.0.0.1:7400", "listen and advertised address of raft")
 	f.StringVar(&o.peers, "peers", "", `static cluster, "1=host:port,2=host:port,3=host:port" (raft addresses); empty: a single node`)
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.pprofAddr, "pprof-addr", "", "serve Go's /debug/pprof on this address (empty: off)")
 	return cmd
 }
 
@@ -94,7 +97,15 @@ func serve(ctx context.Context, o serveOptions) error {
 		}
 	}()
 
+	if o.pprofAddr != "" {
+		go func() {
+			// http.DefaultServeMux carries net/http/pprof's handlers.
+			log.Error("pprof server", "err", http.ListenAndServe(o.pprofAddr, nil))
+		}()
+	}
+
 	svc := broker.New(id, node, st)
+	go svc.RunMaintenance(ctx, time.Second, log)
 	ln, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {
 		return fmt.Errorf("http listener: %w", err)

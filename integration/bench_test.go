@@ -1,0 +1,89 @@
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkHTTPPush measures push throughput of a single node over real
+// HTTP: each op is one push of 100 messages with 256-byte payloads and
+// unique transactionIds (dedup on, window 3600 s), sent by
+// WAGGLE_BENCH_CLIENTS concurrent clients (default 16). It reports
+// messages/s and the p50/p99 latency of one push.
+//
+//	go test ./integration -run '^$' -bench HTTPPush -benchtime 2000x
+func BenchmarkHTTPPush(b *testing.B) {
+	const batch = 100
+	clients := 16
+	if v, err := strconv.Atoi(os.Getenv("WAGGLE_BENCH_CLIENTS")); err == nil && v > 0 {
+		clients = v
+	}
+	n := startSingle(b)
+	payload := `"` + strings.Repeat("p", 254) + `"` // 256 bytes of JSON
+	transport := &http.Transport{MaxIdleConnsPerHost: clients}
+	hc := &http.Client{Transport: transport, Timeout: 30 * time.Second}
+	url := n.url("/api/v1/push")
+
+	var next atomic.Int64
+	latencies := make([][]time.Duration, clients)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var body bytes.Buffer
+			for {
+				op := next.Add(1) - 1
+				if op >= int64(b.N) {
+					return
+				}
+				body.Reset()
+				body.WriteString(`{"items":[`)
+				for i := range batch {
+					if i > 0 {
+						body.WriteByte(',')
+					}
+					fmt.Fprintf(&body, `{"queue":"bench","partition":"p%d","transactionId":"tx-%d-%d","payload":%s}`, c%4, op, i, payload)
+				}
+				body.WriteString(`]}`)
+				t0 := time.Now()
+				resp, err := hc.Post(url, "application/json", &body)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusCreated {
+					b.Errorf("push status %d", resp.StatusCode)
+					return
+				}
+				latencies[c] = append(latencies[c], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+
+	all := slices.Concat(latencies...)
+	slices.Sort(all)
+	if len(all) == 0 {
+		b.Fatal("no push succeeded")
+	}
+	b.ReportMetric(float64(len(all)*batch)/elapsed.Seconds(), "msgs/s")
+	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+}
