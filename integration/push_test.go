@@ -162,3 +162,14 @@ func TestKillNineKeepsAcknowledgedMessagesAndDedup(t *testing.T) {
 	// New pushes continue the offsets without a gap.
 	requireStatus(t, n.push(pushItem{Queue: "durable", Partition: "p", TransactionID: "after", Payload: 1})[0], "queued", uint64(len(original)))
 }
+
+func TestSigtermShutsDownCleanly(t *testing.T) {
+	n := startSingle(t)
+	a := n.push(pushItem{Queue: "q", TransactionID: "before-stop", Payload: 1})[0]
+	n.stop()
+	if code := n.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit code after SIGTERM = %d, want 0\n%s", code, n.logTail())
+	}
+	n.restart()
+	requireStatus(t, n.push(pushItem{Queue: "q", TransactionID: "before-stop", Payload: 1})[0], "duplicate", *a.Offset)
+}
