@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -53,25 +54,35 @@ type Health struct {
 	NodeID     string
 	Role       string // leader, follower, candidate or shutdown
 	LeaderID   string
-	LeaderAddr string
+	LeaderRaft string // the leader's raft address
+	LeaderHTTP string // the leader's registered HTTP address, if known
 	Term       uint64
 	Commit     uint64
 	Applied    uint64
+	// LastSnapshotIndex is the raft index of this node's newest snapshot.
+	LastSnapshotIndex uint64
 }
 
 // Health reports this node's raft state.
 func (s *Service) Health() Health {
 	r := s.node.Raft
 	addr, id := r.LeaderWithID()
-	return Health{
+	h := Health{
 		NodeID:     s.nodeID,
 		Role:       roleName(r.State()),
 		LeaderID:   string(id),
-		LeaderAddr: string(addr),
+		LeaderRaft: string(addr),
 		Term:       r.CurrentTerm(),
 		Commit:     r.CommitIndex(),
 		Applied:    s.node.FSM.AppliedIndex(),
 	}
+	h.LastSnapshotIndex, _ = strconv.ParseUint(r.Stats()["last_snapshot_index"], 10, 64)
+	if id != "" {
+		if n, err := s.registeredNode(string(id)); err == nil {
+			h.LeaderHTTP = n.HTTPAddr
+		}
+	}
+	return h
 }
 
 func roleName(st raft.RaftState) string {

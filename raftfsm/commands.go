@@ -16,6 +16,8 @@ const (
 	CmdPush           CommandType = 1
 	CmdConfigureQueue CommandType = 2
 	CmdPruneDedup     CommandType = 3
+	CmdRegisterNode   CommandType = 4
+	CmdForgetNode     CommandType = 5
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.
@@ -171,3 +173,43 @@ func decodePruneDedup(b []byte) (*PruneDedupCommand, error) {
 // MaxPruneLimit bounds one prune entry: each record pruned is two deletes,
 // and an entry must stay well inside one badger transaction.
 const MaxPruneLimit = 10_000
+
+// RegisterNodeCommand records a member's advertised addresses.
+type RegisterNodeCommand struct {
+	Node store.Node
+}
+
+// Encode returns the raft entry for the command.
+func (c *RegisterNodeCommand) Encode() []byte {
+	e := encoder{}
+	e.byte(byte(CmdRegisterNode))
+	e.string(c.Node.ID)
+	e.string(c.Node.HTTPAddr)
+	e.string(c.Node.KafkaAddr)
+	return e.b
+}
+
+func decodeRegisterNode(b []byte) (*RegisterNodeCommand, error) {
+	d := decoder{b: b}
+	c := &RegisterNodeCommand{Node: store.Node{ID: d.string(), HTTPAddr: d.string(), KafkaAddr: d.string()}}
+	return c, d.finish()
+}
+
+// ForgetNodeCommand drops a removed member's addresses.
+type ForgetNodeCommand struct {
+	ID string
+}
+
+// Encode returns the raft entry for the command.
+func (c *ForgetNodeCommand) Encode() []byte {
+	e := encoder{}
+	e.byte(byte(CmdForgetNode))
+	e.string(c.ID)
+	return e.b
+}
+
+func decodeForgetNode(b []byte) (*ForgetNodeCommand, error) {
+	d := decoder{b: b}
+	c := &ForgetNodeCommand{ID: d.string()}
+	return c, d.finish()
+}

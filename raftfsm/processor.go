@@ -42,6 +42,16 @@ func (p *Processor) Apply(tx *store.Tx, meta *store.Meta, data []byte) any {
 		n, err := tx.PruneDedup(meta.ClockMs, cmd.Limit)
 		must(err)
 		return PruneDedupResult{Removed: n}
+	case CmdRegisterNode:
+		cmd, err := decodeRegisterNode(data[1:])
+		mustDecode(err, data)
+		must(tx.PutNode(cmd.Node))
+		return nil
+	case CmdForgetNode:
+		cmd, err := decodeForgetNode(data[1:])
+		mustDecode(err, data)
+		must(tx.DeleteNode(cmd.ID))
+		return nil
 	default:
 		panic(fmt.Sprintf("raftfsm: unknown command type %d (entry from a newer binary?)", data[0]))
 	}

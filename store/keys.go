@@ -19,6 +19,7 @@ import (
 //	familyDedup     [0x06] partitionID(8) transactionID     -> dedup record (versioned)
 //	familyDedupLong [0x08] partitionID(8) sha256(transactionID) -> dedup record + transactionID
 //	familyExpiry    [0x07] expiresAtMs(8) dedupKey          -> empty
+//	familyNode      [0x09] nodeID                           -> node record (JSON, versioned)
 //
 // Badger keys are at most 65,000 bytes and a transactionId may be 65,535,
 // so ids longer than maxRawIDKey are keyed by their SHA-256 in their own
@@ -37,6 +38,7 @@ const (
 	familyDedup     byte = 0x06
 	familyExpiry    byte = 0x07
 	familyDedupLong byte = 0x08
+	familyNode      byte = 0x09
 )
 
 // maxRawIDKey is the longest transactionId used as-is in a dedup key.
@@ -52,6 +54,10 @@ func queueKey(name string) []byte {
 }
 
 func queuePrefix() []byte { return []byte{familyQueue} }
+
+func nodeKey(id string) []byte { return append([]byte{familyNode}, id...) }
+
+func nodePrefix() []byte { return []byte{familyNode} }
 
 func partitionKey(queueID uint64, name string) []byte {
 	k := make([]byte, 0, 9+len(name))

@@ -60,25 +60,37 @@ type Queue struct {
 	CreatedAtMs        int64  `json:"createdAtMs"`
 }
 
-// Queue records are JSON behind the version byte: they are small, rarely
-// written, and gain options over time.
-func (q Queue) encode() []byte {
-	js, err := json.Marshal(q)
+// Queue and node records are JSON behind the version byte: they are small,
+// rarely written, and gain fields over time.
+func encodeJSONRecord(v any) []byte {
+	js, err := json.Marshal(v)
 	if err != nil {
-		panic(fmt.Sprintf("store: encode queue: %v", err)) // plain struct: cannot fail
+		panic(fmt.Sprintf("store: encode %T: %v", v, err)) // plain structs: cannot fail
 	}
 	return append([]byte{recordV1}, js...)
 }
 
-func decodeQueue(b []byte) (Queue, error) {
-	var q Queue
+func decodeJSONRecord[T any](b []byte) (T, error) {
+	var v T
 	if len(b) < 1 || b[0] != recordV1 {
-		return q, errBadRecord
+		return v, errBadRecord
 	}
-	if err := json.Unmarshal(b[1:], &q); err != nil {
-		return q, fmt.Errorf("%w: %v", errBadRecord, err)
+	if err := json.Unmarshal(b[1:], &v); err != nil {
+		return v, fmt.Errorf("%w: %v", errBadRecord, err)
 	}
-	return q, nil
+	return v, nil
+}
+
+func (q Queue) encode() []byte { return encodeJSONRecord(q) }
+
+func decodeQueue(b []byte) (Queue, error) { return decodeJSONRecord[Queue](b) }
+
+// Node is a cluster member's advertised addresses, registered by the node
+// itself so any member can tell clients where the others are.
+type Node struct {
+	ID        string `json:"id"`
+	HTTPAddr  string `json:"httpAddr"`
+	KafkaAddr string `json:"kafkaAddr"`
 }
 
 // Partition is one partition of a queue with its offset range: messages

@@ -135,6 +135,32 @@ func (t *Tx) Queues() ([]Queue, error) {
 	return out, err
 }
 
+// Node returns a registered node, or ErrNotFound.
+func (t *Tx) Node(id string) (Node, error) {
+	b, err := t.get(nodeKey(id))
+	if err != nil {
+		return Node{}, err
+	}
+	return decodeJSONRecord[Node](b)
+}
+
+// PutNode registers or updates a node's addresses.
+func (t *Tx) PutNode(n Node) error { return t.set(nodeKey(n.ID), encodeJSONRecord(n)) }
+
+// DeleteNode forgets a node.
+func (t *Tx) DeleteNode(id string) error { return t.del(nodeKey(id)) }
+
+// Nodes lists the registered nodes in id order (as strings).
+func (t *Tx) Nodes() ([]Node, error) {
+	var out []Node
+	err := t.scan(nodePrefix(), nil, func(_, v []byte) (bool, error) {
+		n, err := decodeJSONRecord[Node](v)
+		out = append(out, n)
+		return err == nil, err
+	})
+	return out, err
+}
+
 // Partition returns a queue's partition by name, or ErrNotFound.
 func (t *Tx) Partition(queueID uint64, name string) (Partition, error) {
 	b, err := t.get(partitionKey(queueID, name))

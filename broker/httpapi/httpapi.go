@@ -40,11 +40,18 @@ func (s *Server) routes() {
 		}
 		byPath[path][method] = h
 	}
-	handle(http.MethodPost, "/api/v1/push", s.push)
+	// Writes go through leaderOnly: a follower forwards them. Reads are
+	// answered from this node's store.
+	handle(http.MethodPost, "/api/v1/push", s.leaderOnly(s.push))
 	handle(http.MethodPost, "/api/v1/fetch", s.fetch)
-	handle(http.MethodPost, "/api/v1/configure", s.configure)
+	handle(http.MethodPost, "/api/v1/configure", s.leaderOnly(s.configure))
 	handle(http.MethodGet, "/api/v1/resources/queues", s.listQueues)
 	handle(http.MethodGet, "/api/v1/resources/queues/{queue}", s.getQueue)
+	handle(http.MethodGet, "/api/v1/cluster", s.cluster)
+	handle(http.MethodPost, "/api/v1/cluster/nodes", s.leaderOnly(s.addNode))
+	handle(http.MethodDelete, "/api/v1/cluster/nodes/{id}", s.leaderOnly(s.removeNode))
+	handle(http.MethodPost, "/api/v1/cluster/register", s.leaderOnly(s.register))
+	handle(http.MethodPost, "/api/v1/cluster/snapshot", s.snapshot)
 	handle(http.MethodGet, "/health", s.health)
 
 	for path, methods := range byPath {
@@ -88,8 +95,7 @@ func (s *Server) writeBrokerError(w http.ResponseWriter, err error) {
 	case errors.Is(err, broker.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, broker.ErrNotLeader):
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "no_leader", err.Error())
+		noLeader(w, err.Error())
 	case errors.Is(err, broker.ErrOutcomeUnknown):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "outcome_unknown", err.Error())

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -85,39 +84,4 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, toQueueJSON(q))
-}
-
-type healthJSON struct {
-	Status string      `json:"status"`
-	NodeID json.Number `json:"nodeId"`
-	Raft   raftJSON    `json:"raft"`
-}
-
-// Node ids are numbers; leader is null while none is known.
-type raftJSON struct {
-	Role       string       `json:"role"`
-	Leader     *json.Number `json:"leader"`
-	LeaderAddr string       `json:"leaderAddr"`
-	Term       uint64       `json:"term"`
-	Commit     uint64       `json:"commit"`
-	Applied    uint64       `json:"applied"`
-}
-
-// health answers 200 while this node knows a leader, 503 otherwise, so a
-// load balancer stops sending to a node cut off from the cluster.
-func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	h := s.svc.Health()
-	out := healthJSON{
-		Status: "healthy",
-		NodeID: json.Number(h.NodeID),
-		Raft:   raftJSON{Role: h.Role, LeaderAddr: h.LeaderAddr, Term: h.Term, Commit: h.Commit, Applied: h.Applied},
-	}
-	status := http.StatusOK
-	if h.LeaderID == "" {
-		out.Status, status = "no_leader", http.StatusServiceUnavailable
-	} else {
-		leader := json.Number(h.LeaderID)
-		out.Raft.Leader = &leader
-	}
-	writeJSON(w, status, out)
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,8 +31,15 @@ type serveOptions struct {
 	kafkaAddr string
 	raftAddr  string
 	peers     string
+	join      bool
 	logLevel  string
 	pprofAddr string
+
+	advertiseHTTP  string
+	advertiseKafka string
+
+	snapshotThreshold uint64
+	trailingLogs      uint64
 }
 
 func newServeCmd() *cobra.Command {
@@ -53,6 +62,11 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&o.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "listen address of the Kafka protocol (not served yet)")
 	f.StringVar(&o.raftAddr, "raft-addr", "127.0.0.1:7400", "listen and advertised address of raft")
 	f.StringVar(&o.peers, "peers", "", `static cluster, "1=host:port,2=host:port,3=host:port" (raft addresses); empty: a single node`)
+	f.BoolVar(&o.join, "join", false, "start empty and wait to be added to a running cluster (POST /api/v1/cluster/nodes)")
+	f.StringVar(&o.advertiseHTTP, "advertise-http", "", "HTTP address other nodes and clients use for this node (default: --http-addr)")
+	f.StringVar(&o.advertiseKafka, "advertise-kafka", "", "Kafka address clients use for this node (default: --kafka-addr)")
+	f.Uint64Var(&o.snapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (0: the built-in default)")
+	f.Uint64Var(&o.trailingLogs, "raft-trailing-logs", 0, "log entries kept behind a snapshot (0: the built-in default)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.pprofAddr, "pprof-addr", "", "serve Go's /debug/pprof on this address (empty: off)")
 	return cmd
@@ -82,11 +96,14 @@ func serve(ctx context.Context, o serveOptions) error {
 	defer st.Close()
 
 	node, err := raftfsm.StartNode(raftfsm.NodeConfig{
-		ID:       id,
-		RaftAddr: o.raftAddr,
-		Dir:      o.dataDir,
-		Peers:    peers,
-		Logger:   hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.LevelFromString(raftLogLevel(level)), Output: os.Stderr}),
+		ID:                id,
+		RaftAddr:          o.raftAddr,
+		Dir:               o.dataDir,
+		Peers:             peers,
+		Join:              o.join,
+		Logger:            hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.LevelFromString(raftLogLevel(level)), Output: os.Stderr}),
+		SnapshotThreshold: o.snapshotThreshold,
+		TrailingLogs:      o.trailingLogs,
 	}, st)
 	if err != nil {
 		return err
@@ -116,15 +133,64 @@ func serve(ctx context.Context, o serveOptions) error {
 	log.Info("waggle serving", "node", id, "http", ln.Addr().String(), "raft", o.raftAddr,
 		"data", o.dataDir, "peers", len(peers))
 
+	self := registration{ID: id, HTTPAddr: orDefault(o.advertiseHTTP, ln.Addr().String()), KafkaAddr: orDefault(o.advertiseKafka, o.kafkaAddr)}
+	go registerSelf(ctx, "http://"+ln.Addr().String(), self, log)
+
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
 	case err := <-httpDone:
 		return fmt.Errorf("http server: %w", err)
 	}
+	// Hand leadership over while this node still forwards writes, so
+	// clients see a short stall instead of an election timeout.
+	start := time.Now()
+	if err := svc.HandOff(); err != nil {
+		log.Warn("leadership hand-off failed", "err", err)
+	} else if !svc.IsLeader() {
+		log.Info("leadership handed off", "took", time.Since(start))
+	}
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return srv.Shutdown(shutCtx)
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+type registration struct {
+	ID        string `json:"id"`
+	HTTPAddr  string `json:"httpAddr"`
+	KafkaAddr string `json:"kafkaAddr"`
+}
+
+// registerSelf records this node's advertised addresses in the replicated
+// state through its own HTTP API, which forwards to the leader like any
+// write. It retries until it succeeds: before a leader exists (or, for a
+// joining node, before it is added) the answer is 503.
+func registerSelf(ctx context.Context, base string, self registration, log *slog.Logger) {
+	body, _ := json.Marshal(self)
+	client := &http.Client{Timeout: 5 * time.Second}
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/cluster/register", bytes.NewReader(body))
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				log.Info("registered advertised addresses", "http", self.HTTPAddr, "kafka", self.KafkaAddr)
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 func raftLogLevel(l slog.Level) string {

@@ -1,0 +1,206 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/store"
+)
+
+// membershipTimeout bounds a membership change or leadership transfer.
+const membershipTimeout = 10 * time.Second
+
+// NodeAddrs are the addresses a member advertises to clients.
+type NodeAddrs struct {
+	ID        string
+	HTTPAddr  string
+	KafkaAddr string
+}
+
+// Member is one server of the raft configuration, with the addresses it
+// registered (empty until it has).
+type Member struct {
+	NodeAddrs
+	RaftAddr string
+	Voter    bool
+}
+
+// IsLeader reports whether this node leads the raft group now.
+func (s *Service) IsLeader() bool { return s.node.Raft.State() == raft.Leader }
+
+// NodeID is this node's id.
+func (s *Service) NodeID() string { return s.nodeID }
+
+// LeaderHTTPAddr returns the advertised HTTP address of the current leader,
+// for forwarding writes. ErrNotLeader when no leader (or its address) is
+// known yet.
+func (s *Service) LeaderHTTPAddr() (string, error) {
+	_, id := s.node.Raft.LeaderWithID()
+	if id == "" {
+		return "", fmt.Errorf("%w: no leader known", ErrNotLeader)
+	}
+	n, err := s.registeredNode(string(id))
+	if err != nil {
+		return "", fmt.Errorf("%w: leader %s has not registered its address", ErrNotLeader, id)
+	}
+	return n.HTTPAddr, nil
+}
+
+func (s *Service) registeredNode(id string) (store.Node, error) {
+	var n store.Node
+	err := s.store.View(func(tx *store.Tx) error {
+		var err error
+		n, err = tx.Node(id)
+		return err
+	})
+	return n, err
+}
+
+// RegisterNode records a member's advertised addresses in the replicated
+// state. Leader only.
+func (s *Service) RegisterNode(a NodeAddrs) error {
+	if err := validateNodeID(a.ID); err != nil {
+		return err
+	}
+	for _, addr := range []string{a.HTTPAddr, a.KafkaAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("%w: address %q: %v", ErrInvalid, addr, err)
+		}
+	}
+	cmd := raftfsm.RegisterNodeCommand{Node: store.Node{ID: a.ID, HTTPAddr: a.HTTPAddr, KafkaAddr: a.KafkaAddr}}
+	_, err := s.apply(cmd.Encode())
+	return err
+}
+
+// AddVoter adds a server to the raft configuration. The new node catches
+// up from the log, or from a snapshot where the log was compacted.
+func (s *Service) AddVoter(id, raftAddr string) error {
+	if err := validateNodeID(id); err != nil {
+		return err
+	}
+	if _, _, err := net.SplitHostPort(raftAddr); err != nil {
+		return fmt.Errorf("%w: raftAddr %q: %v", ErrInvalid, raftAddr, err)
+	}
+	err := s.node.Raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, membershipTimeout).Error()
+	return membershipError(err)
+}
+
+// RemoveNode removes a server from the raft configuration and forgets its
+// addresses.
+func (s *Service) RemoveNode(id string) error {
+	if err := validateNodeID(id); err != nil {
+		return err
+	}
+	members, err := s.Members()
+	if err != nil {
+		return err
+	}
+	if !containsMember(members, id) {
+		return fmt.Errorf("node %s: %w", id, ErrNotFound)
+	}
+	if err := membershipError(s.node.Raft.RemoveServer(raft.ServerID(id), 0, membershipTimeout).Error()); err != nil {
+		return err
+	}
+	cmd := raftfsm.ForgetNodeCommand{ID: id}
+	_, err = s.apply(cmd.Encode())
+	return err
+}
+
+func containsMember(members []Member, id string) bool {
+	for _, m := range members {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func membershipError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return fmt.Errorf("%w: %v", ErrNotLeader, err)
+	default:
+		return fmt.Errorf("%w: %v", ErrOutcomeUnknown, err)
+	}
+}
+
+func validateNodeID(id string) error {
+	if n, err := strconv.ParseUint(id, 10, 32); err != nil || n == 0 {
+		return fmt.Errorf("%w: node id %q must be a positive number", ErrInvalid, id)
+	}
+	return nil
+}
+
+// Members lists the raft configuration as this node knows it, in id order.
+func (s *Service) Members() ([]Member, error) {
+	f := s.node.Raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	var members []Member
+	err := s.store.View(func(tx *store.Tx) error {
+		for _, srv := range f.Configuration().Servers {
+			m := Member{NodeAddrs: NodeAddrs{ID: string(srv.ID)}, RaftAddr: string(srv.Address), Voter: srv.Suffrage == raft.Voter}
+			n, err := tx.Node(m.ID)
+			if err == nil {
+				m.HTTPAddr, m.KafkaAddr = n.HTTPAddr, n.KafkaAddr
+			} else if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			members = append(members, m)
+		}
+		return nil
+	})
+	sort.Slice(members, func(i, j int) bool {
+		a, _ := strconv.Atoi(members[i].ID)
+		b, _ := strconv.Atoi(members[j].ID)
+		return a < b
+	})
+	return members, err
+}
+
+// Snapshot takes a raft snapshot on this node now; raft then compacts the
+// log up to TrailingLogs entries behind it. It returns the snapshot's index.
+func (s *Service) Snapshot() (uint64, error) {
+	f := s.node.Raft.Snapshot()
+	if err := f.Error(); err != nil {
+		return 0, err
+	}
+	meta, rc, err := f.Open()
+	if err != nil {
+		return 0, err
+	}
+	rc.Close()
+	return meta.Index, nil
+}
+
+// HandOff transfers leadership to another voter, if this node leads and
+// there is one, so a planned stop does not wait for an election timeout.
+func (s *Service) HandOff() error {
+	if !s.IsLeader() {
+		return nil
+	}
+	members, err := s.Members()
+	if err != nil {
+		return err
+	}
+	voters := 0
+	for _, m := range members {
+		if m.Voter {
+			voters++
+		}
+	}
+	if voters < 2 {
+		return nil
+	}
+	return s.node.Raft.LeadershipTransfer().Error()
+}

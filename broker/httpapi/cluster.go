@@ -1,0 +1,232 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httputil"
+	"sync"
+	"time"
+
+	"github.com/waggle-mq/waggle/broker"
+)
+
+// forwardedHeader marks a request a follower forwarded to the leader. A
+// forwarded request that reaches a node that is not the leader (leadership
+// moved in between) is answered 503, not forwarded again, so requests
+// never loop between nodes.
+const forwardedHeader = "X-Waggle-Forwarded-By"
+
+// forwardTransport is shared by all forwarded requests so connections to
+// the leader are kept alive.
+var forwardTransport = &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
+
+// leaderOnly serves h on the leader. Elsewhere it forwards the request,
+// body and headers unchanged, to the leader's registered HTTP address and
+// relays the answer; with no leader known it answers 503 no_leader.
+func (s *Server) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.svc.IsLeader() {
+			h(w, r)
+			return
+		}
+		if by := r.Header.Get(forwardedHeader); by != "" {
+			noLeader(w, "forwarded by node "+by+" but this node is no longer the leader")
+			return
+		}
+		addr, err := s.svc.LeaderHTTPAddr()
+		if err != nil {
+			s.writeBrokerError(w, err)
+			return
+		}
+		proxy := &httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", addr, addr
+				pr.Out.Header.Set(forwardedHeader, s.svc.NodeID())
+			},
+			Transport: forwardTransport,
+			ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+				noLeader(w, "forwarding to the leader at "+addr+" failed: "+err.Error())
+			},
+		}
+		proxy.ServeHTTP(w, r)
+	}
+}
+
+// noLeader answers 503: nothing was written here; try again shortly. (A
+// forward that failed mid-way may have reached the leader: the push retry
+// with the same transactionId is what makes that safe.)
+func noLeader(w http.ResponseWriter, msg string) {
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, "no_leader", msg)
+}
+
+type memberJSON struct {
+	ID        json.Number `json:"id"`
+	RaftAddr  string      `json:"raftAddr"`
+	HTTPAddr  string      `json:"httpAddr"`
+	KafkaAddr string      `json:"kafkaAddr"`
+	Voter     bool        `json:"voter"`
+	Leader    bool        `json:"leader"`
+	// Role and Applied come from the member's own /health; empty and
+	// null when it did not answer in time.
+	Role    string  `json:"role"`
+	Applied *uint64 `json:"applied"`
+}
+
+type clusterJSON struct {
+	Leader  *json.Number `json:"leader"`
+	Members []memberJSON `json:"members"`
+}
+
+// peerHealthTimeout bounds how long GET /api/v1/cluster waits for each
+// member's /health.
+const peerHealthTimeout = time.Second
+
+var peerClient = &http.Client{Timeout: peerHealthTimeout}
+
+func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
+	members, err := s.svc.Members()
+	if err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	h := s.svc.Health()
+	out := clusterJSON{Members: make([]memberJSON, len(members))}
+	if h.LeaderID != "" {
+		out.Leader = ptr(json.Number(h.LeaderID))
+	}
+	var wg sync.WaitGroup
+	for i, m := range members {
+		out.Members[i] = memberJSON{
+			ID: json.Number(m.ID), RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, KafkaAddr: m.KafkaAddr,
+			Voter: m.Voter, Leader: m.ID == h.LeaderID,
+		}
+		if m.ID == h.NodeID {
+			out.Members[i].Role, out.Members[i].Applied = h.Role, ptr(h.Applied)
+			continue
+		}
+		if m.HTTPAddr == "" {
+			continue
+		}
+		wg.Add(1)
+		go func(mj *memberJSON) {
+			defer wg.Done()
+			if peer, ok := fetchHealth(r, mj.HTTPAddr); ok {
+				mj.Role, mj.Applied = peer.Raft.Role, ptr(peer.Raft.Applied)
+			}
+		}(&out.Members[i])
+	}
+	wg.Wait()
+	writeJSON(w, http.StatusOK, out)
+}
+
+func fetchHealth(r *http.Request, addr string) (healthJSON, bool) {
+	var h healthJSON
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://"+addr+"/health", nil)
+	if err != nil {
+		return h, false
+	}
+	resp, err := peerClient.Do(req)
+	if err != nil {
+		return h, false
+	}
+	defer resp.Body.Close()
+	return h, json.NewDecoder(resp.Body).Decode(&h) == nil
+}
+
+type addNodeRequest struct {
+	ID       json.Number `json:"id"`
+	RaftAddr string      `json:"raftAddr"`
+}
+
+func (s *Server) addNode(w http.ResponseWriter, r *http.Request) {
+	var req addNodeRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if err := s.svc.AddVoter(req.ID.String(), req.RaftAddr); err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	s.cluster(w, r)
+}
+
+func (s *Server) removeNode(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.RemoveNode(r.PathValue("id")); err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	s.cluster(w, r)
+}
+
+type registerRequest struct {
+	ID        json.Number `json:"id"`
+	HTTPAddr  string      `json:"httpAddr"`
+	KafkaAddr string      `json:"kafkaAddr"`
+}
+
+// register records a node's advertised addresses; each node calls it on
+// itself at start-up, and a follower forwards it like any write.
+func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+	var req registerRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	err := s.svc.RegisterNode(broker.NodeAddrs{ID: req.ID.String(), HTTPAddr: req.HTTPAddr, KafkaAddr: req.KafkaAddr})
+	if err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"registered": true})
+}
+
+// snapshot takes a raft snapshot on this node (not forwarded: snapshots
+// are per node) and answers its index.
+func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) {
+	index, err := s.svc.Snapshot()
+	if err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]uint64{"index": index})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+type healthJSON struct {
+	Status string      `json:"status"`
+	NodeID json.Number `json:"nodeId"`
+	Raft   raftJSON    `json:"raft"`
+}
+
+// Node ids are numbers; leader is null while none is known.
+type raftJSON struct {
+	Role              string       `json:"role"`
+	Leader            *json.Number `json:"leader"`
+	LeaderAddr        string       `json:"leaderAddr"` // raft address
+	LeaderHTTP        string       `json:"leaderHttp"`
+	Term              uint64       `json:"term"`
+	Commit            uint64       `json:"commit"`
+	Applied           uint64       `json:"applied"`
+	LastSnapshotIndex uint64       `json:"lastSnapshotIndex"`
+}
+
+// health answers 200 while this node knows a leader, 503 otherwise, so a
+// load balancer stops sending to a node cut off from the cluster.
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	h := s.svc.Health()
+	out := healthJSON{
+		Status: "healthy",
+		NodeID: json.Number(h.NodeID),
+		Raft: raftJSON{Role: h.Role, LeaderAddr: h.LeaderRaft, LeaderHTTP: h.LeaderHTTP, Term: h.Term,
+			Commit: h.Commit, Applied: h.Applied, LastSnapshotIndex: h.LastSnapshotIndex},
+	}
+	status := http.StatusOK
+	if h.LeaderID == "" {
+		out.Status, status = "no_leader", http.StatusServiceUnavailable
+	} else {
+		leader := json.Number(h.LeaderID)
+		out.Raft.Leader = &leader
+	}
+	writeJSON(w, status, out)
+}
