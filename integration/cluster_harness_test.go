@@ -1,0 +1,175 @@
+package integration
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cluster is a static cluster of real waggle processes on loopback.
+type cluster struct {
+	t     testing.TB
+	nodes []*node
+}
+
+// startCluster starts size nodes that bootstrap one cluster, with extra
+// serve flags for all, and waits until every node knows the leader's
+// HTTP address (every node has registered).
+func startCluster(t testing.TB, size int, extra ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t}
+	var peers []string
+	for i := 1; i <= size; i++ {
+		n := &node{t: t, id: i, dataDir: t.TempDir(), httpAddr: freeAddr(t), raftAddr: freeAddr(t)}
+		c.nodes = append(c.nodes, n)
+		peers = append(peers, fmt.Sprintf("%d=%s", i, n.raftAddr))
+	}
+	for _, n := range c.nodes {
+		n.args = append([]string{"--peers", strings.Join(peers, ",")}, extra...)
+		n.start()
+	}
+	c.waitRegistered(size)
+	return c
+}
+
+// waitRegistered waits until the leader lists want members, each with a
+// registered HTTP address, and every live node knows the leader.
+func (c *cluster) waitRegistered(want int) {
+	c.t.Helper()
+	waitFor(c.t, 20*time.Second, func() error {
+		l, err := c.findLeader()
+		if err != nil {
+			return err
+		}
+		var cl clusterAnswer
+		if getJSON(c.t, l.url("/api/v1/cluster"), &cl) != http.StatusOK {
+			return errors.New("cluster listing failed")
+		}
+		if len(cl.Members) != want {
+			return fmt.Errorf("%d members, want %d", len(cl.Members), want)
+		}
+		for _, m := range cl.Members {
+			if m.HTTPAddr == "" {
+				return fmt.Errorf("node %d has not registered", m.ID)
+			}
+		}
+		for _, n := range c.live() {
+			var h healthAnswer
+			if getJSON(c.t, n.url("/health"), &h) != http.StatusOK || h.Raft.LeaderHTTP == "" {
+				return fmt.Errorf("node %d does not know the leader's address yet", n.id)
+			}
+		}
+		return nil
+	})
+}
+
+// live lists the nodes whose process is running.
+func (c *cluster) live() []*node {
+	var out []*node
+	for _, n := range c.nodes {
+		select {
+		case <-n.exited:
+		default:
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// findLeader returns the live node that reports itself leader.
+func (c *cluster) findLeader() (*node, error) {
+	for _, n := range c.live() {
+		var h healthAnswer
+		if getJSON(c.t, n.url("/health"), &h) == http.StatusOK && h.Raft.Role == "leader" {
+			return n, nil
+		}
+	}
+	return nil, errors.New("no live node is leader")
+}
+
+// leader waits for a leader among the live nodes.
+func (c *cluster) leader() *node {
+	c.t.Helper()
+	var l *node
+	waitFor(c.t, 20*time.Second, func() (err error) {
+		l, err = c.findLeader()
+		return err
+	})
+	return l
+}
+
+// followers lists the live nodes other than the current leader.
+func (c *cluster) followers() []*node {
+	l := c.leader()
+	var out []*node
+	for _, n := range c.live() {
+		if n != l {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// pushUntilAccepted sends one push to the live nodes in turn until one
+// answers 201, as a client with a list of bootstrap servers would.
+func (c *cluster) pushUntilAccepted(timeout time.Duration, items ...pushItem) []pushAnswer {
+	c.t.Helper()
+	var out []pushAnswer
+	deadline := time.Now().Add(timeout)
+	for i := 0; ; i++ {
+		live := c.live()
+		n := live[i%len(live)]
+		out = nil
+		if postJSON(c.t, n.url("/api/v1/push"), map[string]any{"items": items}, &out) == http.StatusCreated && len(out) == len(items) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("no node accepted the push within %v", timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitCaughtUp waits until n has applied at least the leader's commit index.
+func (c *cluster) waitCaughtUp(n *node) {
+	c.t.Helper()
+	waitFor(c.t, 30*time.Second, func() error {
+		var lh, nh healthAnswer
+		l, err := c.findLeader()
+		if err != nil {
+			return err
+		}
+		getJSON(c.t, l.url("/health"), &lh)
+		getJSON(c.t, n.url("/health"), &nh)
+		if nh.Raft.Applied < lh.Raft.Commit {
+			return fmt.Errorf("node %d applied %d, leader committed %d", n.id, nh.Raft.Applied, lh.Raft.Commit)
+		}
+		return nil
+	}, n.logTail)
+}
+
+// snapshotAll forces a snapshot on every live node.
+func (c *cluster) snapshotAll() {
+	c.t.Helper()
+	for _, n := range c.live() {
+		var out struct{ Index uint64 }
+		if status := postJSON(c.t, n.url("/api/v1/cluster/snapshot"), struct{}{}, &out); status != http.StatusOK || out.Index == 0 {
+			c.t.Fatalf("snapshot on node %d: status %d index %d", n.id, status, out.Index)
+		}
+	}
+}
+
+type clusterAnswer struct {
+	Leader  *int `json:"leader"`
+	Members []struct {
+		ID       int     `json:"id"`
+		RaftAddr string  `json:"raftAddr"`
+		HTTPAddr string  `json:"httpAddr"`
+		Voter    bool    `json:"voter"`
+		Role     string  `json:"role"`
+		Applied  *uint64 `json:"applied"`
+	} `json:"members"`
+}
