@@ -105,12 +105,26 @@ func (s *Service) RemoveNode(id string) error {
 	if !containsMember(members, id) {
 		return fmt.Errorf("node %s: %w", id, ErrNotFound)
 	}
-	if err := membershipError(s.node.Raft.RemoveServer(raft.ServerID(id), 0, membershipTimeout).Error()); err != nil {
+	forget := func() error {
+		cmd := raftfsm.ForgetNodeCommand{ID: id}
+		_, err := s.apply(cmd.Encode())
 		return err
 	}
-	cmd := raftfsm.ForgetNodeCommand{ID: id}
-	_, err = s.apply(cmd.Encode())
-	return err
+	remove := func() error {
+		return membershipError(s.node.Raft.RemoveServer(raft.ServerID(id), 0, membershipTimeout).Error())
+	}
+	// A leader that removes itself steps down, and could not write the
+	// registry change afterwards: forget first in that case.
+	if id == s.nodeID {
+		if err := forget(); err != nil {
+			return err
+		}
+		return remove()
+	}
+	if err := remove(); err != nil {
+		return err
+	}
+	return forget()
 }
 
 func containsMember(members []Member, id string) bool {

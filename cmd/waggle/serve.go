@@ -170,27 +170,60 @@ type registration struct {
 
 // registerSelf records this node's advertised addresses in the replicated
 // state through its own HTTP API, which forwards to the leader like any
-// write. It retries until it succeeds: before a leader exists (or, for a
-// joining node, before it is added) the answer is 503.
+// write. Before a leader exists (or, for a joining node, before it is
+// added) the answer is 503 and it tries again. Once registered it checks
+// now and then that the registry still holds its addresses (a node removed
+// and added back loses them) and registers again if not.
 func registerSelf(ctx context.Context, base string, self registration, log *slog.Logger) {
 	body, _ := json.Marshal(self)
 	client := &http.Client{Timeout: 5 * time.Second}
+	wait := 250 * time.Millisecond
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/cluster/register", bytes.NewReader(body))
-		resp, err := client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				log.Info("registered advertised addresses", "http", self.HTTPAddr, "kafka", self.KafkaAddr)
-				return
+		if !registered(ctx, client, base, self) {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/cluster/register", bytes.NewReader(body))
+			if resp, err := client.Do(req); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					log.Info("registered advertised addresses", "http", self.HTTPAddr, "kafka", self.KafkaAddr)
+				}
 			}
+			wait = 250 * time.Millisecond
+		} else {
+			wait = 5 * time.Second
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
+}
+
+// registered reports whether this node's view of the cluster lists self
+// with the addresses it advertises.
+func registered(ctx context.Context, client *http.Client, base string, self registration) bool {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/cluster", nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var cl struct {
+		Members []struct {
+			ID        json.Number `json:"id"`
+			HTTPAddr  string      `json:"httpAddr"`
+			KafkaAddr string      `json:"kafkaAddr"`
+		} `json:"members"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&cl) != nil {
+		return false
+	}
+	for _, m := range cl.Members {
+		if m.ID.String() == self.ID {
+			return m.HTTPAddr == self.HTTPAddr && m.KafkaAddr == self.KafkaAddr
+		}
+	}
+	return false
 }
 
 func raftLogLevel(l slog.Level) string {
