@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/waggle-mq/waggle/recordbatch"
 	"github.com/waggle-mq/waggle/store"
 )
 
@@ -26,13 +27,25 @@ type FetchRequest struct {
 	MaxBytes  int // 0: DefaultFetchMaxBytes
 }
 
-// Record is one message as read.
+// Record is one message as read. A message pushed over HTTP has a
+// MessageID, TransactionID and a JSON Payload; a record produced over Kafka
+// has FromKafka set, its Key and Headers, and its Value as Payload.
 type Record struct {
 	Offset        uint64
 	MessageID     string
 	TransactionID string
 	Payload       []byte
 	TimestampMs   int64
+
+	FromKafka bool
+	Key       []byte
+	Headers   []RecordHeader
+}
+
+// RecordHeader is one Kafka record header.
+type RecordHeader struct {
+	Key   string
+	Value []byte
 }
 
 // FetchResult answers one FetchRequest. Error is set (and Records empty)
@@ -102,19 +115,39 @@ func fetchOne(tx *store.Tx, r FetchRequest, res *FetchResult) error {
 	if maxBytes == 0 {
 		maxBytes = DefaultFetchMaxBytes
 	}
-	msgs, err := tx.Messages(p.ID, r.Offset, maxBytes, maxFetchRecords)
+	entries, err := tx.Entries(p.ID, r.Offset, maxBytes, maxFetchRecords)
 	if err != nil {
 		return err
 	}
-	res.Records = make([]Record, len(msgs))
-	for i, m := range msgs {
-		res.Records[i] = Record{
-			Offset:        m.Offset,
-			MessageID:     uuid.UUID(m.ID).String(),
-			TransactionID: m.TransactionID,
-			Payload:       m.Payload,
-			TimestampMs:   m.TimestampMs,
+	for _, e := range entries {
+		if m := e.Message; m != nil {
+			res.Records = append(res.Records, Record{
+				Offset:        m.Offset,
+				MessageID:     uuid.UUID(m.ID).String(),
+				TransactionID: m.TransactionID,
+				Payload:       m.Payload,
+				TimestampMs:   m.TimestampMs,
+			})
+			continue
+		}
+		recs, err := recordbatch.Records(e.Batch, maxDecompressedBatch)
+		if err != nil {
+			return fmt.Errorf("stored batch at offset %d: %w", e.Offset, err)
+		}
+		for _, kr := range recs {
+			if kr.Offset < int64(r.Offset) {
+				continue // the batch began before the requested offset
+			}
+			rec := Record{Offset: uint64(kr.Offset), Payload: kr.Value, TimestampMs: kr.TimestampMs, FromKafka: true, Key: kr.Key}
+			for _, h := range kr.Headers {
+				rec.Headers = append(rec.Headers, RecordHeader{Key: h.Key, Value: h.Value})
+			}
+			res.Records = append(res.Records, rec)
 		}
 	}
 	return nil
 }
+
+// maxDecompressedBatch caps one stored Kafka batch decompressed for an
+// HTTP reader.
+const maxDecompressedBatch = 64 << 20

@@ -18,6 +18,10 @@ const (
 	CmdPruneDedup     CommandType = 3
 	CmdRegisterNode   CommandType = 4
 	CmdForgetNode     CommandType = 5
+	CmdCreateTopic    CommandType = 6
+	CmdProduce        CommandType = 7
+	CmdAddPartitions  CommandType = 8
+	CmdDeleteQueue    CommandType = 9
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.

@@ -28,6 +28,40 @@ type FSM struct {
 
 	mu   sync.Mutex // guards meta between the apply and restore paths
 	meta store.Meta
+
+	signalMu sync.Mutex
+	signals  map[uint64]chan struct{} // partition id -> closed on its next append
+}
+
+// AppendSignal returns a channel closed once an append to the partition is
+// committed to the store after this call: long-polling readers wait on it
+// instead of polling.
+func (f *FSM) AppendSignal(partitionID uint64) <-chan struct{} {
+	f.signalMu.Lock()
+	defer f.signalMu.Unlock()
+	ch := f.signals[partitionID]
+	if ch == nil {
+		if f.signals == nil {
+			f.signals = map[uint64]chan struct{}{}
+		}
+		ch = make(chan struct{})
+		f.signals[partitionID] = ch
+	}
+	return ch
+}
+
+func (f *FSM) signalAppends(partitionIDs []uint64) {
+	if len(partitionIDs) == 0 {
+		return
+	}
+	f.signalMu.Lock()
+	defer f.signalMu.Unlock()
+	for _, id := range partitionIDs {
+		if ch := f.signals[id]; ch != nil {
+			close(ch)
+			delete(f.signals, id)
+		}
+	}
 }
 
 // NewFSM returns a state machine over st, resuming from the applied index
@@ -80,6 +114,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		meta.AppliedIndex, meta.AppliedTerm = l.Index, l.Term
 	}
 	f.commit(tx, meta)
+	f.signalAppends(f.proc.appended)
+	f.proc.appended = f.proc.appended[:0]
 	return answers
 }
 

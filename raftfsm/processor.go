@@ -3,6 +3,7 @@ package raftfsm
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/waggle-mq/waggle/dedup"
 	"github.com/waggle-mq/waggle/store"
@@ -14,7 +15,11 @@ import (
 //
 // Everything it does is a function of the store and the entry: no clock, no
 // randomness, no map iteration, no local configuration.
-type Processor struct{}
+type Processor struct {
+	// appended collects the partitions that entries appended to since the
+	// FSM last took them, for waking readers; it is not state.
+	appended []uint64
+}
 
 // Apply applies one command entry and returns its answer. meta is updated in
 // place (replicated clock, id counter); the caller stores it. An entry that
@@ -42,6 +47,24 @@ func (p *Processor) Apply(tx *store.Tx, meta *store.Meta, data []byte) any {
 		n, err := tx.PruneDedup(meta.ClockMs, cmd.Limit)
 		must(err)
 		return PruneDedupResult{Removed: n}
+	case CmdCreateTopic:
+		cmd, err := decodeCreateTopic(data[1:])
+		mustDecode(err, data)
+		advanceClock(meta, cmd.NowMs)
+		return p.createTopic(tx, meta, cmd)
+	case CmdProduce:
+		cmd, err := decodeProduce(data[1:])
+		mustDecode(err, data)
+		advanceClock(meta, cmd.NowMs)
+		return p.produce(tx, meta, cmd)
+	case CmdAddPartitions:
+		cmd, err := decodeAddPartitions(data[1:])
+		mustDecode(err, data)
+		return p.addPartitions(tx, cmd)
+	case CmdDeleteQueue:
+		cmd, err := decodeDeleteQueue(data[1:])
+		mustDecode(err, data)
+		return p.deleteQueue(tx, cmd)
 	case CmdRegisterNode:
 		cmd, err := decodeRegisterNode(data[1:])
 		mustDecode(err, data)
@@ -80,13 +103,56 @@ func advanceClock(meta *store.Meta, stampedMs int64) {
 
 // pushTarget caches one partition and its queue while a push entry applies.
 type pushTarget struct {
-	queue store.Queue
+	queue *store.Queue
 	part  store.Partition
+}
+
+// queueCache holds the queues one entry touches, writing back the ones it
+// changed in first-use order (deterministic).
+type queueCache struct {
+	byName map[string]*store.Queue
+	dirty  []*store.Queue
+}
+
+func (c *queueCache) get(tx *store.Tx, meta *store.Meta, name string) *store.Queue {
+	if q := c.byName[name]; q != nil {
+		return q
+	}
+	q, err := tx.Queue(name)
+	created := errors.Is(err, store.ErrNotFound)
+	if created {
+		q, err = newQueue(meta, name, DefaultDedupWindowSeconds, 1), nil
+	}
+	must(err)
+	if c.byName == nil {
+		c.byName = map[string]*store.Queue{}
+	}
+	c.byName[name] = &q
+	if created {
+		c.dirty = append(c.dirty, &q)
+	}
+	return &q
+}
+
+func (c *queueCache) markDirty(q *store.Queue) {
+	for _, d := range c.dirty {
+		if d == q {
+			return
+		}
+	}
+	c.dirty = append(c.dirty, q)
+}
+
+func (c *queueCache) flush(tx *store.Tx) {
+	for _, q := range c.dirty {
+		must(tx.PutQueue(*q))
+	}
 }
 
 func (p *Processor) push(tx *store.Tx, meta *store.Meta, cmd *PushCommand) []PushResult {
 	now := meta.ClockMs
 	results := make([]PushResult, len(cmd.Items))
+	var queues queueCache
 	targets := map[[2]string]*pushTarget{}
 	var touched []*pushTarget // in first-use order, for deterministic writes
 	var seen dedup.Request
@@ -100,7 +166,8 @@ func (p *Processor) push(tx *store.Tx, meta *store.Meta, cmd *PushCommand) []Pus
 		key := [2]string{it.Queue, it.Partition}
 		tg := targets[key]
 		if tg == nil {
-			tg = p.target(tx, meta, it.Queue, it.Partition)
+			q := queues.get(tx, meta, it.Queue)
+			tg = &pushTarget{queue: q, part: p.partition(tx, meta, &queues, q, it.Partition)}
 			targets[key] = tg
 			touched = append(touched, tg)
 		}
@@ -142,34 +209,50 @@ func (p *Processor) push(tx *store.Tx, meta *store.Meta, cmd *PushCommand) []Pus
 
 	for _, tg := range touched {
 		must(tx.PutPartition(tg.part))
+		p.appended = append(p.appended, tg.part.ID)
 	}
+	queues.flush(tx)
 	return results
 }
 
-// target finds or creates the queue and partition a push names.
-func (p *Processor) target(tx *store.Tx, meta *store.Meta, queue, partition string) *pushTarget {
-	q, err := tx.Queue(queue)
+// maxKafkaPartitions bounds a queue's Kafka partition count.
+const maxKafkaPartitions = 10_000
+
+// partition finds or creates a queue's partition by name. A new partition
+// named like a Kafka partition ("7") widens the queue's Kafka view to
+// include it, so HTTP-pushed partitions are visible as Kafka partitions.
+func (p *Processor) partition(tx *store.Tx, meta *store.Meta, queues *queueCache, q *store.Queue, name string) store.Partition {
+	part, err := tx.Partition(q.ID, name)
 	if errors.Is(err, store.ErrNotFound) {
-		q = newQueue(meta, queue)
-		err = tx.PutQueue(q)
-	}
-	must(err)
-	part, err := tx.Partition(q.ID, partition)
-	if errors.Is(err, store.ErrNotFound) {
-		part = store.Partition{ID: meta.NextID, QueueID: q.ID, Name: partition}
+		part, err = store.Partition{ID: meta.NextID, QueueID: q.ID, Name: name}, nil
 		meta.NextID++
-		err = tx.CreatePartition(part)
+		must(tx.CreatePartition(part))
+		if n, ok := kafkaPartitionIndex(name); ok && n >= q.KafkaPartitions {
+			q.KafkaPartitions = n + 1
+			queues.markDirty(q)
+		}
 	}
 	must(err)
-	return &pushTarget{queue: q, part: part}
+	return part
 }
 
-func newQueue(meta *store.Meta, name string) store.Queue {
+// kafkaPartitionIndex parses a partition name written as Kafka would
+// write the number: canonical decimal, below maxKafkaPartitions.
+func kafkaPartitionIndex(name string) (int32, bool) {
+	n, err := strconv.Atoi(name)
+	if err != nil || n < 0 || n >= maxKafkaPartitions || strconv.Itoa(n) != name {
+		return 0, false
+	}
+	return int32(n), true
+}
+
+func newQueue(meta *store.Meta, name string, dedupWindowSeconds int64, kafkaPartitions int32) store.Queue {
 	q := store.Queue{
 		ID:                 meta.NextID,
 		Name:               name,
-		DedupWindowSeconds: DefaultDedupWindowSeconds,
+		DedupWindowSeconds: dedupWindowSeconds,
 		CreatedAtMs:        meta.ClockMs,
+		KafkaPartitions:    kafkaPartitions,
 	}
 	meta.NextID++
 	return q
@@ -178,7 +261,7 @@ func newQueue(meta *store.Meta, name string) store.Queue {
 func (p *Processor) configure(tx *store.Tx, meta *store.Meta, cmd *ConfigureQueueCommand) ConfigureQueueResult {
 	q, err := tx.Queue(cmd.Queue)
 	if errors.Is(err, store.ErrNotFound) {
-		q, err = newQueue(meta, cmd.Queue), nil
+		q, err = newQueue(meta, cmd.Queue, DefaultDedupWindowSeconds, 1), nil
 	}
 	must(err)
 	if cmd.DedupWindowSeconds != nil {

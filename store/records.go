@@ -58,6 +58,12 @@ type Queue struct {
 	Name               string `json:"name"`
 	DedupWindowSeconds int64  `json:"dedupWindowSeconds"`
 	CreatedAtMs        int64  `json:"createdAtMs"`
+	// KafkaPartitions is how many partitions ("0" … "n-1") Kafka clients
+	// see; at least 1.
+	KafkaPartitions int32 `json:"kafkaPartitions"`
+	// Topic configs set over Kafka; zero means the broker default.
+	RetentionMs     int64 `json:"retentionMs,omitempty"`
+	MaxMessageBytes int32 `json:"maxMessageBytes,omitempty"`
 }
 
 // Queue and node records are JSON behind the version byte: they are small,
@@ -125,6 +131,15 @@ func decodePartitionMeta(id uint64, b []byte) (Partition, error) {
 	}, nil
 }
 
+// Message values start with a kind byte: kindMessage is one JSON message
+// pushed over HTTP (at one offset), kindBatch a Kafka record batch as
+// produced (at Count offsets from the key's). Both kinds are version 1 of
+// their format; a changed format gets a new kind.
+const (
+	kindMessage = recordV1
+	kindBatch   = 2
+)
+
 // Message is one stored message.
 type Message struct {
 	Offset        uint64
@@ -186,4 +201,59 @@ func decodeDedup(b []byte) (d dedup.Entry, storedID string, err error) {
 	}
 	copy(d.MessageID[:], b[25:41])
 	return d, string(b[41:]), nil
+}
+
+// Entry is what one message key holds: a JSON message, or a Kafka batch
+// covering Count offsets from Offset.
+type Entry struct {
+	Offset uint64
+	Count  uint32
+	// MaxTimestampMs is the newest record timestamp in the entry.
+	MaxTimestampMs int64
+	// Exactly one of Message and Batch is set. Batch is the raw record
+	// batch with its first offset already set to Offset.
+	Message *Message
+	Batch   []byte
+}
+
+// Size is roughly how many bytes the entry returns to a reader.
+func (e Entry) Size() int {
+	if e.Message != nil {
+		return len(e.Message.Payload) + len(e.Message.TransactionID) + 40
+	}
+	return len(e.Batch)
+}
+
+func encodeBatch(count uint32, maxTimestampMs int64, raw []byte) []byte {
+	b := make([]byte, 0, 13+len(raw))
+	b = append(b, kindBatch)
+	b = binary.BigEndian.AppendUint32(b, count)
+	b = binary.BigEndian.AppendUint64(b, uint64(maxTimestampMs))
+	return append(b, raw...)
+}
+
+func decodeEntry(offset uint64, b []byte) (Entry, error) {
+	if len(b) == 0 {
+		return Entry{}, errBadRecord
+	}
+	switch b[0] {
+	case kindMessage:
+		m, err := decodeMessage(offset, b)
+		if err != nil {
+			return Entry{}, err
+		}
+		return Entry{Offset: offset, Count: 1, MaxTimestampMs: m.TimestampMs, Message: &m}, nil
+	case kindBatch:
+		if len(b) < 13 {
+			return Entry{}, errBadRecord
+		}
+		return Entry{
+			Offset:         offset,
+			Count:          binary.BigEndian.Uint32(b[1:]),
+			MaxTimestampMs: int64(binary.BigEndian.Uint64(b[5:])),
+			Batch:          append([]byte(nil), b[13:]...),
+		}, nil
+	default:
+		return Entry{}, errBadRecord
+	}
 }

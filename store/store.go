@@ -161,6 +161,24 @@ func (t *Tx) Nodes() ([]Node, error) {
 	return out, err
 }
 
+// DeleteQueue removes a queue, its partitions' names and their offsets.
+// The messages stay under partition ids that are never reused, unreachable.
+func (t *Tx) DeleteQueue(q Queue) error {
+	parts, err := t.Partitions(q.ID)
+	if err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if err := t.del(partitionKey(q.ID, p.Name)); err != nil {
+			return err
+		}
+		if err := t.del(partMetaKey(p.ID)); err != nil {
+			return err
+		}
+	}
+	return t.del(queueKey(q.Name))
+}
+
 // Partition returns a queue's partition by name, or ErrNotFound.
 func (t *Tx) Partition(queueID uint64, name string) (Partition, error) {
 	b, err := t.get(partitionKey(queueID, name))
@@ -216,30 +234,62 @@ func (t *Tx) PutMessage(partitionID uint64, m Message) error {
 	return t.set(messageKey(partitionID, m.Offset), m.encode())
 }
 
-// Messages reads a partition's messages from offset on, stopping after
-// maxCount messages or once maxBytes of payload are collected. The first
-// message is always returned, however large, so a reader cannot get stuck
-// behind a message larger than its limit.
-func (t *Tx) Messages(partitionID, from uint64, maxBytes, maxCount int) ([]Message, error) {
-	var out []Message
-	size := 0
+// PutBatch stores a Kafka record batch covering count offsets from base.
+// raw must already carry base as its first offset.
+func (t *Tx) PutBatch(partitionID, base uint64, count uint32, maxTimestampMs int64, raw []byte) error {
+	return t.set(messageKey(partitionID, base), encodeBatch(count, maxTimestampMs, raw))
+}
+
+// Entries reads a partition's entries from offset on: the entry holding
+// from (a batch may start before it), then the ones after, stopping after
+// maxCount entries or once maxBytes are collected. The first entry is
+// always returned, however large, so a reader cannot get stuck behind an
+// entry larger than its limit.
+func (t *Tx) Entries(partitionID, from uint64, maxBytes, maxCount int) ([]Entry, error) {
 	prefix := messageKey(partitionID, 0)[:9]
-	err := t.scan(prefix, messageKey(partitionID, from), func(k, v []byte) (bool, error) {
+	start := messageKey(partitionID, from)
+	// The entry holding from is the last one whose first offset is <= from.
+	rev := t.txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
+	rev.Seek(start)
+	if rev.Valid() {
+		start = rev.Item().KeyCopy(nil)
+	}
+	rev.Close()
+
+	var out []Entry
+	size := 0
+	err := t.scan(prefix, start, func(k, v []byte) (bool, error) {
 		_, off, err := parseMessageKey(k)
 		if err != nil {
 			return false, err
 		}
-		m, err := decodeMessage(off, v)
+		e, err := decodeEntry(off, v)
 		if err != nil {
 			return false, err
 		}
-		if len(out) > 0 && size+len(m.Payload) > maxBytes {
+		if off+uint64(e.Count) <= from {
+			return true, nil // the entry before from, when none holds it
+		}
+		if len(out) > 0 && size+e.Size() > maxBytes {
 			return false, nil
 		}
-		out = append(out, m)
-		size += len(m.Payload)
+		out = append(out, e)
+		size += e.Size()
 		return len(out) < maxCount, nil
 	})
+	return out, err
+}
+
+// Messages reads the JSON messages among a partition's entries from offset
+// on (see Entries); Kafka batches are skipped.
+func (t *Tx) Messages(partitionID, from uint64, maxBytes, maxCount int) ([]Message, error) {
+	entries, err := t.Entries(partitionID, from, maxBytes, maxCount)
+	var out []Message
+	for _, e := range entries {
+		if e.Message != nil {
+			out = append(out, *e.Message)
+		}
+	}
 	return out, err
 }
 

@@ -86,12 +86,49 @@ type fetchAnswerEntry struct {
 	Error         string        `json:"error,omitempty"`
 }
 
+// fetchRecord is one record. A record produced over Kafka also carries its
+// key and headers (bytes as base64); its payload is the value when that is
+// a JSON document, else an envelope {"key","value"} with both in base64.
 type fetchRecord struct {
 	Offset        uint64          `json:"offset"`
 	MessageID     string          `json:"messageId"`
 	TransactionID string          `json:"transactionId"`
 	Payload       json.RawMessage `json:"payload"`
-	Timestamp     int64           `json:"ts"` // Unix milliseconds, stamped by the leader
+	Timestamp     int64           `json:"ts"` // Unix milliseconds
+	Key           []byte          `json:"key,omitempty"`
+	Headers       []headerJSON    `json:"headers,omitempty"`
+}
+
+type headerJSON struct {
+	Key   string `json:"key"`
+	Value []byte `json:"value"`
+}
+
+type kafkaEnvelope struct {
+	Key   []byte `json:"key"`
+	Value []byte `json:"value"`
+}
+
+func toFetchRecord(rec broker.Record) fetchRecord {
+	out := fetchRecord{
+		Offset:        rec.Offset,
+		MessageID:     rec.MessageID,
+		TransactionID: rec.TransactionID,
+		Payload:       rec.Payload,
+		Timestamp:     rec.TimestampMs,
+	}
+	if !rec.FromKafka {
+		return out
+	}
+	out.Key = rec.Key
+	for _, h := range rec.Headers {
+		out.Headers = append(out.Headers, headerJSON{Key: h.Key, Value: h.Value})
+	}
+	if len(rec.Payload) == 0 || !json.Valid(rec.Payload) {
+		env, _ := json.Marshal(kafkaEnvelope{Key: rec.Key, Value: rec.Payload})
+		out.Payload = env
+	}
+	return out
 }
 
 func (s *Server) fetch(w http.ResponseWriter, r *http.Request) {
@@ -118,13 +155,7 @@ func (s *Server) fetch(w http.ResponseWriter, r *http.Request) {
 			Error:         res.Error,
 		}
 		for j, rec := range res.Records {
-			e.Records[j] = fetchRecord{
-				Offset:        rec.Offset,
-				MessageID:     rec.MessageID,
-				TransactionID: rec.TransactionID,
-				Payload:       rec.Payload,
-				Timestamp:     rec.TimestampMs,
-			}
+			e.Records[j] = toFetchRecord(rec)
 		}
 		out.Entries[i] = e
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/broker/httpapi"
+	"github.com/waggle-mq/waggle/kafka"
 	"github.com/waggle-mq/waggle/raftfsm"
 	"github.com/waggle-mq/waggle/store"
 )
@@ -40,6 +41,8 @@ type serveOptions struct {
 
 	snapshotThreshold uint64
 	trailingLogs      uint64
+
+	kafka kafka.Config
 }
 
 func newServeCmd() *cobra.Command {
@@ -59,7 +62,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&o.dataDir, "data-dir", "./waggle-data", "directory for the store and the raft log")
 	f.Uint32Var(&o.nodeID, "node-id", 1, "this node's id in the cluster (a positive number)")
 	f.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:6632", "listen address of the HTTP API")
-	f.StringVar(&o.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "listen address of the Kafka protocol (not served yet)")
+	f.StringVar(&o.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "listen address of the Kafka protocol")
 	f.StringVar(&o.raftAddr, "raft-addr", "127.0.0.1:7400", "listen and advertised address of raft")
 	f.StringVar(&o.peers, "peers", "", `static cluster, "1=host:port,2=host:port,3=host:port" (raft addresses); empty: a single node`)
 	f.BoolVar(&o.join, "join", false, "start empty and wait to be added to a running cluster (POST /api/v1/cluster/nodes)")
@@ -67,6 +70,10 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&o.advertiseKafka, "advertise-kafka", "", "Kafka address clients use for this node (default: --kafka-addr)")
 	f.Uint64Var(&o.snapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (0: the built-in default)")
 	f.Uint64Var(&o.trailingLogs, "raft-trailing-logs", 0, "log entries kept behind a snapshot (0: the built-in default)")
+	o.kafka = kafka.DefaultConfig()
+	f.Int32Var(&o.kafka.MaxFrameBytes, "kafka-max-frame-bytes", o.kafka.MaxFrameBytes, "largest Kafka request accepted; a larger one closes the connection")
+	f.BoolVar(&o.kafka.AutoCreateTopics, "kafka-auto-create-topics", o.kafka.AutoCreateTopics, "create unknown topics on Metadata and Produce")
+	f.Int32Var(&o.kafka.DefaultPartitions, "kafka-default-partitions", o.kafka.DefaultPartitions, "partitions of an auto-created topic")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.pprofAddr, "pprof-addr", "", "serve Go's /debug/pprof on this address (empty: off)")
 	return cmd
@@ -127,13 +134,24 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("http listener: %w", err)
 	}
+	kln, err := net.Listen("tcp", o.kafkaAddr)
+	if err != nil {
+		return fmt.Errorf("kafka listener: %w", err)
+	}
+	ks := kafka.New(svc, o.kafka, log)
+	defer ks.Close()
 	srv := &http.Server{Handler: httpapi.New(svc, log), ReadHeaderTimeout: 10 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
-	log.Info("waggle serving", "node", id, "http", ln.Addr().String(), "raft", o.raftAddr,
-		"data", o.dataDir, "peers", len(peers))
+	go func() {
+		if err := ks.Serve(kln); err != nil {
+			httpDone <- fmt.Errorf("kafka listener: %w", err)
+		}
+	}()
+	log.Info("waggle serving", "node", id, "http", ln.Addr().String(), "kafka", kln.Addr().String(),
+		"raft", o.raftAddr, "data", o.dataDir, "peers", len(peers))
 
-	self := registration{ID: id, HTTPAddr: orDefault(o.advertiseHTTP, ln.Addr().String()), KafkaAddr: orDefault(o.advertiseKafka, o.kafkaAddr)}
+	self := registration{ID: id, HTTPAddr: orDefault(o.advertiseHTTP, ln.Addr().String()), KafkaAddr: orDefault(o.advertiseKafka, kln.Addr().String())}
 	go registerSelf(ctx, "http://"+ln.Addr().String(), self, log)
 
 	select {

@@ -1,0 +1,250 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/recordbatch"
+	"github.com/waggle-mq/waggle/store"
+)
+
+// Topic outcomes, re-exported so frontends need not import raftfsm.
+type TopicOutcome = raftfsm.TopicOutcome
+
+// Topic outcomes.
+const (
+	TopicOK                = raftfsm.TopicOK
+	TopicExists            = raftfsm.TopicExists
+	TopicUnknown           = raftfsm.TopicUnknown
+	TopicUnknownPartition  = raftfsm.TopicUnknownPartition
+	TopicInvalidPartitions = raftfsm.TopicInvalidPartitions
+)
+
+// TopicInfo is a queue as Kafka sees it.
+type TopicInfo struct {
+	ID                 uint64 // the queue's numeric id, never reused
+	Name               string
+	Partitions         int32
+	DedupWindowSeconds int64
+	RetentionMs        int64 // 0: the default
+	MaxMessageBytes    int32 // 0: the default
+}
+
+// DefaultMaxMessageBytes is Kafka's default max.message.bytes.
+const DefaultMaxMessageBytes = 1048588
+
+// ValidTopicName reports whether name is a legal topic (and queue) name.
+func ValidTopicName(name string) bool { return validateQueueName(name) == nil }
+
+func topicInfo(q store.Queue) TopicInfo {
+	return TopicInfo{ID: q.ID, Name: q.Name, Partitions: max(q.KafkaPartitions, 1), DedupWindowSeconds: q.DedupWindowSeconds,
+		RetentionMs: q.RetentionMs, MaxMessageBytes: q.MaxMessageBytes}
+}
+
+// Topics describes the named topics (all topics when names is nil); a name
+// with no queue is absent from the answer.
+func (s *Service) Topics(names []string) ([]TopicInfo, error) {
+	var out []TopicInfo
+	err := s.store.View(func(tx *store.Tx) error {
+		if names == nil {
+			qs, err := tx.Queues()
+			for _, q := range qs {
+				out = append(out, topicInfo(q))
+			}
+			return err
+		}
+		for _, n := range names {
+			q, err := tx.Queue(n)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			out = append(out, topicInfo(q))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// CreateTopic creates a queue from Kafka, with dedup window 0.
+func (s *Service) CreateTopic(name string, partitions int32, retentionMs int64, maxMessageBytes int32) (TopicOutcome, error) {
+	cmd := raftfsm.CreateTopicCommand{NowMs: s.now().UnixMilli(), Name: name, Partitions: partitions,
+		RetentionMs: retentionMs, MaxMessageBytes: maxMessageBytes}
+	answer, err := s.apply(cmd.Encode())
+	if err != nil {
+		return 0, err
+	}
+	return answer.(TopicOutcome), nil
+}
+
+// AddPartitions grows a topic to count partitions.
+func (s *Service) AddPartitions(name string, count int32) (TopicOutcome, error) {
+	cmd := raftfsm.AddPartitionsCommand{Name: name, Count: count}
+	answer, err := s.apply(cmd.Encode())
+	if err != nil {
+		return 0, err
+	}
+	return answer.(TopicOutcome), nil
+}
+
+// DeleteTopic deletes a queue and its partitions.
+func (s *Service) DeleteTopic(name string) (TopicOutcome, error) {
+	cmd := raftfsm.DeleteQueueCommand{Name: name}
+	answer, err := s.apply(cmd.Encode())
+	if err != nil {
+		return 0, err
+	}
+	return answer.(TopicOutcome), nil
+}
+
+// ProduceResult answers a produce to one partition.
+type ProduceResult = raftfsm.ProduceResult
+
+// Produce appends validated batches to one partition through raft; the
+// answer exists only once they are committed and applied. autoCreate > 0
+// creates a missing topic with that many partitions.
+func (s *Service) Produce(topic string, partition, autoCreate int32, batches []recordbatch.Batch) (ProduceResult, error) {
+	cmd := raftfsm.ProduceCommand{NowMs: s.now().UnixMilli(), Topic: topic, Partition: partition, AutoCreatePartitions: autoCreate}
+	for _, b := range batches {
+		cmd.Batches = append(cmd.Batches, raftfsm.ProduceBatch{NumRecords: b.NumRecords, MaxTimestamp: b.MaxTimestamp, Raw: b.Raw})
+	}
+	answer, err := s.apply(cmd.Encode())
+	if err != nil {
+		return ProduceResult{}, err
+	}
+	return answer.(ProduceResult), nil
+}
+
+// PartitionLog is what a Kafka fetch reads from one partition.
+type PartitionLog struct {
+	Outcome       TopicOutcome
+	HighWatermark int64
+	LogStart      int64
+	// Batches are record batches in offset order; the first may start
+	// before the requested offset (clients skip the records before it).
+	Batches [][]byte
+	// Appended is closed when the partition next gets an append, for a
+	// long-polling fetch that found nothing new.
+	Appended <-chan struct{}
+}
+
+// ReadPartition reads record batches from offset on, up to about maxBytes
+// (the first batch whole, whatever its size). Messages pushed over HTTP are
+// turned into keyless records whose value is the JSON payload, consecutive
+// ones sharing a batch.
+func (s *Service) ReadPartition(topic string, partition int32, offset int64, maxBytes int) (PartitionLog, error) {
+	var out PartitionLog
+	err := s.store.View(func(tx *store.Tx) error {
+		_, p, outcome, err := kafkaPartition(tx, topic, partition)
+		if err != nil || outcome != TopicOK {
+			out.Outcome = outcome
+			return err
+		}
+		out.HighWatermark, out.LogStart = int64(p.NextOffset), int64(p.StartOffset)
+		// Ask for the signal before reading, so an append that lands
+		// after the read cannot be missed.
+		out.Appended = s.node.FSM.AppendSignal(p.ID)
+		if offset < 0 || offset >= out.HighWatermark || offset < out.LogStart {
+			return nil
+		}
+		entries, err := tx.Entries(p.ID, uint64(offset), maxBytes, maxFetchRecords)
+		if err != nil {
+			return err
+		}
+		out.Batches = kafkaBatches(entries)
+		return nil
+	})
+	return out, err
+}
+
+// kafkaBatches turns stored entries into record batches.
+func kafkaBatches(entries []store.Entry) [][]byte {
+	var out [][]byte
+	var run []recordbatch.Record // consecutive HTTP messages
+	flush := func() {
+		if len(run) > 0 {
+			out = append(out, recordbatch.Build(run[0].Offset, run))
+			run = nil
+		}
+	}
+	for _, e := range entries {
+		if m := e.Message; m != nil {
+			run = append(run, recordbatch.Record{Offset: int64(m.Offset), TimestampMs: m.TimestampMs, Value: m.Payload})
+			continue
+		}
+		flush()
+		out = append(out, e.Batch)
+	}
+	flush()
+	return out
+}
+
+func kafkaPartition(tx *store.Tx, topic string, partition int32) (store.Queue, store.Partition, TopicOutcome, error) {
+	q, err := tx.Queue(topic)
+	if errors.Is(err, store.ErrNotFound) {
+		return q, store.Partition{}, TopicUnknown, nil
+	}
+	if err != nil {
+		return q, store.Partition{}, 0, err
+	}
+	if partition < 0 || partition >= max(q.KafkaPartitions, 1) {
+		return q, store.Partition{}, TopicUnknownPartition, nil
+	}
+	p, err := tx.Partition(q.ID, strconv.Itoa(int(partition)))
+	if errors.Is(err, store.ErrNotFound) {
+		return q, store.Partition{}, TopicOK, nil // exists in Kafka's view, nothing written yet
+	}
+	return q, p, TopicOK, err
+}
+
+// OffsetForTime finds the first offset whose record timestamp is at least
+// timestampMs (Kafka's ListOffsets by time); -1 when there is none.
+func (s *Service) OffsetForTime(topic string, partition int32, timestampMs int64) (offset, foundTimestamp int64, outcome TopicOutcome, err error) {
+	offset, foundTimestamp = -1, -1
+	err = s.store.View(func(tx *store.Tx) error {
+		_, p, o, err := kafkaPartition(tx, topic, partition)
+		outcome = o
+		if err != nil || o != TopicOK || p.ID == 0 {
+			return err
+		}
+		from := p.StartOffset
+		for from < p.NextOffset {
+			entries, err := tx.Entries(p.ID, from, 4<<20, 1000)
+			if err != nil || len(entries) == 0 {
+				return err
+			}
+			for _, e := range entries {
+				if e.MaxTimestampMs < timestampMs {
+					continue
+				}
+				return firstAtOrAfter(e, timestampMs, &offset, &foundTimestamp)
+			}
+			last := entries[len(entries)-1]
+			from = last.Offset + uint64(last.Count)
+		}
+		return nil
+	})
+	return offset, foundTimestamp, outcome, err
+}
+
+func firstAtOrAfter(e store.Entry, ts int64, offset, found *int64) error {
+	if e.Message != nil {
+		*offset, *found = int64(e.Offset), e.Message.TimestampMs
+		return nil
+	}
+	recs, err := recordbatch.Records(e.Batch, maxDecompressedBatch)
+	if err != nil {
+		return fmt.Errorf("stored batch at offset %d: %w", e.Offset, err)
+	}
+	for _, r := range recs {
+		if r.TimestampMs >= ts {
+			*offset, *found = r.Offset, r.TimestampMs
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package kafka
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/recordbatch"
+)
+
+func init() { register(kmsg.Produce.Int16(), 3, 13, handleProduce) }
+
+// handleProduce appends each partition's batches through raft, partitions
+// in parallel (raft groups the concurrent entries into one append), and
+// answers once all are committed. acks 1 and -1 both mean committed by a
+// raft majority; acks 0 gets no answer.
+func handleProduce(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+
+	var byID map[[16]byte]broker.TopicInfo
+	if req.Version >= 13 {
+		var err error
+		if byID, err = c.topicsByID(); err != nil {
+			return nil, err
+		}
+	}
+	var wg sync.WaitGroup
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	for i, rt := range req.Topics {
+		t := &resp.Topics[i]
+		*t = kmsg.NewProduceResponseTopic()
+		t.Topic, t.TopicID = rt.Topic, rt.TopicID
+		name := rt.Topic
+		if req.Version >= 13 {
+			info, ok := byID[rt.TopicID]
+			if !ok {
+				t.Partitions = produceErrors(rt.Partitions, kerr.UnknownTopicID.Code)
+				continue
+			}
+			name = info.Name
+		}
+		t.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for j, rp := range rt.Partitions {
+			p := &t.Partitions[j]
+			*p = kmsg.NewProduceResponseTopicPartition()
+			p.Partition = rp.Partition
+			if code := c.checkProduce(req.Acks, name); code != 0 {
+				p.ErrorCode = code
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.producePartition(name, rp, p)
+			}()
+		}
+	}
+	wg.Wait()
+	if req.Acks == 0 {
+		return nil, nil
+	}
+	return resp, nil
+}
+
+// checkProduce applies Kafka's request-level checks, in Kafka's order.
+func (c *conn) checkProduce(acks int16, topic string) int16 {
+	switch {
+	case acks != -1 && acks != 0 && acks != 1:
+		return kerr.InvalidRequiredAcks.Code
+	case !broker.ValidTopicName(topic):
+		return kerr.InvalidTopicException.Code
+	case !c.s.svc.IsLeader():
+		return kerr.NotLeaderForPartition.Code
+	}
+	return 0
+}
+
+func (c *conn) producePartition(topic string, rp kmsg.ProduceRequestTopicPartition, out *kmsg.ProduceResponseTopicPartition) {
+	fail := func(code int16, msg string) {
+		out.ErrorCode = code
+		out.ErrorMessage = kmsg.StringPtr(msg)
+		out.BaseOffset = -1
+	}
+	maxBytes := int32(broker.DefaultMaxMessageBytes)
+	topics, err := c.s.svc.Topics([]string{topic})
+	if err != nil {
+		fail(errCode(err), err.Error())
+		return
+	}
+	if len(topics) == 1 && topics[0].MaxMessageBytes > 0 {
+		maxBytes = topics[0].MaxMessageBytes
+	}
+	if len(rp.Records) > int(maxBytes) {
+		fail(kerr.MessageTooLarge.Code, fmt.Sprintf("%d bytes of records, max.message.bytes is %d", len(rp.Records), maxBytes))
+		return
+	}
+	batches, err := recordbatch.Split(rp.Records)
+	if err != nil {
+		fail(errCode(err), err.Error())
+		return
+	}
+	var autoCreate int32
+	if c.s.cfg.AutoCreateTopics {
+		autoCreate = c.s.cfg.DefaultPartitions
+	}
+	res, err := c.s.svc.Produce(topic, rp.Partition, autoCreate, batches)
+	if err != nil {
+		fail(errCode(err), err.Error())
+		return
+	}
+	if code := outcomeCode(res.Outcome); code != 0 {
+		fail(code, "")
+		out.ErrorMessage = nil
+		return
+	}
+	out.BaseOffset = res.BaseOffset
+	out.LogStartOffset = res.LogStart
+	out.LogAppendTime = -1 // CreateTime topics
+}
+
+func produceErrors(parts []kmsg.ProduceRequestTopicPartition, code int16) []kmsg.ProduceResponseTopicPartition {
+	out := make([]kmsg.ProduceResponseTopicPartition, len(parts))
+	for i, rp := range parts {
+		out[i] = kmsg.NewProduceResponseTopicPartition()
+		out[i].Partition, out[i].ErrorCode, out[i].BaseOffset = rp.Partition, code, -1
+	}
+	return out
+}

@@ -1,0 +1,135 @@
+package kafka
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/broker"
+)
+
+func init() { register(kmsg.Fetch.Int16(), 4, 16, handleFetch) }
+
+// maxFetchWait bounds a long-poll whatever the client asks.
+const maxFetchWait = 30 * time.Second
+
+// handleFetch reads every requested partition from the local store. When
+// fewer than MinBytes are available it waits, up to MaxWaitMillis, for an
+// append to any of the partitions (a signal from the state machine, not a
+// sleep loop), then reads once more.
+func handleFetch(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.FetchRequest)
+	var byID map[[16]byte]broker.TopicInfo
+	if req.Version >= 13 {
+		var err error
+		if byID, err = c.topicsByID(); err != nil {
+			return nil, err
+		}
+	}
+	wait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait)
+	deadline := time.Now().Add(wait)
+	for {
+		resp, size, signals := c.fetchOnce(req, byID)
+		remaining := time.Until(deadline)
+		if size >= int(req.MinBytes) || remaining <= 0 || len(signals) == 0 {
+			return resp, nil
+		}
+		if !waitAny(c, signals, remaining) {
+			return resp, nil // timed out: answer what there is
+		}
+	}
+}
+
+// waitAny waits until one of the signals fires (true), the timeout passes
+// or the server closes (false).
+func waitAny(c *conn, signals []<-chan struct{}, timeout time.Duration) bool {
+	woken := make(chan struct{}, 1)
+	done := make(chan struct{})
+	defer close(done)
+	for _, sig := range signals {
+		go func() {
+			select {
+			case <-sig:
+				select {
+				case woken <- struct{}{}:
+				default:
+				}
+			case <-done:
+			}
+		}()
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-woken:
+		return true
+	case <-timer.C:
+		return false
+	case <-c.s.ctx.Done():
+		return false
+	}
+}
+
+func (c *conn) fetchOnce(req *kmsg.FetchRequest, byID map[[16]byte]broker.TopicInfo) (*kmsg.FetchResponse, int, []<-chan struct{}) {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	leader := c.s.svc.IsLeader()
+	budget := int(req.MaxBytes)
+	if req.Version < 3 || budget <= 0 {
+		budget = 50 << 20
+	}
+	size := 0
+	var signals []<-chan struct{}
+	for _, rt := range req.Topics {
+		t := kmsg.NewFetchResponseTopic()
+		t.Topic, t.TopicID = rt.Topic, rt.TopicID
+		name := rt.Topic
+		known := true
+		if req.Version >= 13 {
+			info, ok := byID[rt.TopicID]
+			name, known = info.Name, ok
+		}
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewFetchResponseTopicPartition()
+			p.Partition = rp.Partition
+			p.RecordBatches = []byte{} // empty, not null: librdkafka rejects a null set
+			p.HighWatermark, p.LastStableOffset, p.LogStartOffset = -1, -1, -1
+			switch {
+			case !known:
+				p.ErrorCode = kerr.UnknownTopicID.Code
+			case !leader:
+				p.ErrorCode = kerr.NotLeaderForPartition.Code
+			default:
+				limit := min(int(rp.PartitionMaxBytes), max(budget-size, 0))
+				log, err := c.s.svc.ReadPartition(name, rp.Partition, rp.FetchOffset, max(limit, 1))
+				if err != nil {
+					p.ErrorCode = errCode(err)
+					break
+				}
+				if p.ErrorCode = outcomeCode(log.Outcome); p.ErrorCode != 0 {
+					break
+				}
+				p.HighWatermark, p.LastStableOffset, p.LogStartOffset = log.HighWatermark, log.HighWatermark, log.LogStart
+				if rp.FetchOffset < log.LogStart || rp.FetchOffset > log.HighWatermark {
+					p.ErrorCode = kerr.OffsetOutOfRange.Code
+					break
+				}
+				// Past the budget only the first batch of the response is
+				// sent (so a batch larger than maxBytes still makes progress).
+				if limit <= 0 && size > 0 {
+					break
+				}
+				for _, b := range log.Batches {
+					p.RecordBatches = append(p.RecordBatches, b...)
+				}
+				size += len(p.RecordBatches)
+				if len(log.Batches) == 0 {
+					signals = append(signals, log.Appended)
+				}
+			}
+			t.Partitions = append(t.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp, size, signals
+}

@@ -1,0 +1,68 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.ListOffsets.Int16(), 0, 10, handleListOffsets) }
+
+// Special timestamps of ListOffsets.
+const (
+	latestTimestamp   = -1
+	earliestTimestamp = -2
+)
+
+func handleListOffsets(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	leader := c.s.svc.IsLeader()
+	for _, rt := range req.Topics {
+		t := kmsg.NewListOffsetsResponseTopic()
+		t.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewListOffsetsResponseTopicPartition()
+			p.Partition, p.Offset, p.Timestamp = rp.Partition, -1, -1
+			if !leader {
+				p.ErrorCode = kerr.NotLeaderForPartition.Code
+			} else {
+				c.listOffset(rt.Topic, rp, &p)
+			}
+			if req.Version == 0 && p.ErrorCode == 0 {
+				p.OldStyleOffsets = []int64{p.Offset}
+			}
+			t.Partitions = append(t.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp, nil
+}
+
+func (c *conn) listOffset(topic string, rp kmsg.ListOffsetsRequestTopicPartition, p *kmsg.ListOffsetsResponseTopicPartition) {
+	switch rp.Timestamp {
+	case latestTimestamp, earliestTimestamp:
+		log, err := c.s.svc.ReadPartition(topic, rp.Partition, -1, 1)
+		if err != nil {
+			p.ErrorCode = errCode(err)
+			return
+		}
+		if p.ErrorCode = outcomeCode(log.Outcome); p.ErrorCode != 0 {
+			return
+		}
+		p.Offset = log.HighWatermark
+		if rp.Timestamp == earliestTimestamp {
+			p.Offset = log.LogStart
+		}
+	default:
+		if rp.Timestamp < 0 {
+			p.ErrorCode = kerr.UnsupportedVersion.Code // -3 (max timestamp) and below
+			return
+		}
+		offset, ts, outcome, err := c.s.svc.OffsetForTime(topic, rp.Partition, rp.Timestamp)
+		if err != nil {
+			p.ErrorCode = errCode(err)
+			return
+		}
+		p.ErrorCode, p.Offset, p.Timestamp = outcomeCode(outcome), offset, ts
+	}
+}

@@ -1,0 +1,110 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/broker"
+)
+
+func init() { register(kmsg.Metadata.Int16(), 0, 12, handleMetadata) }
+
+func handleMetadata(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.MetadataRequest)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	brokers, leader := c.brokers()
+	for _, b := range brokers {
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = b.id, b.host, b.port
+		resp.Brokers = append(resp.Brokers, mb)
+	}
+	resp.ClusterID = kmsg.StringPtr(clusterID)
+	resp.ControllerID = leader
+
+	// Null topics (v1+) or an empty list (v0) ask for every topic.
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	if all {
+		topics, err := c.s.svc.Topics(nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range topics {
+			resp.Topics = append(resp.Topics, topicMetadata(t, leader))
+		}
+		return resp, nil
+	}
+	var byID map[[16]byte]broker.TopicInfo
+	for _, rt := range req.Topics {
+		if rt.Topic == nil { // named by id (v10+)
+			if byID == nil {
+				var err error
+				if byID, err = c.topicsByID(); err != nil {
+					return nil, err
+				}
+			}
+			t, ok := byID[rt.TopicID]
+			if !ok {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.TopicID, mt.ErrorCode = rt.TopicID, kerr.UnknownTopicID.Code
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
+			resp.Topics = append(resp.Topics, topicMetadata(t, leader))
+			continue
+		}
+		resp.Topics = append(resp.Topics, c.namedTopicMetadata(*rt.Topic, req.AllowAutoTopicCreation || req.Version < 4, leader))
+	}
+	return resp, nil
+}
+
+// namedTopicMetadata describes one topic, creating it first when allowed.
+func (c *conn) namedTopicMetadata(name string, allowCreate bool, leader int32) kmsg.MetadataResponseTopic {
+	missing := kmsg.NewMetadataResponseTopic()
+	missing.Topic = kmsg.StringPtr(name)
+	if !broker.ValidTopicName(name) {
+		missing.ErrorCode = kerr.InvalidTopicException.Code
+		return missing
+	}
+	topics, err := c.s.svc.Topics([]string{name})
+	if err != nil {
+		missing.ErrorCode = kerr.UnknownServerError.Code
+		return missing
+	}
+	if len(topics) == 0 && allowCreate && c.s.cfg.AutoCreateTopics {
+		// A follower cannot create; LEADER_NOT_AVAILABLE makes the client
+		// ask again, by which time it has the leader's address.
+		if _, err := c.s.svc.CreateTopic(name, c.s.cfg.DefaultPartitions, 0, 0); err != nil {
+			missing.ErrorCode = kerr.LeaderNotAvailable.Code
+			return missing
+		}
+		topics, err = c.s.svc.Topics([]string{name})
+		if err != nil {
+			missing.ErrorCode = kerr.UnknownServerError.Code
+			return missing
+		}
+	}
+	if len(topics) == 0 {
+		missing.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		return missing
+	}
+	return topicMetadata(topics[0], leader)
+}
+
+func topicMetadata(t broker.TopicInfo, leader int32) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.Topic = kmsg.StringPtr(t.Name)
+	mt.TopicID = topicID(t)
+	for p := int32(0); p < t.Partitions; p++ {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = p
+		mp.Leader = leader
+		mp.LeaderEpoch = 0
+		if leader < 0 {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		} else {
+			mp.Replicas, mp.ISR = []int32{leader}, []int32{leader}
+		}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}

@@ -1,0 +1,52 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.DeleteTopics.Int16(), 0, 6, handleDeleteTopics) }
+
+func handleDeleteTopics(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.DeleteTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	type target struct {
+		name *string
+		id   [16]byte
+	}
+	var targets []target
+	for _, n := range req.TopicNames { // v0–v5
+		targets = append(targets, target{name: kmsg.StringPtr(n)})
+	}
+	for _, t := range req.Topics { // v6+: by name or id
+		targets = append(targets, target{name: t.Topic, id: t.TopicID})
+	}
+	for _, tg := range targets {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.Topic, rt.TopicID = tg.name, tg.id
+		name := ""
+		if tg.name != nil {
+			name = *tg.name
+		} else if byID, err := c.topicsByID(); err == nil {
+			if info, ok := byID[tg.id]; ok {
+				name = info.Name
+				rt.Topic = kmsg.StringPtr(name)
+			}
+		}
+		switch {
+		case name == "":
+			rt.ErrorCode = kerr.UnknownTopicID.Code
+		case !c.s.svc.IsLeader():
+			rt.ErrorCode = kerr.NotController.Code
+		default:
+			outcome, err := c.s.svc.DeleteTopic(name)
+			if err != nil {
+				rt.ErrorCode = kerr.NotController.Code
+			} else {
+				rt.ErrorCode = outcomeCode(outcome)
+			}
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}

@@ -1,0 +1,77 @@
+package kafka
+
+import (
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/broker"
+)
+
+func init() { register(kmsg.DescribeConfigs.Int16(), 0, 4, handleDescribeConfigs) }
+
+// defaultRetentionMs is Kafka's default retention.ms (7 days).
+const defaultRetentionMs = 7 * 24 * 3600 * 1000
+
+func handleDescribeConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.DescribeConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	for _, rr := range req.Resources {
+		r := kmsg.NewDescribeConfigsResponseResource()
+		r.ResourceType, r.ResourceName = rr.ResourceType, rr.ResourceName
+		switch rr.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
+			infos, err := c.s.svc.Topics([]string{rr.ResourceName})
+			if err != nil || len(infos) == 0 {
+				r.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				break
+			}
+			r.Configs = topicConfigs(infos[0], rr.ConfigNames)
+		case kmsg.ConfigResourceTypeBroker:
+			// No broker-level configs are settable; answer an empty list.
+		default:
+			r.ErrorCode = kerr.InvalidRequest.Code
+		}
+		resp.Resources = append(resp.Resources, r)
+	}
+	return resp, nil
+}
+
+func topicConfigs(t broker.TopicInfo, names []string) []kmsg.DescribeConfigsResponseResourceConfig {
+	type entry struct {
+		name, value string
+		isDefault   bool
+	}
+	retention, maxBytes := t.RetentionMs, int64(t.MaxMessageBytes)
+	all := []entry{
+		{configCleanupPolicy, "delete", true},
+		{configMaxMessageBytes, strconv.FormatInt(orDefault(maxBytes, broker.DefaultMaxMessageBytes), 10), maxBytes == 0},
+		{configRetentionMs, strconv.FormatInt(orDefault(retention, defaultRetentionMs), 10), retention == 0},
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	var out []kmsg.DescribeConfigsResponseResourceConfig
+	for _, e := range all {
+		if len(names) > 0 && !want[e.name] {
+			continue
+		}
+		cfg := kmsg.NewDescribeConfigsResponseResourceConfig()
+		cfg.Name, cfg.Value, cfg.IsDefault, cfg.ReadOnly = e.name, kmsg.StringPtr(e.value), e.isDefault, true
+		cfg.Source = kmsg.ConfigSourceDynamicTopicConfig
+		if e.isDefault {
+			cfg.Source = kmsg.ConfigSourceDefaultConfig
+		}
+		out = append(out, cfg)
+	}
+	return out
+}
+
+func orDefault(v, def int64) int64 {
+	if v == 0 {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,38 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.CreatePartitions.Int16(), 0, 3, handleCreatePartitions) }
+
+func handleCreatePartitions(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.CreatePartitionsRequest)
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	for _, rt := range req.Topics {
+		t := kmsg.NewCreatePartitionsResponseTopic()
+		t.Topic = rt.Topic
+		switch {
+		case !c.s.svc.IsLeader():
+			t.ErrorCode = kerr.NotController.Code
+		case req.ValidateOnly:
+			infos, err := c.s.svc.Topics([]string{rt.Topic})
+			switch {
+			case err != nil || len(infos) == 0:
+				t.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case rt.Count <= infos[0].Partitions:
+				t.ErrorCode = kerr.InvalidPartitions.Code
+			}
+		default:
+			outcome, err := c.s.svc.AddPartitions(rt.Topic, rt.Count)
+			if err != nil {
+				t.ErrorCode = kerr.NotController.Code
+			} else {
+				t.ErrorCode = outcomeCode(outcome)
+			}
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp, nil
+}

@@ -1,0 +1,77 @@
+package kafka
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"net"
+	"strconv"
+
+	"github.com/waggle-mq/waggle/broker"
+)
+
+// clusterID names the cluster in Metadata and DescribeCluster.
+const clusterID = "waggle"
+
+// kafkaBroker is a member as Kafka clients see it.
+type kafkaBroker struct {
+	id   int32
+	host string
+	port int32
+}
+
+// brokers lists the members that registered a Kafka address, and the
+// leader's node id (-1 when none is known). With one raft group the raft
+// leader leads every partition and coordinates every group.
+func (c *conn) brokers() ([]kafkaBroker, int32) {
+	members, err := c.s.svc.Members()
+	if err != nil {
+		return nil, -1
+	}
+	var out []kafkaBroker
+	for _, m := range members {
+		host, portStr, err := net.SplitHostPort(m.KafkaAddr)
+		if err != nil {
+			continue
+		}
+		id, err1 := strconv.ParseInt(m.ID, 10, 32)
+		port, err2 := strconv.ParseInt(portStr, 10, 32)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		out = append(out, kafkaBroker{id: int32(id), host: host, port: int32(port)})
+	}
+	leader := int32(-1)
+	if h := c.s.svc.Health(); h.LeaderID != "" {
+		if id, err := strconv.ParseInt(h.LeaderID, 10, 32); err == nil {
+			leader = int32(id)
+		}
+	}
+	return out, leader
+}
+
+// topicID derives a topic's KIP-516 id from its queue id, the same on every
+// node; a topic deleted and created again gets a new queue id, so a new
+// topic id.
+func topicID(t broker.TopicInfo) [16]byte {
+	var in [16]byte
+	copy(in[:], "waggleid")
+	binary.BigEndian.PutUint64(in[8:], t.ID)
+	sum := sha256.Sum256(in[:])
+	var id [16]byte
+	copy(id[:], sum[:16])
+	return id
+}
+
+// topicsByID indexes every topic by its id, for requests that name topics
+// by id (Fetch v13+, Produce v13, Metadata v12+).
+func (c *conn) topicsByID() (map[[16]byte]broker.TopicInfo, error) {
+	all, err := c.s.svc.Topics(nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[[16]byte]broker.TopicInfo, len(all))
+	for _, t := range all {
+		out[topicID(t)] = t
+	}
+	return out, nil
+}

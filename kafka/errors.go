@@ -1,0 +1,47 @@
+package kafka
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/recordbatch"
+)
+
+// outcomeCode maps a broker topic outcome to a Kafka error code.
+func outcomeCode(o broker.TopicOutcome) int16 {
+	switch o {
+	case broker.TopicOK:
+		return 0
+	case broker.TopicExists:
+		return kerr.TopicAlreadyExists.Code
+	case broker.TopicUnknown, broker.TopicUnknownPartition:
+		return kerr.UnknownTopicOrPartition.Code
+	case broker.TopicInvalidPartitions:
+		return kerr.InvalidPartitions.Code
+	default:
+		return kerr.UnknownServerError.Code
+	}
+}
+
+// errCode maps an error from the broker or the batch codec to a Kafka
+// error code. Leadership trouble answers NOT_LEADER_OR_FOLLOWER, which
+// makes clients refresh metadata and retry on the new leader; an unknown
+// outcome does too (a retried idempotent batch is recognised, KIP-98).
+func errCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, broker.ErrNotLeader), errors.Is(err, broker.ErrOutcomeUnknown):
+		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, recordbatch.ErrCorrupt):
+		return kerr.CorruptMessage.Code
+	case errors.Is(err, recordbatch.ErrInvalidRecord):
+		return kerr.InvalidRecord.Code
+	case errors.Is(err, broker.ErrInvalid):
+		return kerr.InvalidRequest.Code
+	default:
+		return kerr.UnknownServerError.Code
+	}
+}

@@ -1,0 +1,241 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/broker"
+)
+
+// Config tunes the listener.
+type Config struct {
+	// MaxFrameBytes caps one request; a larger size prefix closes the
+	// connection before anything is allocated (Kafka's
+	// socket.request.max.bytes; an unchecked size was CVE-2022-34917).
+	MaxFrameBytes int32
+	// AutoCreateTopics creates unknown topics named in Metadata (when the
+	// client allows it) and Produce requests.
+	AutoCreateTopics bool
+	// DefaultPartitions is the partition count of auto-created topics and
+	// of CreateTopics asking for -1.
+	DefaultPartitions int32
+	// FrameTimeout bounds how long the rest of a frame may take to arrive
+	// once its size was read; IdleTimeout how long a connection may wait
+	// between requests (Kafka's connections.max.idle.ms).
+	FrameTimeout time.Duration
+	IdleTimeout  time.Duration
+}
+
+// DefaultConfig is what `waggle serve` uses unless told otherwise.
+func DefaultConfig() Config {
+	return Config{
+		MaxFrameBytes:     100 << 20,
+		AutoCreateTopics:  true,
+		DefaultPartitions: 1,
+		FrameTimeout:      30 * time.Second,
+		IdleTimeout:       10 * time.Minute,
+	}
+}
+
+// Server accepts Kafka connections and serves them from a broker.
+type Server struct {
+	svc *broker.Service
+	cfg Config
+	log *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+}
+
+// New returns a listener over svc.
+func New(svc *broker.Service, cfg Config, log *slog.Logger) *Server {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{svc: svc, cfg: cfg, log: log, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+}
+
+// Serve accepts connections on ln until Close.
+func (s *Server) Serve(ln net.Listener) error {
+	go func() {
+		<-s.ctx.Done()
+		ln.Close()
+	}()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		s.mu.Lock()
+		s.conns[nc] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c := &conn{s: s, nc: nc}
+			if err := c.serve(); err != nil && !errors.Is(err, io.EOF) && s.ctx.Err() == nil {
+				s.log.Debug("kafka connection closed", "remote", nc.RemoteAddr().String(), "err", err)
+			}
+			nc.Close()
+			s.mu.Lock()
+			delete(s.conns, nc)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Close stops accepting, ends every connection and waits for them.
+func (s *Server) Close() {
+	s.cancel()
+	s.mu.Lock()
+	for nc := range s.conns {
+		nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// conn serves one client connection: one request at a time, so responses
+// go out in request order, as Kafka does.
+type conn struct {
+	s  *Server
+	nc net.Conn
+}
+
+// header is a request header (v1, or v2 with tagged fields).
+type header struct {
+	key, version int16
+	correlation  int32
+}
+
+var errBadFrame = errors.New("malformed request frame")
+
+func (c *conn) serve() error {
+	var sizeBuf [4]byte
+	for {
+		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		if _, err := io.ReadFull(c.nc, sizeBuf[:]); err != nil {
+			return err
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size < 8 || size > c.s.cfg.MaxFrameBytes {
+			return fmt.Errorf("%w: frame size %d outside [8, %d]", errBadFrame, size, c.s.cfg.MaxFrameBytes)
+		}
+		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
+		body := make([]byte, size)
+		if _, err := io.ReadFull(c.nc, body); err != nil {
+			return err
+		}
+		if err := c.handle(body); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *conn) handle(body []byte) error {
+	h, rest, err := parseHeader(body)
+	if err != nil {
+		return err
+	}
+	a, known := apis[h.key]
+	if !known {
+		return fmt.Errorf("unsupported API key %d", h.key)
+	}
+	if h.version < a.min || h.version > a.max {
+		if h.key == kmsg.ApiVersions.Int16() {
+			// Answer v0 with UNSUPPORTED_VERSION so the client retries lower.
+			return c.write(h, apiVersionsResponse(0, unsupportedVersion))
+		}
+		return fmt.Errorf("API key %d version %d outside %d–%d", h.key, h.version, a.min, a.max)
+	}
+	req := kmsg.RequestForKey(h.key)
+	req.SetVersion(h.version)
+	if req.IsFlexible() {
+		if rest, err = skipTags(rest); err != nil {
+			return err
+		}
+	}
+	if err := req.ReadFrom(rest); err != nil {
+		return fmt.Errorf("decode API key %d v%d: %w", h.key, h.version, err)
+	}
+	resp, err := a.handle(c, req)
+	if err != nil || resp == nil {
+		return err
+	}
+	return c.write(h, resp)
+}
+
+// unsupportedVersion is UNSUPPORTED_VERSION.
+const unsupportedVersion = 35
+
+// parseHeader reads key, version, correlation id and the nullable client
+// id, returning the bytes after them.
+func parseHeader(b []byte) (header, []byte, error) {
+	if len(b) < 10 {
+		return header{}, nil, errBadFrame
+	}
+	h := header{
+		key:         int16(binary.BigEndian.Uint16(b)),
+		version:     int16(binary.BigEndian.Uint16(b[2:])),
+		correlation: int32(binary.BigEndian.Uint32(b[4:])),
+	}
+	idLen := int16(binary.BigEndian.Uint16(b[8:]))
+	rest := b[10:]
+	if idLen > 0 {
+		if int(idLen) > len(rest) {
+			return header{}, nil, errBadFrame
+		}
+		rest = rest[idLen:]
+	}
+	return h, rest, nil
+}
+
+// skipTags skips a tagged-fields section (the request header v2's).
+func skipTags(b []byte) ([]byte, error) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 {
+		return nil, errBadFrame
+	}
+	b = b[w:]
+	for ; n > 0; n-- {
+		if _, w = binary.Uvarint(b); w <= 0 {
+			return nil, errBadFrame
+		}
+		b = b[w:]
+		size, w := binary.Uvarint(b)
+		if w <= 0 || size > uint64(len(b)-w) {
+			return nil, errBadFrame
+		}
+		b = b[w+int(size):]
+	}
+	return b, nil
+}
+
+// write sends a response frame. Flexible responses carry an empty tagged
+// field section in their header, except ApiVersions, whose header never
+// does (clients must parse it before they know what the broker speaks).
+func (c *conn) write(h header, resp kmsg.Response) error {
+	buf := make([]byte, 8, 256)
+	binary.BigEndian.PutUint32(buf[4:], uint32(h.correlation))
+	if resp.IsFlexible() && h.key != kmsg.ApiVersions.Int16() {
+		buf = append(buf, 0)
+	}
+	buf = resp.AppendTo(buf)
+	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+	c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
+	_, err := c.nc.Write(buf)
+	return err
+}

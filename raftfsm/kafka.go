@@ -1,0 +1,229 @@
+package raftfsm
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/waggle-mq/waggle/recordbatch"
+	"github.com/waggle-mq/waggle/store"
+)
+
+// TopicOutcome is the state machine's answer to a topic command.
+type TopicOutcome byte
+
+// Topic outcomes; the kafka package maps them to error codes.
+const (
+	TopicOK TopicOutcome = iota
+	TopicExists
+	TopicUnknown
+	TopicUnknownPartition
+	TopicInvalidPartitions
+)
+
+// CreateTopicCommand creates a queue from Kafka: dedup window 0 (Kafka
+// records carry no transactionId), Partitions Kafka partitions.
+type CreateTopicCommand struct {
+	NowMs           int64
+	Name            string
+	Partitions      int32
+	RetentionMs     int64
+	MaxMessageBytes int32
+}
+
+// Encode returns the raft entry for the command.
+func (c *CreateTopicCommand) Encode() []byte {
+	e := encoder{}
+	e.byte(byte(CmdCreateTopic))
+	e.varint(c.NowMs)
+	e.string(c.Name)
+	e.varint(int64(c.Partitions))
+	e.varint(c.RetentionMs)
+	e.varint(int64(c.MaxMessageBytes))
+	return e.b
+}
+
+func decodeCreateTopic(b []byte) (*CreateTopicCommand, error) {
+	d := decoder{b: b}
+	c := &CreateTopicCommand{NowMs: d.varint(), Name: d.string(), Partitions: int32(d.varint()),
+		RetentionMs: d.varint(), MaxMessageBytes: int32(d.varint())}
+	return c, d.finish()
+}
+
+func (p *Processor) createTopic(tx *store.Tx, meta *store.Meta, c *CreateTopicCommand) TopicOutcome {
+	if _, err := tx.Queue(c.Name); err == nil {
+		return TopicExists
+	} else if !errors.Is(err, store.ErrNotFound) {
+		must(err)
+	}
+	if c.Partitions < 1 || c.Partitions > maxKafkaPartitions {
+		return TopicInvalidPartitions
+	}
+	q := newQueue(meta, c.Name, 0, c.Partitions)
+	q.RetentionMs, q.MaxMessageBytes = c.RetentionMs, c.MaxMessageBytes
+	must(tx.PutQueue(q))
+	return TopicOK
+}
+
+// AddPartitionsCommand raises a topic's Kafka partition count.
+type AddPartitionsCommand struct {
+	Name  string
+	Count int32
+}
+
+// Encode returns the raft entry for the command.
+func (c *AddPartitionsCommand) Encode() []byte {
+	e := encoder{}
+	e.byte(byte(CmdAddPartitions))
+	e.string(c.Name)
+	e.varint(int64(c.Count))
+	return e.b
+}
+
+func decodeAddPartitions(b []byte) (*AddPartitionsCommand, error) {
+	d := decoder{b: b}
+	c := &AddPartitionsCommand{Name: d.string(), Count: int32(d.varint())}
+	return c, d.finish()
+}
+
+func (p *Processor) addPartitions(tx *store.Tx, c *AddPartitionsCommand) TopicOutcome {
+	q, err := tx.Queue(c.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		return TopicUnknown
+	}
+	must(err)
+	if c.Count <= max(q.KafkaPartitions, 1) || c.Count > maxKafkaPartitions {
+		return TopicInvalidPartitions // Kafka only ever grows a topic
+	}
+	q.KafkaPartitions = c.Count
+	must(tx.PutQueue(q))
+	return TopicOK
+}
+
+// DeleteQueueCommand deletes a queue (a topic) with its partitions. The
+// queue and its partitions disappear at once; their messages are left
+// unreachable (partition ids are never reused), for compaction to reclaim.
+type DeleteQueueCommand struct {
+	Name string
+}
+
+// Encode returns the raft entry for the command.
+func (c *DeleteQueueCommand) Encode() []byte {
+	e := encoder{}
+	e.byte(byte(CmdDeleteQueue))
+	e.string(c.Name)
+	return e.b
+}
+
+func decodeDeleteQueue(b []byte) (*DeleteQueueCommand, error) {
+	d := decoder{b: b}
+	c := &DeleteQueueCommand{Name: d.string()}
+	return c, d.finish()
+}
+
+func (p *Processor) deleteQueue(tx *store.Tx, c *DeleteQueueCommand) TopicOutcome {
+	q, err := tx.Queue(c.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		return TopicUnknown
+	}
+	must(err)
+	must(tx.DeleteQueue(q))
+	return TopicOK
+}
+
+// ProduceCommand appends validated Kafka record batches to one partition
+// of a topic. With AutoCreatePartitions > 0 a missing topic is created
+// (dedup window 0) with that many partitions first.
+type ProduceCommand struct {
+	NowMs                int64
+	Topic                string
+	Partition            int32
+	AutoCreatePartitions int32
+	Batches              []ProduceBatch
+}
+
+// ProduceBatch is one record batch as the producer sent it.
+type ProduceBatch struct {
+	NumRecords   int32
+	MaxTimestamp int64
+	Raw          []byte
+}
+
+// ProduceResult answers a ProduceCommand: the first offset given to its
+// first batch, or why nothing was appended.
+type ProduceResult struct {
+	Outcome      TopicOutcome
+	BaseOffset   int64
+	LogStart     int64
+	AppendTimeMs int64
+}
+
+// minProduceBatchSize is the fewest bytes one encoded batch takes.
+const minProduceBatchSize = 3
+
+// Encode returns the raft entry for the command.
+func (c *ProduceCommand) Encode() []byte {
+	size := 32 + len(c.Topic)
+	for _, b := range c.Batches {
+		size += len(b.Raw) + 16
+	}
+	e := encoder{b: make([]byte, 0, size)}
+	e.byte(byte(CmdProduce))
+	e.varint(c.NowMs)
+	e.string(c.Topic)
+	e.varint(int64(c.Partition))
+	e.varint(int64(c.AutoCreatePartitions))
+	e.uvarint(uint64(len(c.Batches)))
+	for _, b := range c.Batches {
+		e.varint(int64(b.NumRecords))
+		e.varint(b.MaxTimestamp)
+		e.bytes(b.Raw)
+	}
+	return e.b
+}
+
+func decodeProduce(b []byte) (*ProduceCommand, error) {
+	d := decoder{b: b}
+	c := &ProduceCommand{NowMs: d.varint(), Topic: d.string(), Partition: int32(d.varint()), AutoCreatePartitions: int32(d.varint())}
+	c.Batches = make([]ProduceBatch, d.count(minProduceBatchSize))
+	for i := range c.Batches {
+		c.Batches[i] = ProduceBatch{NumRecords: int32(d.varint()), MaxTimestamp: d.varint(), Raw: d.bytes()}
+	}
+	if d.err == nil {
+		for _, b := range c.Batches {
+			if b.NumRecords <= 0 || len(b.Raw) < recordbatch.HeaderSize {
+				return nil, errors.New("raftfsm: produce batch without records")
+			}
+		}
+	}
+	return c, d.finish()
+}
+
+func (p *Processor) produce(tx *store.Tx, meta *store.Meta, c *ProduceCommand) ProduceResult {
+	q, err := tx.Queue(c.Topic)
+	if errors.Is(err, store.ErrNotFound) {
+		if c.AutoCreatePartitions <= 0 {
+			return ProduceResult{Outcome: TopicUnknown}
+		}
+		if p.createTopic(tx, meta, &CreateTopicCommand{Name: c.Topic, Partitions: c.AutoCreatePartitions}) != TopicOK {
+			return ProduceResult{Outcome: TopicInvalidPartitions}
+		}
+		q, err = tx.Queue(c.Topic)
+	}
+	must(err)
+	if c.Partition < 0 || c.Partition >= max(q.KafkaPartitions, 1) {
+		return ProduceResult{Outcome: TopicUnknownPartition}
+	}
+	var queues queueCache
+	part := p.partition(tx, meta, &queues, &q, strconv.Itoa(int(c.Partition)))
+	res := ProduceResult{Outcome: TopicOK, BaseOffset: int64(part.NextOffset), LogStart: int64(part.StartOffset), AppendTimeMs: meta.ClockMs}
+	for _, b := range c.Batches {
+		base := part.NextOffset
+		raw := recordbatch.Rebase(b.Raw, int64(base), 0)
+		must(tx.PutBatch(part.ID, base, uint32(b.NumRecords), b.MaxTimestamp, raw))
+		part.NextOffset += uint64(b.NumRecords)
+	}
+	must(tx.PutPartition(part))
+	queues.flush(tx)
+	p.appended = append(p.appended, part.ID)
+	return res
+}

@@ -1,0 +1,255 @@
+// Package recordbatch parses, validates and builds Kafka record batches
+// (magic 2, KIP-98): the unit Kafka clients produce and fetch, and the unit
+// waggle stores for records that arrive over Kafka. It is a pure codec: no
+// I/O beyond decompression.
+package recordbatch
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Fixed layout of a batch header; every field before Records is fixed width.
+const (
+	offFirstOffset    = 0  // int64, rewritten by the broker on append
+	offLength         = 8  // int32, bytes after this field
+	offLeaderEpoch    = 12 // int32, rewritten by the broker
+	offMagic          = 16 // int8
+	offCRC            = 17 // uint32, CRC-32C of bytes [21:]
+	offAttributes     = 21 // int16
+	offLastDelta      = 23 // int32
+	offFirstTimestamp = 27 // int64
+	offMaxTimestamp   = 35 // int64
+	offProducerID     = 43 // int64
+	offProducerEpoch  = 51 // int16
+	offFirstSequence  = 53 // int32
+	offNumRecords     = 57 // int32
+	// HeaderSize is the size of a batch with no records.
+	HeaderSize = 61
+)
+
+// Attribute bits.
+const (
+	codecMask        = 0x07
+	timestampTypeBit = 0x08
+	transactionalBit = 0x10
+	controlBit       = 0x20
+)
+
+// Codec is a batch's compression.
+type Codec int8
+
+// Compression codecs (attributes bits 0–2).
+const (
+	CodecNone   Codec = 0
+	CodecGzip   Codec = 1
+	CodecSnappy Codec = 2
+	CodecLZ4    Codec = 3
+	CodecZstd   Codec = 4
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Validation errors, for mapping to Kafka error codes.
+var (
+	// ErrCorrupt is a batch whose framing, CRC or offsets are wrong
+	// (Kafka's CORRUPT_MESSAGE).
+	ErrCorrupt = errors.New("corrupt record batch")
+	// ErrInvalidRecord is a well-formed batch a client may not send: a
+	// control batch, or an unknown codec (Kafka's INVALID_RECORD).
+	ErrInvalidRecord = errors.New("invalid record batch")
+)
+
+// Batch is a validated record batch; Raw aliases the bytes it was parsed from.
+type Batch struct {
+	Raw            []byte
+	Codec          Codec
+	NumRecords     int32
+	FirstTimestamp int64
+	MaxTimestamp   int64
+	ProducerID     int64
+	ProducerEpoch  int16
+	FirstSequence  int32
+	Transactional  bool
+}
+
+// LastSequence is the sequence number of the batch's last record.
+func (b Batch) LastSequence() int32 {
+	return int32((int64(b.FirstSequence) + int64(b.NumRecords) - 1) % (1 << 31))
+}
+
+// Split cuts a produce request's records field into its batches and
+// validates each, in the order Kafka's broker does: framing and length,
+// magic, CRC, codec, control bit, offsets.
+func Split(records []byte) ([]Batch, error) {
+	var out []Batch
+	for len(records) > 0 {
+		if len(records) < HeaderSize {
+			return nil, fmt.Errorf("%w: %d trailing bytes are not a batch", ErrCorrupt, len(records))
+		}
+		length := int64(int32(binary.BigEndian.Uint32(records[offLength:])))
+		if length < HeaderSize-12 || length > int64(len(records)-12) {
+			return nil, fmt.Errorf("%w: batch length %d does not fit the %d bytes sent", ErrCorrupt, length, len(records))
+		}
+		b, err := Parse(records[:12+length])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+		records = records[12+length:]
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: no record batch", ErrCorrupt)
+	}
+	return out, nil
+}
+
+// Parse validates one whole batch as a producer sends it.
+func Parse(raw []byte) (Batch, error) {
+	if len(raw) < HeaderSize {
+		return Batch{}, fmt.Errorf("%w: %d bytes is shorter than a batch header", ErrCorrupt, len(raw))
+	}
+	if got := int64(int32(binary.BigEndian.Uint32(raw[offLength:]))); got != int64(len(raw)-12) {
+		return Batch{}, fmt.Errorf("%w: length field %d, batch has %d bytes after it", ErrCorrupt, got, len(raw)-12)
+	}
+	if raw[offMagic] != 2 {
+		return Batch{}, fmt.Errorf("%w: magic %d, only 2 is supported", ErrCorrupt, int8(raw[offMagic]))
+	}
+	if want, got := binary.BigEndian.Uint32(raw[offCRC:]), crc32.Checksum(raw[offAttributes:], castagnoli); want != got {
+		return Batch{}, fmt.Errorf("%w: CRC %08x, computed %08x", ErrCorrupt, want, got)
+	}
+	attrs := binary.BigEndian.Uint16(raw[offAttributes:])
+	b := Batch{
+		Raw:            raw,
+		Codec:          Codec(attrs & codecMask),
+		NumRecords:     int32(binary.BigEndian.Uint32(raw[offNumRecords:])),
+		FirstTimestamp: int64(binary.BigEndian.Uint64(raw[offFirstTimestamp:])),
+		MaxTimestamp:   int64(binary.BigEndian.Uint64(raw[offMaxTimestamp:])),
+		ProducerID:     int64(binary.BigEndian.Uint64(raw[offProducerID:])),
+		ProducerEpoch:  int16(binary.BigEndian.Uint16(raw[offProducerEpoch:])),
+		FirstSequence:  int32(binary.BigEndian.Uint32(raw[offFirstSequence:])),
+		Transactional:  attrs&transactionalBit != 0,
+	}
+	if b.Codec > CodecZstd {
+		return Batch{}, fmt.Errorf("%w: compression codec %d", ErrInvalidRecord, b.Codec)
+	}
+	if attrs&controlBit != 0 {
+		return Batch{}, fmt.Errorf("%w: clients may not send control batches", ErrInvalidRecord)
+	}
+	if first := int64(binary.BigEndian.Uint64(raw[offFirstOffset:])); first != 0 {
+		return Batch{}, fmt.Errorf("%w: first offset %d, producers send 0", ErrCorrupt, first)
+	}
+	lastDelta := int32(binary.BigEndian.Uint32(raw[offLastDelta:]))
+	if b.NumRecords <= 0 || lastDelta != b.NumRecords-1 {
+		return Batch{}, fmt.Errorf("%w: %d records with last offset delta %d", ErrCorrupt, b.NumRecords, lastDelta)
+	}
+	return b, nil
+}
+
+// Rebase returns a copy of raw with its first offset set to base and its
+// leader epoch to epoch. Neither field is covered by the CRC.
+func Rebase(raw []byte, base int64, epoch int32) []byte {
+	out := append([]byte(nil), raw...)
+	binary.BigEndian.PutUint64(out[offFirstOffset:], uint64(base))
+	binary.BigEndian.PutUint32(out[offLeaderEpoch:], uint32(epoch))
+	return out
+}
+
+// SetBaseOffset rewrites a stored batch's first offset in place.
+func SetBaseOffset(raw []byte, base int64) {
+	binary.BigEndian.PutUint64(raw[offFirstOffset:], uint64(base))
+}
+
+// Record is one decoded record with absolute offset and timestamp.
+type Record struct {
+	Offset      int64
+	TimestampMs int64
+	Key         []byte // nil for a null key
+	Value       []byte // nil for a null value
+	Headers     []kmsg.Header
+}
+
+// Records decompresses (at most maxDecompressed bytes) and decodes the
+// records of a stored batch whose first offset is base.
+func Records(raw []byte, maxDecompressed int) ([]Record, error) {
+	if len(raw) < HeaderSize {
+		return nil, ErrCorrupt
+	}
+	attrs := binary.BigEndian.Uint16(raw[offAttributes:])
+	base := int64(binary.BigEndian.Uint64(raw[offFirstOffset:]))
+	firstTS := int64(binary.BigEndian.Uint64(raw[offFirstTimestamp:]))
+	n := int32(binary.BigEndian.Uint32(raw[offNumRecords:]))
+	body, err := decompress(Codec(attrs&codecMask), raw[HeaderSize:], maxDecompressed)
+	if err != nil {
+		return nil, err
+	}
+	if n < 0 || int(n) > len(body) { // every record takes at least one byte
+		return nil, fmt.Errorf("%w: %d records in %d bytes", ErrCorrupt, n, len(body))
+	}
+	out := make([]Record, 0, n)
+	for i := int32(0); i < n; i++ {
+		length, w := binary.Varint(body)
+		if w <= 0 || length < 0 || length > int64(len(body)-w) {
+			return nil, fmt.Errorf("%w: record %d length", ErrCorrupt, i)
+		}
+		var r kmsg.Record
+		if err := r.ReadFrom(body[:w+int(length)]); err != nil {
+			return nil, fmt.Errorf("%w: record %d: %v", ErrCorrupt, i, err)
+		}
+		body = body[w+int(length):]
+		out = append(out, Record{
+			Offset:      base + int64(r.OffsetDelta),
+			TimestampMs: firstTS + r.TimestampDelta64,
+			Key:         r.Key,
+			Value:       r.Value,
+			Headers:     r.Headers,
+		})
+	}
+	return out, nil
+}
+
+// Build encodes records as one uncompressed batch at base offset base,
+// with timestamps and offsets taken from the records.
+func Build(base int64, recs []Record) []byte {
+	if len(recs) == 0 {
+		return nil
+	}
+	firstTS, maxTS := recs[0].TimestampMs, recs[0].TimestampMs
+	for _, r := range recs {
+		maxTS = max(maxTS, r.TimestampMs)
+	}
+	var body []byte
+	for _, r := range recs {
+		kr := kmsg.Record{
+			TimestampDelta64: r.TimestampMs - firstTS,
+			OffsetDelta:      int32(r.Offset - base),
+			Key:              r.Key,
+			Value:            r.Value,
+			Headers:          r.Headers,
+		}
+		enc := kr.AppendTo(nil) // length 0 varint is one byte
+		kr.Length = int32(len(enc) - 1)
+		body = kr.AppendTo(body)
+	}
+	b := kmsg.RecordBatch{
+		FirstOffset:          base,
+		PartitionLeaderEpoch: -1,
+		Magic:                2,
+		LastOffsetDelta:      int32(recs[len(recs)-1].Offset - base),
+		FirstTimestamp:       firstTS,
+		MaxTimestamp:         maxTS,
+		ProducerID:           -1,
+		ProducerEpoch:        -1,
+		FirstSequence:        -1,
+		NumRecords:           int32(len(recs)),
+		Records:              body,
+	}
+	raw := b.AppendTo(nil)
+	binary.BigEndian.PutUint32(raw[offLength:], uint32(len(raw)-12))
+	binary.BigEndian.PutUint32(raw[offCRC:], crc32.Checksum(raw[offAttributes:], castagnoli))
+	return raw
+}
