@@ -139,14 +139,19 @@ type PartitionLog struct {
 func (s *Service) ReadPartition(topic string, partition int32, offset int64, maxBytes int) (PartitionLog, error) {
 	var out PartitionLog
 	err := s.store.View(func(tx *store.Tx) error {
-		_, p, outcome, err := kafkaPartition(tx, topic, partition)
+		q, p, outcome, err := kafkaPartition(tx, topic, partition)
 		if err != nil || outcome != TopicOK {
 			out.Outcome = outcome
 			return err
 		}
 		out.HighWatermark, out.LogStart = int64(p.NextOffset), int64(p.StartOffset)
 		// Ask for the signal before reading, so an append that lands
-		// after the read cannot be missed.
+		// after the read cannot be missed. A partition not written yet is
+		// signalled through its queue when it is created.
+		if p.ID == 0 {
+			out.Appended = s.node.FSM.AppendSignal(q.ID)
+			return nil
+		}
 		out.Appended = s.node.FSM.AppendSignal(p.ID)
 		if offset < 0 || offset >= out.HighWatermark || offset < out.LogStart {
 			return nil

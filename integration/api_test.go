@@ -129,7 +129,7 @@ func TestConfigureListAndFetch(t *testing.T) {
 
 func TestHealthAndEnvironmentConfiguration(t *testing.T) {
 	// The HTTP address comes from WAGGLE_HTTP_ADDR; the flag is not given.
-	n := &node{t: t, id: 7, dataDir: t.TempDir(), httpAddr: freeAddr(t), raftAddr: freeAddr(t)}
+	n := newNode(t, 7)
 	n.extraEnv = []string{"WAGGLE_NODE_ID=7"}
 	n.start()
 	n.waitLeader()

@@ -23,7 +23,7 @@ func startCluster(t testing.TB, size int, extra ...string) *cluster {
 	c := &cluster{t: t}
 	var peers []string
 	for i := 1; i <= size; i++ {
-		n := &node{t: t, id: i, dataDir: t.TempDir(), httpAddr: freeAddr(t), raftAddr: freeAddr(t)}
+		n := newNode(t, i)
 		c.nodes = append(c.nodes, n)
 		peers = append(peers, fmt.Sprintf("%d=%s", i, n.raftAddr))
 	}

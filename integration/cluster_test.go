@@ -247,7 +247,7 @@ func TestAddAndRemoveNode(t *testing.T) {
 	}
 	c.snapshotAll()
 
-	n4 := &node{t: t, id: 4, dataDir: t.TempDir(), httpAddr: freeAddr(t), raftAddr: freeAddr(t), args: []string{"--join"}}
+	n4 := withArgs(newNode(t, 4), []string{"--join"})
 	n4.start()
 	c.nodes = append(c.nodes, n4)
 	var cl clusterAnswer

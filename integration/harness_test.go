@@ -44,8 +44,9 @@ type node struct {
 	t        testing.TB
 	id       int
 	dataDir  string
-	httpAddr string
-	raftAddr string
+	httpAddr  string
+	raftAddr  string
+	kafkaAddr string
 	extraEnv []string
 	args     []string // more serve flags: --peers, --join, raft tuning
 	cmd      *exec.Cmd
@@ -67,10 +68,15 @@ func freeAddr(t testing.TB) string {
 // startSingle starts a single-node cluster and waits until it leads.
 func startSingle(t testing.TB) *node {
 	t.Helper()
-	n := &node{t: t, id: 1, dataDir: t.TempDir(), httpAddr: freeAddr(t), raftAddr: freeAddr(t)}
+	n := newNode(t, 1)
 	n.start()
 	n.waitLeader()
 	return n
+}
+
+// newNode prepares a node with its own data directory and free addresses.
+func newNode(t testing.TB, id int) *node {
+	return &node{t: t, id: id, dataDir: t.TempDir(), httpAddr: freeAddr(t), raftAddr: freeAddr(t), kafkaAddr: freeAddr(t)}
 }
 
 func (n *node) url(path string) string { return "http://" + n.httpAddr + path }
@@ -87,7 +93,7 @@ func (n *node) start() {
 		"--data-dir", n.dataDir,
 		"--http-addr", n.httpAddr,
 		"--raft-addr", n.raftAddr,
-		"--kafka-addr", "127.0.0.1:0")
+		"--kafka-addr", n.kafkaAddr)
 	n.cmd.Args = append(n.cmd.Args, n.args...)
 	if addr := os.Getenv("WAGGLE_TEST_PPROF"); addr != "" {
 		n.cmd.Args = append(n.cmd.Args, "--pprof-addr", addr)
@@ -336,4 +342,9 @@ func decodeJSON(t testing.TB, resp *http.Response, out any) {
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		t.Fatalf("undecodable answer: %v", err)
 	}
+}
+
+func withArgs(n *node, args []string) *node {
+	n.args = args
+	return n
 }

@@ -60,6 +60,10 @@ func (p *Processor) createTopic(tx *store.Tx, meta *store.Meta, c *CreateTopicCo
 	}
 	q := newQueue(meta, c.Name, 0, c.Partitions)
 	q.RetentionMs, q.MaxMessageBytes = c.RetentionMs, c.MaxMessageBytes
+	var queues queueCache
+	for i := range c.Partitions {
+		p.partition(tx, meta, &queues, &q, strconv.Itoa(int(i)))
+	}
 	must(tx.PutQueue(q))
 	return TopicOK
 }
@@ -85,7 +89,7 @@ func decodeAddPartitions(b []byte) (*AddPartitionsCommand, error) {
 	return c, d.finish()
 }
 
-func (p *Processor) addPartitions(tx *store.Tx, c *AddPartitionsCommand) TopicOutcome {
+func (p *Processor) addPartitions(tx *store.Tx, meta *store.Meta, c *AddPartitionsCommand) TopicOutcome {
 	q, err := tx.Queue(c.Name)
 	if errors.Is(err, store.ErrNotFound) {
 		return TopicUnknown
@@ -93,6 +97,10 @@ func (p *Processor) addPartitions(tx *store.Tx, c *AddPartitionsCommand) TopicOu
 	must(err)
 	if c.Count <= max(q.KafkaPartitions, 1) || c.Count > maxKafkaPartitions {
 		return TopicInvalidPartitions // Kafka only ever grows a topic
+	}
+	var queues queueCache
+	for i := q.KafkaPartitions; i < c.Count; i++ {
+		p.partition(tx, meta, &queues, &q, strconv.Itoa(int(i)))
 	}
 	q.KafkaPartitions = c.Count
 	must(tx.PutQueue(q))

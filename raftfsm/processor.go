@@ -60,7 +60,7 @@ func (p *Processor) Apply(tx *store.Tx, meta *store.Meta, data []byte) any {
 	case CmdAddPartitions:
 		cmd, err := decodeAddPartitions(data[1:])
 		mustDecode(err, data)
-		return p.addPartitions(tx, cmd)
+		return p.addPartitions(tx, meta, cmd)
 	case CmdDeleteQueue:
 		cmd, err := decodeDeleteQueue(data[1:])
 		mustDecode(err, data)
@@ -227,6 +227,9 @@ func (p *Processor) partition(tx *store.Tx, meta *store.Meta, queues *queueCache
 		part, err = store.Partition{ID: meta.NextID, QueueID: q.ID, Name: name}, nil
 		meta.NextID++
 		must(tx.CreatePartition(part))
+		// Readers waiting on a partition that did not exist yet wait on
+		// its queue's id (ids of queues and partitions never collide).
+		p.appended = append(p.appended, q.ID)
 		if n, ok := kafkaPartitionIndex(name); ok && n >= q.KafkaPartitions {
 			q.KafkaPartitions = n + 1
 			queues.markDirty(q)

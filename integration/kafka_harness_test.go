@@ -1,0 +1,84 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// kafkaClient returns a franz-go client for the given brokers, closed with
+// the test. The idempotent producer is off until waggle serves
+// InitProducerId (issue 5).
+func kafkaClient(t testing.TB, brokers []string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	opts = append([]kgo.Opt{
+		kgo.SeedBrokers(brokers...),
+		kgo.DisableIdempotentWrite(),
+		kgo.RetryTimeout(30 * time.Second),
+	}, opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// createTopic creates a topic through the Kafka API and requires success.
+func createTopic(t testing.TB, cl *kgo.Client, name string, partitions int32, configs map[string]string) {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, -1
+	for k, v := range configs {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = k, kmsg.StringPtr(v)
+		rt.Configs = append(rt.Configs, c)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("create topic %s: error code %d", name, code)
+	}
+}
+
+// consumeN reads n records from the start of topic with a fresh client.
+func consumeN(t testing.TB, brokers []string, topic string, n int, opts ...kgo.Opt) []*kgo.Record {
+	t.Helper()
+	cl := kafkaClient(t, brokers, append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d records from %s before the deadline", len(out), n, topic)
+		}
+		for _, e := range fs.Errors() {
+			t.Fatalf("fetch %s[%d]: %v", e.Topic, e.Partition, e.Err)
+		}
+		out = append(out, fs.Records()...)
+	}
+	if len(out) != n {
+		t.Fatalf("consumed %d records from %s, want %d", len(out), topic, n)
+	}
+	return out
+}
+
+func produceSync(t testing.TB, cl *kgo.Client, recs ...*kgo.Record) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+func recordKey(r *kgo.Record) string { return fmt.Sprintf("%s[%d]@%d", r.Topic, r.Partition, r.Offset) }
