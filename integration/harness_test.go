@@ -18,8 +18,8 @@ import (
 	"time"
 )
 
-// binary is the waggle binary built once for the whole package.
-var binary string
+// waggleBinary is the waggle binary built once for the whole package.
+var waggleBinary string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "waggle-bin-")
@@ -27,8 +27,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "waggle")
-	build := exec.Command("go", "build", "-o", binary, "../cmd/waggle")
+	waggleBinary = filepath.Join(dir, "waggle")
+	build := exec.Command("go", "build", "-o", waggleBinary, "../cmd/waggle")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build waggle:", err)
@@ -41,17 +41,17 @@ func TestMain(m *testing.M) {
 
 // node is one waggle process and what it needs to be restarted as itself.
 type node struct {
-	t        testing.TB
-	id       int
-	dataDir  string
+	t         testing.TB
+	id        int
+	dataDir   string
 	httpAddr  string
 	raftAddr  string
 	kafkaAddr string
-	extraEnv []string
-	args     []string // more serve flags: --peers, --join, raft tuning
-	cmd      *exec.Cmd
-	logPath  string
-	exited   chan struct{}
+	extraEnv  []string
+	args      []string // more serve flags: --peers, --join, raft tuning
+	cmd       *exec.Cmd
+	logPath   string
+	exited    chan struct{}
 }
 
 // freeAddr returns a loopback address with a port nobody listens on now.
@@ -88,7 +88,7 @@ func (n *node) start() {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	n.cmd = exec.Command(binary, "serve",
+	n.cmd = exec.Command(waggleBinary, "serve",
 		"--node-id", fmt.Sprint(n.id),
 		"--data-dir", n.dataDir,
 		"--http-addr", n.httpAddr,

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"hash/crc32"
 	"testing"
 	"time"
 
@@ -82,3 +83,5 @@ func produceSync(t testing.TB, cl *kgo.Client, recs ...*kgo.Record) {
 }
 
 func recordKey(r *kgo.Record) string { return fmt.Sprintf("%s[%d]@%d", r.Topic, r.Partition, r.Offset) }
+
+func crc32c(b []byte) uint32 { return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)) }
