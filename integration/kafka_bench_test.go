@@ -1,0 +1,116 @@
+package integration
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The Kafka benchmarks run the same franz-go client code against a single
+// waggle node (raft + badger on disk) and against franz-go's kfake with
+// DataDir and SyncWrites (its on-disk, fsync-per-batch mode), in the same
+// run, and report waggle/kfake ratios. 100-byte records, acks=all.
+//
+//	go test ./integration -run '^$' -bench Kafka -benchtime 200000x
+
+const benchTopic = "bench"
+
+func startKfake(b *testing.B) []string {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DataDir(b.TempDir()), kfake.SyncWrites(), kfake.SeedTopics(1, benchTopic))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	return c.ListenAddrs()
+}
+
+func startWaggleForBench(b *testing.B) []string {
+	n := startSingle(b)
+	cl := kafkaClient(b, []string{n.kafkaAddr})
+	createTopic(b, cl, benchTopic, 1, nil)
+	return []string{n.kafkaAddr}
+}
+
+// produceRun produces n records as fast as the client allows and returns
+// records/s and the p99 time from Produce to its acknowledgement.
+func produceRun(b *testing.B, brokers []string, n int, opts ...kgo.Opt) (float64, time.Duration) {
+	cl := kafkaClient(b, brokers, append([]kgo.Opt{kgo.DefaultProduceTopic(benchTopic), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0), kgo.MaxBufferedRecords(10_000)}, opts...)...)
+	value := make([]byte, 100)
+	lat := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	var failed error
+	var mu sync.Mutex
+	start := time.Now()
+	for i := range n {
+		wg.Add(1)
+		t0 := time.Now()
+		cl.Produce(context.Background(), &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+			lat[i] = time.Since(t0)
+			if err != nil {
+				mu.Lock()
+				failed = err
+				mu.Unlock()
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if failed != nil {
+		b.Fatal(failed)
+	}
+	slices.Sort(lat)
+	return float64(n) / elapsed.Seconds(), lat[n*99/100]
+}
+
+// consumeRun reads n records from the start and returns records/s.
+func consumeRun(b *testing.B, brokers []string, n int) float64 {
+	cl := kafkaClient(b, brokers, kgo.ConsumeTopics(benchTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	got := 0
+	for got < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			b.Fatalf("consumed %d of %d", got, n)
+		}
+		if errs := fs.Errors(); len(errs) > 0 {
+			b.Fatal(errs[0].Err)
+		}
+		got += fs.NumRecords()
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+func BenchmarkKafkaProduce(b *testing.B) {
+	waggle, kf := startWaggleForBench(b), startKfake(b)
+	b.ResetTimer()
+	wRate, wP99 := produceRun(b, waggle, b.N)
+	kRate, kP99 := produceRun(b, kf, b.N)
+	b.StopTimer()
+	b.ReportMetric(wRate, "waggle-recs/s")
+	b.ReportMetric(kRate, "kfake-recs/s")
+	b.ReportMetric(wRate/kRate, "ratio")
+	b.ReportMetric(float64(wP99.Microseconds())/1000, "waggle-p99-ms")
+	b.ReportMetric(float64(kP99.Microseconds())/1000, "kfake-p99-ms")
+}
+
+func BenchmarkKafkaConsume(b *testing.B) {
+	waggle, kf := startWaggleForBench(b), startKfake(b)
+	produceRun(b, waggle, b.N)
+	produceRun(b, kf, b.N)
+	b.ResetTimer()
+	wRate := consumeRun(b, waggle, b.N)
+	kRate := consumeRun(b, kf, b.N)
+	b.StopTimer()
+	b.ReportMetric(wRate, "waggle-recs/s")
+	b.ReportMetric(kRate, "kfake-recs/s")
+	b.ReportMetric(wRate/kRate, "ratio")
+}
