@@ -32,21 +32,29 @@ func New(nodeID string, node *raftfsm.Node, st *store.Store) *Service {
 // apply commits one command through raft and returns the state machine's
 // answer, which exists only once the entry is committed by a majority and
 // applied on this node.
-func (s *Service) apply(cmd []byte) (any, error) {
+func (s *Service) apply(cmd []byte) (any, error) { return s.applyAsync(cmd)() }
+
+// applyAsync hands one command to raft and returns a function that waits
+// for its answer. Commands handed over one after another from the same
+// goroutine are appended to the log in that order, which lets a caller
+// pipeline writes whose order matters.
+func (s *Service) applyAsync(cmd []byte) func() (any, error) {
 	if s.node.Raft.State() != raft.Leader {
-		return nil, ErrNotLeader
+		return func() (any, error) { return nil, ErrNotLeader }
 	}
 	f := s.node.Raft.Apply(cmd, s.ApplyTimeout)
-	if err := f.Error(); err != nil {
-		switch {
-		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout),
-			errors.Is(err, raft.ErrLeadershipTransferInProgress):
-			return nil, fmt.Errorf("%w: %v", ErrNotLeader, err) // rejected before it was appended
-		default:
-			return nil, fmt.Errorf("%w: %v", ErrOutcomeUnknown, err)
+	return func() (any, error) {
+		if err := f.Error(); err != nil {
+			switch {
+			case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout),
+				errors.Is(err, raft.ErrLeadershipTransferInProgress):
+				return nil, fmt.Errorf("%w: %v", ErrNotLeader, err) // rejected before it was appended
+			default:
+				return nil, fmt.Errorf("%w: %v", ErrOutcomeUnknown, err)
+			}
 		}
+		return f.Response(), nil
 	}
-	return f.Response(), nil
 }
 
 // Health is a node's view of the cluster.

@@ -104,19 +104,23 @@ func (s *Service) DeleteTopic(name string) (TopicOutcome, error) {
 // ProduceResult answers a produce to one partition.
 type ProduceResult = raftfsm.ProduceResult
 
-// Produce appends validated batches to one partition through raft; the
-// answer exists only once they are committed and applied. autoCreate > 0
-// creates a missing topic with that many partitions.
-func (s *Service) Produce(topic string, partition, autoCreate int32, batches []recordbatch.Batch) (ProduceResult, error) {
+// ProduceAsync hands batches for one partition to raft and returns a
+// function that waits for the answer, which exists only once they are
+// committed and applied. Calls made one after another are appended in that
+// order. autoCreate > 0 creates a missing topic with that many partitions.
+func (s *Service) ProduceAsync(topic string, partition, autoCreate int32, batches []recordbatch.Batch) func() (ProduceResult, error) {
 	cmd := raftfsm.ProduceCommand{NowMs: s.now().UnixMilli(), Topic: topic, Partition: partition, AutoCreatePartitions: autoCreate}
 	for _, b := range batches {
 		cmd.Batches = append(cmd.Batches, raftfsm.ProduceBatch{NumRecords: b.NumRecords, MaxTimestamp: b.MaxTimestamp, Raw: b.Raw})
 	}
-	answer, err := s.apply(cmd.Encode())
-	if err != nil {
-		return ProduceResult{}, err
+	wait := s.applyAsync(cmd.Encode())
+	return func() (ProduceResult, error) {
+		answer, err := wait()
+		if err != nil {
+			return ProduceResult{}, err
+		}
+		return answer.(ProduceResult), nil
 	}
-	return answer.(ProduceResult), nil
 }
 
 // PartitionLog is what a Kafka fetch reads from one partition.

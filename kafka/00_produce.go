@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -13,11 +12,11 @@ import (
 
 func init() { register(kmsg.Produce.Int16(), 3, 13, handleProduce) }
 
-// handleProduce appends each partition's batches through raft, partitions
-// in parallel (raft groups the concurrent entries into one append), and
-// answers once all are committed. acks 1 and -1 both mean committed by a
-// raft majority; acks 0 gets no answer.
-func handleProduce(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+// handleProduce validates every partition's batches and hands them to raft
+// in request order, then returns a reply that waits for the commits. acks 1
+// and -1 both mean committed by a raft majority and applied; acks 0 gets no
+// answer.
+func handleProduce(c *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 
@@ -28,7 +27,7 @@ func handleProduce(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			return nil, err
 		}
 	}
-	var wg sync.WaitGroup
+	var waits []func()
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for i, rt := range req.Topics {
 		t := &resp.Topics[i]
@@ -52,18 +51,20 @@ func handleProduce(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 				p.ErrorCode = code
 				continue
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c.producePartition(name, rp, p)
-			}()
+			if wait := c.producePartition(name, rp, p); wait != nil {
+				waits = append(waits, wait)
+			}
 		}
 	}
-	wg.Wait()
-	if req.Acks == 0 {
-		return nil, nil
-	}
-	return resp, nil
+	return func() (kmsg.Response, error) {
+		for _, wait := range waits {
+			wait()
+		}
+		if req.Acks == 0 {
+			return nil, nil
+		}
+		return resp, nil
+	}, nil
 }
 
 // checkProduce applies Kafka's request-level checks, in Kafka's order.
@@ -79,47 +80,53 @@ func (c *conn) checkProduce(acks int16, topic string) int16 {
 	return 0
 }
 
-func (c *conn) producePartition(topic string, rp kmsg.ProduceRequestTopicPartition, out *kmsg.ProduceResponseTopicPartition) {
+// producePartition validates one partition's records and hands them to
+// raft. It fills out at once when they are refused, or returns a function
+// that waits for the commit and fills out then.
+func (c *conn) producePartition(topic string, rp kmsg.ProduceRequestTopicPartition, out *kmsg.ProduceResponseTopicPartition) func() {
 	fail := func(code int16, msg string) {
-		out.ErrorCode = code
-		out.ErrorMessage = kmsg.StringPtr(msg)
-		out.BaseOffset = -1
+		out.ErrorCode, out.BaseOffset = code, -1
+		if msg != "" {
+			out.ErrorMessage = kmsg.StringPtr(msg)
+		}
 	}
 	maxBytes := int32(broker.DefaultMaxMessageBytes)
 	topics, err := c.s.svc.Topics([]string{topic})
 	if err != nil {
 		fail(errCode(err), err.Error())
-		return
+		return nil
 	}
 	if len(topics) == 1 && topics[0].MaxMessageBytes > 0 {
 		maxBytes = topics[0].MaxMessageBytes
 	}
 	if len(rp.Records) > int(maxBytes) {
 		fail(kerr.MessageTooLarge.Code, fmt.Sprintf("%d bytes of records, max.message.bytes is %d", len(rp.Records), maxBytes))
-		return
+		return nil
 	}
 	batches, err := recordbatch.Split(rp.Records)
 	if err != nil {
 		fail(errCode(err), err.Error())
-		return
+		return nil
 	}
 	var autoCreate int32
 	if c.s.cfg.AutoCreateTopics {
 		autoCreate = c.s.cfg.DefaultPartitions
 	}
-	res, err := c.s.svc.Produce(topic, rp.Partition, autoCreate, batches)
-	if err != nil {
-		fail(errCode(err), err.Error())
-		return
+	wait := c.s.svc.ProduceAsync(topic, rp.Partition, autoCreate, batches)
+	return func() {
+		res, err := wait()
+		if err != nil {
+			fail(errCode(err), err.Error())
+			return
+		}
+		if code := outcomeCode(res.Outcome); code != 0 {
+			fail(code, "")
+			return
+		}
+		out.BaseOffset = res.BaseOffset
+		out.LogStartOffset = res.LogStart
+		out.LogAppendTime = -1 // CreateTime topics
 	}
-	if code := outcomeCode(res.Outcome); code != 0 {
-		fail(code, "")
-		out.ErrorMessage = nil
-		return
-	}
-	out.BaseOffset = res.BaseOffset
-	out.LogStartOffset = res.LogStart
-	out.LogAppendTime = -1 // CreateTime topics
 }
 
 func produceErrors(parts []kmsg.ProduceRequestTopicPartition, code int16) []kmsg.ProduceResponseTopicPartition {

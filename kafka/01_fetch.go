@@ -9,7 +9,7 @@ import (
 	"github.com/waggle-mq/waggle/broker"
 )
 
-func init() { register(kmsg.Fetch.Int16(), 4, 16, handleFetch) }
+func init() { register(kmsg.Fetch.Int16(), 4, 16, answerNow(handleFetch)) }
 
 // maxFetchWait bounds a long-poll whatever the client asks.
 const maxFetchWait = 30 * time.Second

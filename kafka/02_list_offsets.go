@@ -5,7 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func init() { register(kmsg.ListOffsets.Int16(), 0, 10, handleListOffsets) }
+func init() { register(kmsg.ListOffsets.Int16(), 0, 10, answerNow(handleListOffsets)) }
 
 // Special timestamps of ListOffsets.
 const (

@@ -7,7 +7,7 @@ import (
 	"github.com/waggle-mq/waggle/broker"
 )
 
-func init() { register(kmsg.Metadata.Int16(), 0, 12, handleMetadata) }
+func init() { register(kmsg.Metadata.Int16(), 0, 12, answerNow(handleMetadata)) }
 
 func handleMetadata(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.MetadataRequest)

@@ -2,7 +2,7 @@ package kafka
 
 import "github.com/twmb/franz-go/pkg/kmsg"
 
-func init() { register(kmsg.ApiVersions.Int16(), 0, 4, handleAPIVersions) }
+func init() { register(kmsg.ApiVersions.Int16(), 0, 4, answerNow(handleAPIVersions)) }
 
 func handleAPIVersions(_ *conn, req kmsg.Request) (kmsg.Response, error) {
 	return apiVersionsResponse(req.GetVersion(), 0), nil

@@ -9,7 +9,7 @@ import (
 	"github.com/waggle-mq/waggle/broker"
 )
 
-func init() { register(kmsg.CreateTopics.Int16(), 0, 7, handleCreateTopics) }
+func init() { register(kmsg.CreateTopics.Int16(), 0, 7, answerNow(handleCreateTopics)) }
 
 // Topic configs waggle understands; any other is refused with INVALID_CONFIG.
 const (

@@ -5,7 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func init() { register(kmsg.DeleteTopics.Int16(), 0, 6, handleDeleteTopics) }
+func init() { register(kmsg.DeleteTopics.Int16(), 0, 6, answerNow(handleDeleteTopics)) }
 
 func handleDeleteTopics(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DeleteTopicsRequest)

@@ -9,7 +9,7 @@ import (
 	"github.com/waggle-mq/waggle/broker"
 )
 
-func init() { register(kmsg.DescribeConfigs.Int16(), 0, 4, handleDescribeConfigs) }
+func init() { register(kmsg.DescribeConfigs.Int16(), 0, 4, answerNow(handleDescribeConfigs)) }
 
 // defaultRetentionMs is Kafka's default retention.ms (7 days).
 const defaultRetentionMs = 7 * 24 * 3600 * 1000

@@ -5,7 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func init() { register(kmsg.CreatePartitions.Int16(), 0, 3, handleCreatePartitions) }
+func init() { register(kmsg.CreatePartitions.Int16(), 0, 3, answerNow(handleCreatePartitions)) }
 
 func handleCreatePartitions(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.CreatePartitionsRequest)

@@ -2,7 +2,7 @@ package kafka
 
 import "github.com/twmb/franz-go/pkg/kmsg"
 
-func init() { register(kmsg.DescribeCluster.Int16(), 0, 1, handleDescribeCluster) }
+func init() { register(kmsg.DescribeCluster.Int16(), 0, 1, answerNow(handleDescribeCluster)) }
 
 func handleDescribeCluster(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeClusterRequest)

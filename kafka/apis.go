@@ -7,9 +7,24 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// handler serves one decoded request. A nil response with a nil error
-// sends nothing back (acks=0 produce); an error closes the connection.
-type handler func(c *conn, req kmsg.Request) (kmsg.Response, error)
+// handler serves one decoded request. It returns a function that yields
+// the response: handlers that answer at once return it ready, Produce
+// returns one that waits for raft. A nil response with a nil error sends
+// nothing back (acks=0 produce); an error closes the connection.
+type handler func(c *conn, req kmsg.Request) (reply, error)
+
+// reply waits for and returns a response.
+type reply func() (kmsg.Response, error)
+
+// ready wraps a synchronous handler's result.
+func ready(resp kmsg.Response, err error) (reply, error) {
+	return func() (kmsg.Response, error) { return resp, nil }, err
+}
+
+// answerNow adapts a handler that answers at once.
+func answerNow(h func(c *conn, req kmsg.Request) (kmsg.Response, error)) handler {
+	return func(c *conn, req kmsg.Request) (reply, error) { return ready(h(c, req)) }
+}
 
 type api struct {
 	key      int16

@@ -123,7 +123,49 @@ type header struct {
 
 var errBadFrame = errors.New("malformed request frame")
 
+// maxInFlight bounds the requests one connection may have read but not yet
+// answered.
+const maxInFlight = 16
+
+// pendingReply is a request read and handed off, waiting for its answer to
+// be written in order.
+type pendingReply struct {
+	h    header
+	wait reply
+}
+
+// serve reads requests and hands each to its handler in order; a writer
+// sends the answers back in the same order. Produce answers wait for raft,
+// so up to maxInFlight produce requests of one connection are in the raft
+// pipeline together, in request order, instead of one commit at a time.
 func (c *conn) serve() error {
+	pending := make(chan pendingReply, maxInFlight)
+	writeErr := make(chan error, 1)
+	go func() {
+		var err error
+		for p := range pending {
+			if err != nil {
+				continue // drain after a failure
+			}
+			var resp kmsg.Response
+			if resp, err = p.wait(); err == nil && resp != nil {
+				err = c.write(p.h, resp)
+			}
+			if err != nil {
+				c.nc.Close() // stops the reader too
+			}
+		}
+		writeErr <- err
+	}()
+	err := c.read(pending)
+	close(pending)
+	if werr := <-writeErr; werr != nil {
+		return werr
+	}
+	return err
+}
+
+func (c *conn) read(pending chan<- pendingReply) error {
 	var sizeBuf [4]byte
 	for {
 		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
@@ -139,43 +181,43 @@ func (c *conn) serve() error {
 		if _, err := io.ReadFull(c.nc, body); err != nil {
 			return err
 		}
-		if err := c.handle(body); err != nil {
+		p, err := c.handle(body)
+		if err != nil {
 			return err
 		}
+		pending <- p
 	}
 }
 
-func (c *conn) handle(body []byte) error {
+func (c *conn) handle(body []byte) (pendingReply, error) {
 	h, rest, err := parseHeader(body)
 	if err != nil {
-		return err
+		return pendingReply{}, err
 	}
 	a, known := apis[h.key]
 	if !known {
-		return fmt.Errorf("unsupported API key %d", h.key)
+		return pendingReply{}, fmt.Errorf("unsupported API key %d", h.key)
 	}
 	if h.version < a.min || h.version > a.max {
 		if h.key == kmsg.ApiVersions.Int16() {
 			// Answer v0 with UNSUPPORTED_VERSION so the client retries lower.
-			return c.write(h, apiVersionsResponse(0, unsupportedVersion))
+			wait, _ := ready(apiVersionsResponse(0, unsupportedVersion), nil)
+			return pendingReply{h: h, wait: wait}, nil
 		}
-		return fmt.Errorf("API key %d version %d outside %d–%d", h.key, h.version, a.min, a.max)
+		return pendingReply{}, fmt.Errorf("API key %d version %d outside %d–%d", h.key, h.version, a.min, a.max)
 	}
 	req := kmsg.RequestForKey(h.key)
 	req.SetVersion(h.version)
 	if req.IsFlexible() {
 		if rest, err = skipTags(rest); err != nil {
-			return err
+			return pendingReply{}, err
 		}
 	}
 	if err := req.ReadFrom(rest); err != nil {
-		return fmt.Errorf("decode API key %d v%d: %w", h.key, h.version, err)
+		return pendingReply{}, fmt.Errorf("decode API key %d v%d: %w", h.key, h.version, err)
 	}
-	resp, err := a.handle(c, req)
-	if err != nil || resp == nil {
-		return err
-	}
-	return c.write(h, resp)
+	wait, err := a.handle(c, req)
+	return pendingReply{h: h, wait: wait}, err
 }
 
 // unsupportedVersion is UNSUPPORTED_VERSION.
