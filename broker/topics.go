@@ -15,6 +15,8 @@ type TopicOutcome = raftfsm.TopicOutcome
 
 // Topic outcomes.
 const (
+	SequenceOutOfOrder     = raftfsm.SequenceOutOfOrder
+	ProducerFenced         = raftfsm.ProducerFenced
 	TopicOK                = raftfsm.TopicOK
 	TopicExists            = raftfsm.TopicExists
 	TopicUnknown           = raftfsm.TopicUnknown
@@ -111,7 +113,11 @@ type ProduceResult = raftfsm.ProduceResult
 func (s *Service) ProduceAsync(topic string, partition, autoCreate int32, batches []recordbatch.Batch) func() (ProduceResult, error) {
 	cmd := raftfsm.ProduceCommand{NowMs: s.now().UnixMilli(), Topic: topic, Partition: partition, AutoCreatePartitions: autoCreate}
 	for _, b := range batches {
-		cmd.Batches = append(cmd.Batches, raftfsm.ProduceBatch{NumRecords: b.NumRecords, MaxTimestamp: b.MaxTimestamp, Raw: b.Raw})
+		cmd.Batches = append(cmd.Batches, raftfsm.ProduceBatch{
+			NumRecords: b.NumRecords, MaxTimestamp: b.MaxTimestamp,
+			ProducerID: b.ProducerID, ProducerEpoch: b.ProducerEpoch, FirstSequence: b.FirstSequence,
+			Raw: b.Raw,
+		})
 	}
 	wait := s.applyAsync(cmd.Encode())
 	return func() (ProduceResult, error) {
@@ -256,4 +262,14 @@ func firstAtOrAfter(e store.Entry, ts int64, offset, found *int64) error {
 		}
 	}
 	return nil
+}
+
+// NewProducerID allocates a Kafka producer id from the replicated counter.
+func (s *Service) NewProducerID() (int64, error) {
+	cmd := raftfsm.NewProducerIDCommand{}
+	answer, err := s.apply(cmd.Encode())
+	if err != nil {
+		return 0, err
+	}
+	return answer.(int64), nil
 }

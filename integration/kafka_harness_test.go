@@ -12,13 +12,11 @@ import (
 )
 
 // kafkaClient returns a franz-go client for the given brokers, closed with
-// the test. The idempotent producer is off until waggle serves
-// InitProducerId (issue 5).
+// the test. Its producer is idempotent, franz-go's default.
 func kafkaClient(t testing.TB, brokers []string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	opts = append([]kgo.Opt{
 		kgo.SeedBrokers(brokers...),
-		kgo.DisableIdempotentWrite(),
 		kgo.RetryTimeout(30 * time.Second),
 	}, opts...)
 	cl, err := kgo.NewClient(opts...)

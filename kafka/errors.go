@@ -20,6 +20,10 @@ func outcomeCode(o broker.TopicOutcome) int16 {
 		return kerr.UnknownTopicOrPartition.Code
 	case broker.TopicInvalidPartitions:
 		return kerr.InvalidPartitions.Code
+	case broker.SequenceOutOfOrder:
+		return kerr.OutOfOrderSequenceNumber.Code
+	case broker.ProducerFenced:
+		return kerr.InvalidProducerEpoch.Code
 	default:
 		return kerr.UnknownServerError.Code
 	}

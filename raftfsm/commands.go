@@ -22,6 +22,7 @@ const (
 	CmdProduce        CommandType = 7
 	CmdAddPartitions  CommandType = 8
 	CmdDeleteQueue    CommandType = 9
+	CmdNewProducerID  CommandType = 10
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.
@@ -217,3 +218,11 @@ func decodeForgetNode(b []byte) (*ForgetNodeCommand, error) {
 	c := &ForgetNodeCommand{ID: d.string()}
 	return c, d.finish()
 }
+
+// NewProducerIDCommand allocates a Kafka producer id, unique for the life
+// of the cluster whichever node leads (it comes from the replicated id
+// counter). The answer is the id, an int64.
+type NewProducerIDCommand struct{}
+
+// Encode returns the raft entry for the command.
+func (c *NewProducerIDCommand) Encode() []byte { return []byte{byte(CmdNewProducerID)} }

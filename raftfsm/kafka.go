@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/waggle-mq/waggle/dedup"
 	"github.com/waggle-mq/waggle/recordbatch"
 	"github.com/waggle-mq/waggle/store"
 )
@@ -18,6 +19,10 @@ const (
 	TopicUnknown
 	TopicUnknownPartition
 	TopicInvalidPartitions
+	// SequenceOutOfOrder and ProducerFenced refuse an idempotent batch
+	// (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH).
+	SequenceOutOfOrder
+	ProducerFenced
 )
 
 // CreateTopicCommand creates a queue from Kafka: dedup window 0 (Kafka
@@ -149,11 +154,21 @@ type ProduceCommand struct {
 	Batches              []ProduceBatch
 }
 
-// ProduceBatch is one record batch as the producer sent it.
+// ProduceBatch is one record batch as the producer sent it, with the header
+// fields the state machine needs lifted out by the leader.
 type ProduceBatch struct {
 	NumRecords   int32
 	MaxTimestamp int64
-	Raw          []byte
+	// ProducerID < 0: not an idempotent batch.
+	ProducerID    int64
+	ProducerEpoch int16
+	FirstSequence int32
+	Raw           []byte
+}
+
+// lastSequence is the sequence of the batch's last record; they wrap at 2^31-1.
+func (b ProduceBatch) lastSequence() int32 {
+	return int32((int64(b.FirstSequence) + int64(b.NumRecords) - 1) % (1 << 31))
 }
 
 // ProduceResult answers a ProduceCommand: the first offset given to its
@@ -184,6 +199,9 @@ func (c *ProduceCommand) Encode() []byte {
 	for _, b := range c.Batches {
 		e.varint(int64(b.NumRecords))
 		e.varint(b.MaxTimestamp)
+		e.varint(b.ProducerID)
+		e.varint(int64(b.ProducerEpoch))
+		e.varint(int64(b.FirstSequence))
 		e.bytes(b.Raw)
 	}
 	return e.b
@@ -194,7 +212,8 @@ func decodeProduce(b []byte) (*ProduceCommand, error) {
 	c := &ProduceCommand{NowMs: d.varint(), Topic: d.string(), Partition: int32(d.varint()), AutoCreatePartitions: int32(d.varint())}
 	c.Batches = make([]ProduceBatch, d.count(minProduceBatchSize))
 	for i := range c.Batches {
-		c.Batches[i] = ProduceBatch{NumRecords: int32(d.varint()), MaxTimestamp: d.varint(), Raw: d.bytes()}
+		c.Batches[i] = ProduceBatch{NumRecords: int32(d.varint()), MaxTimestamp: d.varint(), ProducerID: d.varint(),
+			ProducerEpoch: int16(d.varint()), FirstSequence: int32(d.varint()), Raw: d.bytes()}
 	}
 	if d.err == nil {
 		for _, b := range c.Batches {
@@ -223,15 +242,65 @@ func (p *Processor) produce(tx *store.Tx, meta *store.Meta, c *ProduceCommand) P
 	}
 	var queues queueCache
 	part := p.partition(tx, meta, &queues, &q, strconv.Itoa(int(c.Partition)))
-	res := ProduceResult{Outcome: TopicOK, BaseOffset: int64(part.NextOffset), LogStart: int64(part.StartOffset), AppendTimeMs: meta.ClockMs}
-	for _, b := range c.Batches {
-		base := part.NextOffset
-		raw := recordbatch.Rebase(b.Raw, int64(base), 0)
-		must(tx.PutBatch(part.ID, base, uint32(b.NumRecords), b.MaxTimestamp, raw))
-		part.NextOffset += uint64(b.NumRecords)
+	res := ProduceResult{Outcome: TopicOK, BaseOffset: -1, LogStart: int64(part.StartOffset), AppendTimeMs: meta.ClockMs}
+
+	// Decide every batch before appending any, so a refused idempotent
+	// batch leaves the partition as it was (KIP-98).
+	states := map[int64]*dedup.ProducerState{}
+	var stateOrder []int64                    // first-use order, for deterministic writes
+	appendAt := make([]int64, len(c.Batches)) // -1: a duplicate, not appended
+	next := int64(part.NextOffset)
+	for i, b := range c.Batches {
+		base := next
+		if b.ProducerID >= 0 {
+			st := states[b.ProducerID]
+			if st == nil {
+				loaded, found, err := tx.Producer(b.ProducerID, part.ID)
+				must(err)
+				if !found {
+					loaded = dedup.ProducerState{Epoch: b.ProducerEpoch}
+				}
+				st = &loaded
+				states[b.ProducerID] = st
+				stateOrder = append(stateOrder, b.ProducerID)
+			}
+			verdict, dup := dedup.CheckSequence(*st, len(st.Batches) > 0, b.ProducerEpoch, b.FirstSequence, b.lastSequence(), meta.ClockMs)
+			switch verdict {
+			case dedup.OutOfOrder:
+				return ProduceResult{Outcome: SequenceOutOfOrder, BaseOffset: -1}
+			case dedup.StaleEpoch:
+				return ProduceResult{Outcome: ProducerFenced, BaseOffset: -1}
+			case dedup.DuplicateBatch:
+				appendAt[i] = -1
+				if i == 0 {
+					res.BaseOffset = dup.BaseOffset
+				}
+				continue
+			}
+			*st = st.Record(b.ProducerEpoch, dedup.ProducerBatch{FirstSeq: b.FirstSequence, LastSeq: b.lastSequence(), BaseOffset: base}, meta.ClockMs)
+		}
+		appendAt[i] = base
+		if res.BaseOffset < 0 {
+			res.BaseOffset = base
+		}
+		next += int64(b.NumRecords)
 	}
-	must(tx.PutPartition(part))
+
+	for i, b := range c.Batches {
+		if appendAt[i] < 0 {
+			continue
+		}
+		raw := recordbatch.Rebase(b.Raw, appendAt[i], 0)
+		must(tx.PutBatch(part.ID, uint64(appendAt[i]), uint32(b.NumRecords), b.MaxTimestamp, raw))
+	}
+	for _, id := range stateOrder {
+		must(tx.PutProducer(id, part.ID, *states[id]))
+	}
+	if next != int64(part.NextOffset) {
+		part.NextOffset = uint64(next)
+		must(tx.PutPartition(part))
+		p.appended = append(p.appended, part.ID)
+	}
 	queues.flush(tx)
-	p.appended = append(p.appended, part.ID)
 	return res
 }

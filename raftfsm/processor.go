@@ -65,6 +65,13 @@ func (p *Processor) Apply(tx *store.Tx, meta *store.Meta, data []byte) any {
 		cmd, err := decodeDeleteQueue(data[1:])
 		mustDecode(err, data)
 		return p.deleteQueue(tx, cmd)
+	case CmdNewProducerID:
+		if len(data) != 1 {
+			mustDecode(errors.New("raftfsm: trailing bytes after command"), data)
+		}
+		id := int64(meta.NextID)
+		meta.NextID++
+		return id
 	case CmdRegisterNode:
 		cmd, err := decodeRegisterNode(data[1:])
 		mustDecode(err, data)

@@ -20,6 +20,7 @@ import (
 //	familyDedupLong [0x08] partitionID(8) sha256(transactionID) -> dedup record + transactionID
 //	familyExpiry    [0x07] expiresAtMs(8) dedupKey          -> empty
 //	familyNode      [0x09] nodeID                           -> node record (JSON, versioned)
+//	familyProducer  [0x0A] producerID(8) partitionID(8)     -> Kafka producer state (versioned)
 //
 // Badger keys are at most 65,000 bytes and a transactionId may be 65,535,
 // so ids longer than maxRawIDKey are keyed by their SHA-256 in their own
@@ -39,6 +40,7 @@ const (
 	familyExpiry    byte = 0x07
 	familyDedupLong byte = 0x08
 	familyNode      byte = 0x09
+	familyProducer  byte = 0x0A
 )
 
 // maxRawIDKey is the longest transactionId used as-is in a dedup key.
@@ -58,6 +60,11 @@ func queuePrefix() []byte { return []byte{familyQueue} }
 func nodeKey(id string) []byte { return append([]byte{familyNode}, id...) }
 
 func nodePrefix() []byte { return []byte{familyNode} }
+
+func producerKey(producerID int64, partitionID uint64) []byte {
+	k := binary.BigEndian.AppendUint64([]byte{familyProducer}, uint64(producerID))
+	return binary.BigEndian.AppendUint64(k, partitionID)
+}
 
 func partitionKey(queueID uint64, name string) []byte {
 	k := make([]byte, 0, 9+len(name))

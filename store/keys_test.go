@@ -107,6 +107,17 @@ func TestRecordRoundTrips(t *testing.T) {
 	}
 }
 
+func TestProducerRecordRoundTrip(t *testing.T) {
+	st := dedup.ProducerState{Epoch: -2, LastUpdateMs: 99, Batches: []dedup.ProducerBatch{{FirstSeq: 1, LastSeq: 5, BaseOffset: 1 << 40}, {FirstSeq: 6, LastSeq: 6, BaseOffset: 7}}}
+	got, err := decodeProducer(encodeProducer(st))
+	if err != nil || got.Epoch != st.Epoch || got.LastUpdateMs != 99 || len(got.Batches) != 2 || got.Batches[0] != st.Batches[0] || got.Batches[1] != st.Batches[1] {
+		t.Fatalf("producer state: %+v, %v", got, err)
+	}
+	if _, err := decodeProducer(encodeProducer(st)[:20]); err == nil {
+		t.Fatal("truncated producer state decoded")
+	}
+}
+
 func TestDecodeRejectsCorruptRecords(t *testing.T) {
 	if _, err := decodeMeta([]byte{recordV1, 1}); err == nil {
 		t.Error("short meta decoded")

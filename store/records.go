@@ -257,3 +257,35 @@ func decodeEntry(offset uint64, b []byte) (Entry, error) {
 		return Entry{}, errBadRecord
 	}
 }
+
+func encodeProducer(st dedup.ProducerState) []byte {
+	b := make([]byte, 0, 12+16*len(st.Batches))
+	b = append(b, recordV1)
+	b = binary.BigEndian.AppendUint16(b, uint16(st.Epoch))
+	b = binary.BigEndian.AppendUint64(b, uint64(st.LastUpdateMs))
+	b = append(b, byte(len(st.Batches)))
+	for _, pb := range st.Batches {
+		b = binary.BigEndian.AppendUint32(b, uint32(pb.FirstSeq))
+		b = binary.BigEndian.AppendUint32(b, uint32(pb.LastSeq))
+		b = binary.BigEndian.AppendUint64(b, uint64(pb.BaseOffset))
+	}
+	return b
+}
+
+func decodeProducer(b []byte) (dedup.ProducerState, error) {
+	if len(b) < 12 || b[0] != recordV1 || len(b) != 12+16*int(b[11]) {
+		return dedup.ProducerState{}, errBadRecord
+	}
+	st := dedup.ProducerState{
+		Epoch:        int16(binary.BigEndian.Uint16(b[1:])),
+		LastUpdateMs: int64(binary.BigEndian.Uint64(b[3:])),
+	}
+	for rest := b[12:]; len(rest) > 0; rest = rest[16:] {
+		st.Batches = append(st.Batches, dedup.ProducerBatch{
+			FirstSeq:   int32(binary.BigEndian.Uint32(rest)),
+			LastSeq:    int32(binary.BigEndian.Uint32(rest[4:])),
+			BaseOffset: int64(binary.BigEndian.Uint64(rest[8:])),
+		})
+	}
+	return st, nil
+}

@@ -179,6 +179,25 @@ func (t *Tx) DeleteQueue(q Queue) error {
 	return t.del(queueKey(q.Name))
 }
 
+// Producer returns a Kafka producer's state on a partition; found is false
+// when there is none.
+func (t *Tx) Producer(producerID int64, partitionID uint64) (st dedup.ProducerState, found bool, err error) {
+	b, err := t.get(producerKey(producerID, partitionID))
+	if errors.Is(err, ErrNotFound) {
+		return st, false, nil
+	}
+	if err != nil {
+		return st, false, err
+	}
+	st, err = decodeProducer(b)
+	return st, err == nil, err
+}
+
+// PutProducer stores a Kafka producer's state on a partition.
+func (t *Tx) PutProducer(producerID int64, partitionID uint64, st dedup.ProducerState) error {
+	return t.set(producerKey(producerID, partitionID), encodeProducer(st))
+}
+
 // Partition returns a queue's partition by name, or ErrNotFound.
 func (t *Tx) Partition(queueID uint64, name string) (Partition, error) {
 	b, err := t.get(partitionKey(queueID, name))
