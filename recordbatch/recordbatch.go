@@ -119,7 +119,7 @@ func Parse(raw []byte) (Batch, error) {
 	if raw[offMagic] != 2 {
 		return Batch{}, fmt.Errorf("%w: magic %d, only 2 is supported", ErrCorrupt, int8(raw[offMagic]))
 	}
-	if want, got := binary.BigEndian.Uint32(raw[offCRC:]), crc32.Checksum(raw[offAttributes:], castagnoli); want != got {
+	if want, got := binary.BigEndian.Uint32(raw[offCRC:]), crc32Checksum(raw[offAttributes:]); want != got {
 		return Batch{}, fmt.Errorf("%w: CRC %08x, computed %08x", ErrCorrupt, want, got)
 	}
 	attrs := binary.BigEndian.Uint16(raw[offAttributes:])
@@ -250,6 +250,8 @@ func Build(base int64, recs []Record) []byte {
 	}
 	raw := b.AppendTo(nil)
 	binary.BigEndian.PutUint32(raw[offLength:], uint32(len(raw)-12))
-	binary.BigEndian.PutUint32(raw[offCRC:], crc32.Checksum(raw[offAttributes:], castagnoli))
+	binary.BigEndian.PutUint32(raw[offCRC:], crc32Checksum(raw[offAttributes:]))
 	return raw
 }
+
+func crc32Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
