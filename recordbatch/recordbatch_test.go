@@ -70,7 +70,7 @@ func TestParseRejects(t *testing.T) {
 	// Fields under the CRC need the CRC recomputed to reach their check.
 	resign := func(f func(b []byte)) []byte {
 		b := mutate(f)
-		binary.BigEndian.PutUint32(b[offCRC:], crc32Castagnoli(b[offAttributes:]))
+		binary.BigEndian.PutUint32(b[offCRC:], crc32Checksum(b[offAttributes:]))
 		return b
 	}
 	if _, err := Parse(resign(func(b []byte) { b[offAttributes+1] |= controlBit })); !errors.Is(err, ErrInvalidRecord) {
@@ -101,10 +101,6 @@ func TestDecompressionIsCapped(t *testing.T) {
 	if _, err := unsnappy([]byte{0xff, 0xff, 0xff, 0x7f}, 1000); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("snappy claiming 256 MiB: %v", err)
 	}
-}
-
-func crc32Castagnoli(b []byte) uint32 {
-	return crc32Checksum(b)
 }
 
 // FuzzSplit: any bytes either split into valid batches or fail; decoding
