@@ -52,6 +52,8 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 
+	groups *coordinator
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -62,7 +64,7 @@ type Server struct {
 // New returns a listener over svc.
 func New(svc *broker.Service, cfg Config, log *slog.Logger) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{svc: svc, cfg: cfg, log: log, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+	return &Server{svc: svc, cfg: cfg, log: log, groups: newCoordinator(), ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
 }
 
 // Serve accepts connections on ln until Close.
@@ -71,6 +73,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		<-s.ctx.Done()
 		ln.Close()
 	}()
+	go s.groups.run(s.ctx.Done())
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -111,14 +114,26 @@ func (s *Server) Close() {
 // conn serves one client connection: one request at a time, so responses
 // go out in request order, as Kafka does.
 type conn struct {
-	s  *Server
-	nc net.Conn
+	s        *Server
+	nc       net.Conn
+	clientID string // from the latest request header
+}
+
+// coordinating reports whether this node coordinates groups now (it leads
+// raft); a node that stopped leading forgets its groups' membership.
+func (c *conn) coordinating() bool {
+	if c.s.svc.IsLeader() {
+		return true
+	}
+	c.s.groups.reset()
+	return false
 }
 
 // header is a request header (v1, or v2 with tagged fields).
 type header struct {
 	key, version int16
 	correlation  int32
+	clientID     string
 }
 
 var errBadFrame = errors.New("malformed request frame")
@@ -216,6 +231,7 @@ func (c *conn) handle(body []byte) (pendingReply, error) {
 	if err := req.ReadFrom(rest); err != nil {
 		return pendingReply{}, fmt.Errorf("decode API key %d v%d: %w", h.key, h.version, err)
 	}
+	c.clientID = h.clientID
 	wait, err := a.handle(c, req)
 	return pendingReply{h: h, wait: wait}, err
 }
@@ -240,6 +256,7 @@ func parseHeader(b []byte) (header, []byte, error) {
 		if int(idLen) > len(rest) {
 			return header{}, nil, errBadFrame
 		}
+		h.clientID = string(rest[:idLen])
 		rest = rest[idLen:]
 	}
 	return h, rest, nil

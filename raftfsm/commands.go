@@ -23,6 +23,8 @@ const (
 	CmdAddPartitions  CommandType = 8
 	CmdDeleteQueue    CommandType = 9
 	CmdNewProducerID  CommandType = 10
+	CmdCommitOffsets  CommandType = 11
+	CmdDeleteOffsets  CommandType = 12
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.

@@ -72,6 +72,15 @@ func (p *Processor) Apply(tx *store.Tx, meta *store.Meta, data []byte) any {
 		id := int64(meta.NextID)
 		meta.NextID++
 		return id
+	case CmdCommitOffsets:
+		cmd, err := decodeCommitOffsets(data[1:])
+		mustDecode(err, data)
+		advanceClock(meta, cmd.NowMs)
+		return p.commitOffsets(tx, meta, cmd)
+	case CmdDeleteOffsets:
+		cmd, err := decodeDeleteOffsets(data[1:])
+		mustDecode(err, data)
+		return p.deleteOffsets(tx, cmd)
 	case CmdRegisterNode:
 		cmd, err := decodeRegisterNode(data[1:])
 		mustDecode(err, data)

@@ -289,3 +289,37 @@ func decodeProducer(b []byte) (dedup.ProducerState, error) {
 	}
 	return st, nil
 }
+
+// CommittedOffset is a consumer group's position in one partition: the
+// next offset it will read.
+type CommittedOffset struct {
+	QueueID     uint64
+	Partition   int32
+	Offset      int64
+	LeaderEpoch int32
+	Metadata    string
+	CommittedMs int64
+}
+
+func (c CommittedOffset) encode() []byte {
+	b := make([]byte, 0, 21+len(c.Metadata))
+	b = append(b, recordV1)
+	b = binary.BigEndian.AppendUint64(b, uint64(c.Offset))
+	b = binary.BigEndian.AppendUint32(b, uint32(c.LeaderEpoch))
+	b = binary.BigEndian.AppendUint64(b, uint64(c.CommittedMs))
+	return append(b, c.Metadata...)
+}
+
+func decodeCommittedOffset(queueID uint64, partition int32, b []byte) (CommittedOffset, error) {
+	if len(b) < 21 || b[0] != recordV1 {
+		return CommittedOffset{}, errBadRecord
+	}
+	return CommittedOffset{
+		QueueID:     queueID,
+		Partition:   partition,
+		Offset:      int64(binary.BigEndian.Uint64(b[1:])),
+		LeaderEpoch: int32(binary.BigEndian.Uint32(b[9:])),
+		CommittedMs: int64(binary.BigEndian.Uint64(b[13:])),
+		Metadata:    string(b[21:]),
+	}, nil
+}

@@ -179,6 +179,47 @@ func (t *Tx) DeleteQueue(q Queue) error {
 	return t.del(queueKey(q.Name))
 }
 
+// CommitOffset records a group's committed offset in a partition.
+func (t *Tx) CommitOffset(group string, c CommittedOffset) error {
+	return t.set(offsetKey(group, c.QueueID, c.Partition), c.encode())
+}
+
+// DeleteOffset forgets a group's committed offset in a partition.
+func (t *Tx) DeleteOffset(group string, queueID uint64, partition int32) error {
+	return t.del(offsetKey(group, queueID, partition))
+}
+
+// GroupOffsets lists a group's committed offsets by queue id and partition.
+func (t *Tx) GroupOffsets(group string) ([]CommittedOffset, error) {
+	var out []CommittedOffset
+	err := t.scan(offsetPrefix(group), nil, func(k, v []byte) (bool, error) {
+		_, qid, part, err := parseOffsetKey(k)
+		if err != nil {
+			return false, err
+		}
+		c, err := decodeCommittedOffset(qid, part, v)
+		out = append(out, c)
+		return err == nil, err
+	})
+	return out, err
+}
+
+// OffsetGroups lists every group that has a committed offset, in order.
+func (t *Tx) OffsetGroups() ([]string, error) {
+	var out []string
+	err := t.scan([]byte{familyOffset}, nil, func(k, _ []byte) (bool, error) {
+		g, _, _, err := parseOffsetKey(k)
+		if err != nil {
+			return false, err
+		}
+		if len(out) == 0 || out[len(out)-1] != g {
+			out = append(out, g)
+		}
+		return true, nil
+	})
+	return out, err
+}
+
 // Producer returns a Kafka producer's state on a partition; found is false
 // when there is none.
 func (t *Tx) Producer(producerID int64, partitionID uint64) (st dedup.ProducerState, found bool, err error) {

@@ -1,0 +1,236 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// groupConsumer is one member of a consumer group that records what it
+// read and commits after each poll.
+type groupConsumer struct {
+	cl     *kgo.Client
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startGroupConsumer(t *testing.T, brokers []string, group, topic string, seen *sync.Map) *groupConsumer {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(300*time.Millisecond), kgo.RebalanceTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	gc := &groupConsumer{cl: cl, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(gc.done)
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			for _, r := range fs.Records() {
+				seen.Store(string(r.Value), true)
+			}
+			if len(fs.Records()) > 0 {
+				cl.CommitUncommittedOffsets(ctx)
+			}
+		}
+	}()
+	t.Cleanup(gc.stop)
+	return gc
+}
+
+// stop leaves the group (kgo sends LeaveGroup on Close).
+func (gc *groupConsumer) stop() {
+	select {
+	case <-gc.done:
+		return
+	default:
+	}
+	gc.cancel()
+	<-gc.done
+	gc.cl.Close()
+}
+
+func countSeen(m *sync.Map) int {
+	n := 0
+	m.Range(func(_, _ any) bool { n++; return true })
+	return n
+}
+
+func describeGroup(t *testing.T, cl *kgo.Client, group string) kmsg.DescribeGroupsResponseGroup {
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.Groups = []string{group}
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Groups[0]
+}
+
+// Three consumers share six partitions; one leaves half way; the other two
+// take its partitions over and nothing is skipped.
+func TestConsumerGroupRebalanceSkipsNothing(t *testing.T) {
+	n := startSingle(t)
+	brokers := []string{n.kafkaAddr}
+	admin := kafkaClient(t, brokers, kgo.DefaultProduceTopic("jobs"))
+	createTopic(t, admin, "jobs", 6, nil)
+	const total = 6000
+	var recs []*kgo.Record
+	for i := range total / 2 {
+		recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprint(i % 97)), Value: []byte(fmt.Sprint("job-", i))})
+	}
+	produceSync(t, admin, recs...)
+
+	var seen sync.Map
+	consumers := []*groupConsumer{
+		startGroupConsumer(t, brokers, "workers", "jobs", &seen),
+		startGroupConsumer(t, brokers, "workers", "jobs", &seen),
+		startGroupConsumer(t, brokers, "workers", "jobs", &seen),
+	}
+	waitFor(t, 30*time.Second, func() error {
+		g := describeGroup(t, admin, "workers")
+		if g.State != "Stable" || len(g.Members) != 3 {
+			return fmt.Errorf("group %s with %d members", g.State, len(g.Members))
+		}
+		return nil
+	})
+	waitFor(t, 30*time.Second, func() error {
+		if c := countSeen(&seen); c < total/2 {
+			return fmt.Errorf("%d of %d consumed", c, total/2)
+		}
+		return nil
+	})
+
+	consumers[0].stop() // leaves the group: the others rebalance
+	recs = recs[:0]
+	for i := total / 2; i < total; i++ {
+		recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprint(i % 97)), Value: []byte(fmt.Sprint("job-", i))})
+	}
+	produceSync(t, admin, recs...)
+	waitFor(t, 30*time.Second, func() error {
+		if c := countSeen(&seen); c < total {
+			return fmt.Errorf("%d of %d consumed after a member left", c, total)
+		}
+		return nil
+	})
+	for i := range total {
+		if _, ok := seen.Load(fmt.Sprint("job-", i)); !ok {
+			t.Fatalf("job-%d was skipped", i)
+		}
+	}
+	g := describeGroup(t, admin, "workers")
+	if len(g.Members) != 2 {
+		t.Fatalf("after one member left the group has %d members", len(g.Members))
+	}
+}
+
+// Committed offsets are replicated: after the leader (the coordinator) is
+// killed, a consumer of the same group resumes exactly after what was
+// committed.
+func TestCommittedOffsetsSurviveLeaderKill(t *testing.T) {
+	c := startCluster(t, 3)
+	var brokers []string
+	for _, n := range c.nodes {
+		brokers = append(brokers, n.kafkaAddr)
+	}
+	admin := kafkaClient(t, brokers, kgo.DefaultProduceTopic("resume"))
+	createTopic(t, admin, "resume", 2, nil)
+	var recs []*kgo.Record
+	for i := range 1000 {
+		recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint("before-", i))})
+	}
+	produceSync(t, admin, recs...)
+
+	var first sync.Map
+	gc := startGroupConsumer(t, brokers, "resumers", "resume", &first)
+	waitFor(t, 30*time.Second, func() error {
+		if n := countSeen(&first); n < 1000 {
+			return fmt.Errorf("%d of 1000 consumed", n)
+		}
+		return nil
+	})
+	// Wait until the commits cover everything, then stop the consumer.
+	waitFor(t, 20*time.Second, func() error {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Group = "resumers"
+		resp, err := req.RequestWith(context.Background(), admin)
+		if err != nil {
+			return err
+		}
+		sum := int64(0)
+		for _, tp := range resp.Topics {
+			for _, p := range tp.Partitions {
+				sum += p.Offset
+			}
+		}
+		if sum != 1000 {
+			return fmt.Errorf("committed offsets add up to %d, want 1000", sum)
+		}
+		return nil
+	})
+	gc.stop()
+
+	c.leader().kill9()
+	c.leader()
+	var after []*kgo.Record
+	for i := range 10 {
+		after = append(after, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint("after-", i))})
+	}
+	produceSync(t, admin, after...)
+
+	var second sync.Map
+	startGroupConsumer(t, brokers, "resumers", "resume", &second)
+	waitFor(t, 30*time.Second, func() error {
+		if n := countSeen(&second); n < 10 {
+			return fmt.Errorf("%d of the 10 new records consumed", n)
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond) // anything re-read from before would arrive with them
+	second.Range(func(k, _ any) bool {
+		if !strings.HasPrefix(k.(string), "after-") {
+			t.Errorf("after failover the group re-read %s: committed offsets were lost", k)
+		}
+		return true
+	})
+}
+
+func TestKcatGroupConsumer(t *testing.T) {
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Fatal("kcat is not installed (apt-get install -y kcat; .ci/run does this)")
+	}
+	n := startSingle(t)
+	cl := kafkaClient(t, []string{n.kafkaAddr}, kgo.DefaultProduceTopic("kg"))
+	createTopic(t, cl, "kg", 2, nil)
+	produceSync(t, cl, &kgo.Record{Key: []byte("a"), Value: []byte("one")}, &kgo.Record{Key: []byte("b"), Value: []byte("two")},
+		&kgo.Record{Key: []byte("c"), Value: []byte("three")})
+	cmd := exec.Command(kcat, "-b", n.kafkaAddr, "-G", "kcat-group", "-c", "3", "-f", "%s\n", "-X", "auto.offset.reset=earliest", "kg")
+	done := make(chan struct{})
+	var out []byte
+	go func() {
+		out, err = cmd.CombinedOutput()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("kcat -G did not read 3 messages in 60 s:\n%s", out)
+	}
+	got := map[string]bool{}
+	for _, l := range strings.Split(string(out), "\n") {
+		got[strings.TrimSpace(l)] = true
+	}
+	if err != nil || !got["one"] || !got["two"] || !got["three"] {
+		t.Fatalf("kcat -G: %v\n%s", err, out)
+	}
+}

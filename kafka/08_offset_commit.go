@@ -1,0 +1,63 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/broker"
+)
+
+func init() { register(kmsg.OffsetCommit.Int16(), 0, 9, answerNow(handleOffsetCommit)) }
+
+// handleOffsetCommit checks the member's generation, then stores the
+// offsets through raft: committed offsets survive a leader change.
+func handleOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.OffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	code := int16(0)
+	generation := req.Generation
+	if req.Version == 0 {
+		generation = -1
+	}
+	switch {
+	case req.Group == "":
+		code = kerr.InvalidGroupID.Code
+	case !c.coordinating():
+		code = kerr.NotCoordinator.Code
+	default:
+		code = c.s.groups.checkCommit(req.Group, req.MemberID, generation)
+	}
+	var offsets []broker.OffsetCommit
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			o := broker.OffsetCommit{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch}
+			if rp.Metadata != nil {
+				o.Metadata = *rp.Metadata
+			}
+			offsets = append(offsets, o)
+		}
+	}
+	var outcomes []broker.TopicOutcome
+	if code == 0 && len(offsets) > 0 {
+		var err error
+		if outcomes, err = c.s.svc.CommitOffsets(req.Group, offsets); err != nil {
+			code = kerr.NotCoordinator.Code
+		}
+	}
+	i := 0
+	for _, rt := range req.Topics {
+		t := kmsg.NewOffsetCommitResponseTopic()
+		t.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewOffsetCommitResponseTopicPartition()
+			p.Partition, p.ErrorCode = rp.Partition, code
+			if code == 0 {
+				p.ErrorCode = outcomeCode(outcomes[i])
+			}
+			i++
+			t.Partitions = append(t.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp, nil
+}

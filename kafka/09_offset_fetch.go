@@ -1,0 +1,99 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/broker"
+)
+
+func init() { register(kmsg.OffsetFetch.Int16(), 0, 9, answerNow(handleOffsetFetch)) }
+
+// handleOffsetFetch answers committed offsets from the replicated state;
+// a partition (or group) with none answers offset -1, not an error.
+func handleOffsetFetch(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.OffsetFetchRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if req.Version < 8 {
+		topics, code := c.fetchGroupOffsets(req.Group, asGroupTopics(req.Topics))
+		resp.ErrorCode = code
+		for _, t := range topics {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetFetchResponseTopicPartition()
+				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil
+	}
+	for _, g := range req.Groups {
+		rg := kmsg.NewOffsetFetchResponseGroup()
+		rg.Group = g.Group
+		rg.Topics, rg.ErrorCode = c.fetchGroupOffsets(g.Group, g.Topics)
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp, nil
+}
+
+func asGroupTopics(ts []kmsg.OffsetFetchRequestTopic) []kmsg.OffsetFetchRequestGroupTopic {
+	if ts == nil {
+		return nil // null: every topic
+	}
+	out := make([]kmsg.OffsetFetchRequestGroupTopic, len(ts))
+	for i, t := range ts {
+		out[i] = kmsg.NewOffsetFetchRequestGroupTopic()
+		out[i].Topic, out[i].Partitions = t.Topic, t.Partitions
+	}
+	return out
+}
+
+// fetchGroupOffsets answers the requested partitions (all committed ones
+// when topics is nil).
+func (c *conn) fetchGroupOffsets(group string, topics []kmsg.OffsetFetchRequestGroupTopic) ([]kmsg.OffsetFetchResponseGroupTopic, int16) {
+	if !c.coordinating() {
+		return nil, kerr.NotCoordinator.Code
+	}
+	committed, err := c.s.svc.GroupOffsets(group)
+	if err != nil {
+		return nil, kerr.UnknownServerError.Code
+	}
+	type tp struct {
+		topic     string
+		partition int32
+	}
+	byTP := map[tp]broker.OffsetCommit{}
+	for _, o := range committed {
+		byTP[tp{o.Topic, o.Partition}] = o
+	}
+	if topics == nil {
+		index := map[string]int{}
+		for _, o := range committed {
+			if _, ok := index[o.Topic]; !ok {
+				index[o.Topic] = len(topics)
+				t := kmsg.NewOffsetFetchRequestGroupTopic()
+				t.Topic = o.Topic
+				topics = append(topics, t)
+			}
+			t := &topics[index[o.Topic]]
+			t.Partitions = append(t.Partitions, o.Partition)
+		}
+	}
+	var out []kmsg.OffsetFetchResponseGroupTopic
+	for _, t := range topics {
+		rt := kmsg.NewOffsetFetchResponseGroupTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+			rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
+			if o, ok := byTP[tp{t.Topic, p}]; ok {
+				rp.Offset, rp.LeaderEpoch, rp.Metadata = o.Offset, o.LeaderEpoch, kmsg.StringPtr(o.Metadata)
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out = append(out, rt)
+	}
+	return out, 0
+}

@@ -1,0 +1,43 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.FindCoordinator.Int16(), 0, 5, answerNow(handleFindCoordinator)) }
+
+// handleFindCoordinator points every group at the raft leader.
+func handleFindCoordinator(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.FindCoordinatorRequest)
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	brokers, leader := c.brokers()
+	var coord *kafkaBroker
+	for i := range brokers {
+		if brokers[i].id == leader {
+			coord = &brokers[i]
+		}
+	}
+	fill := func(code *int16, id *int32, host *string, port *int32) {
+		switch {
+		case req.CoordinatorType != 0:
+			*code = kerr.InvalidRequest.Code // transactions are not supported
+		case coord == nil:
+			*code = kerr.CoordinatorNotAvailable.Code
+		default:
+			*id, *host, *port = coord.id, coord.host, coord.port
+		}
+	}
+	if req.Version < 4 {
+		resp.NodeID = -1
+		fill(&resp.ErrorCode, &resp.NodeID, &resp.Host, &resp.Port)
+		return resp, nil
+	}
+	for _, key := range req.CoordinatorKeys {
+		cd := kmsg.NewFindCoordinatorResponseCoordinator()
+		cd.Key, cd.NodeID = key, -1
+		fill(&cd.ErrorCode, &cd.NodeID, &cd.Host, &cd.Port)
+		resp.Coordinators = append(resp.Coordinators, cd)
+	}
+	return resp, nil
+}

@@ -1,0 +1,19 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.Heartbeat.Int16(), 0, 4, answerNow(handleHeartbeat)) }
+
+func handleHeartbeat(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.HeartbeatRequest)
+	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	if !c.coordinating() {
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return resp, nil
+	}
+	resp.ErrorCode = c.s.groups.heartbeat(req.Group, req.MemberID, req.Generation)
+	return resp, nil
+}

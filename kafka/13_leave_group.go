@@ -1,0 +1,31 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.LeaveGroup.Int16(), 0, 5, answerNow(handleLeaveGroup)) }
+
+func handleLeaveGroup(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.LeaveGroupRequest)
+	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	if !c.coordinating() {
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return resp, nil
+	}
+	if req.Version < 3 {
+		resp.ErrorCode = c.s.groups.leave(req.Group, []string{req.MemberID})[0]
+		return resp, nil
+	}
+	ids := make([]string, len(req.Members))
+	for i, m := range req.Members {
+		ids[i] = m.MemberID
+	}
+	for i, code := range c.s.groups.leave(req.Group, ids) {
+		m := kmsg.NewLeaveGroupResponseMember()
+		m.MemberID, m.InstanceID, m.ErrorCode = req.Members[i].MemberID, req.Members[i].InstanceID, code
+		resp.Members = append(resp.Members, m)
+	}
+	return resp, nil
+}

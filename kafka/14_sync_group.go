@@ -1,0 +1,20 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.SyncGroup.Int16(), 0, 5, handleSyncGroup) }
+
+// handleSyncGroup's reply waits, for a follower, until the leader has sent
+// the assignment.
+func handleSyncGroup(c *conn, kreq kmsg.Request) (reply, error) {
+	req := kreq.(*kmsg.SyncGroupRequest)
+	if !c.coordinating() {
+		resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return ready(resp, nil)
+	}
+	return c.s.groups.syncGroup(req), nil
+}

@@ -1,0 +1,36 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.DescribeGroups.Int16(), 0, 5, answerNow(handleDescribeGroups)) }
+
+func handleDescribeGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.DescribeGroupsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	leader := c.coordinating()
+	for _, name := range req.Groups {
+		g := kmsg.NewDescribeGroupsResponseGroup()
+		g.Group = name
+		if !leader {
+			g.ErrorCode = kerr.NotCoordinator.Code
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
+		v, _ := c.s.groups.describe(name)
+		g.State, g.ProtocolType, g.Protocol = v.state, v.protocolType, v.protocol
+		for _, m := range v.members {
+			dm := kmsg.NewDescribeGroupsResponseGroupMember()
+			dm.MemberID, dm.ClientID, dm.ClientHost = m.id, m.clientID, m.clientHost
+			dm.ProtocolMetadata, dm.MemberAssignment = m.metadataFor(v.protocol), m.assignment
+			if m.instanceID != "" {
+				dm.InstanceID = kmsg.StringPtr(m.instanceID)
+			}
+			g.Members = append(g.Members, dm)
+		}
+		resp.Groups = append(resp.Groups, g)
+	}
+	return resp, nil
+}

@@ -1,0 +1,45 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.ListGroups.Int16(), 0, 4, answerNow(handleListGroups)) }
+
+// handleListGroups lists the groups with members here and the groups that
+// only have committed offsets (as Empty).
+func handleListGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ListGroupsRequest)
+	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	if !c.coordinating() {
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return resp, nil
+	}
+	wanted := map[string]bool{}
+	for _, s := range req.StatesFilter {
+		wanted[s] = true
+	}
+	seen := map[string]bool{}
+	add := func(name, protocolType, state string) {
+		if seen[name] || (len(wanted) > 0 && !wanted[state]) {
+			return
+		}
+		seen[name] = true
+		g := kmsg.NewListGroupsResponseGroup()
+		g.Group, g.ProtocolType, g.GroupState = name, protocolType, state
+		resp.Groups = append(resp.Groups, g)
+	}
+	for _, v := range c.s.groups.list() {
+		add(v.name, v.protocolType, v.state)
+	}
+	names, err := c.s.svc.OffsetGroups()
+	if err != nil {
+		resp.ErrorCode = kerr.UnknownServerError.Code
+		return resp, nil
+	}
+	for _, n := range names {
+		add(n, "consumer", stateEmpty)
+	}
+	return resp, nil
+}

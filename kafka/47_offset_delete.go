@@ -1,0 +1,35 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/broker"
+)
+
+func init() { register(kmsg.OffsetDelete.Int16(), 0, 0, answerNow(handleOffsetDelete)) }
+
+func handleOffsetDelete(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.OffsetDeleteRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	if !c.coordinating() {
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return resp, nil
+	}
+	var offsets []broker.OffsetCommit
+	for _, rt := range req.Topics {
+		t := kmsg.NewOffsetDeleteResponseTopic()
+		t.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			offsets = append(offsets, broker.OffsetCommit{Topic: rt.Topic, Partition: rp.Partition})
+			p := kmsg.NewOffsetDeleteResponseTopicPartition()
+			p.Partition = rp.Partition
+			t.Partitions = append(t.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	if _, err := c.s.svc.DeleteOffsets(req.Group, false, offsets); err != nil {
+		resp.ErrorCode = kerr.NotCoordinator.Code
+	}
+	return resp, nil
+}

@@ -1,0 +1,546 @@
+package kafka
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The classic consumer-group coordinator. With one raft group the raft
+// leader coordinates every group. Membership lives in the leader's memory:
+// after a leader change members get UNKNOWN_MEMBER_ID (or NOT_COORDINATOR)
+// and rejoin, as Kafka clients do after a coordinator move. Committed
+// offsets do not live here: they are replicated (see broker.CommitOffsets).
+
+// Group states, as DescribeGroups and ListGroups name them.
+const (
+	stateEmpty      = "Empty"
+	statePreparing  = "PreparingRebalance"
+	stateCompleting = "CompletingRebalance"
+	stateStable     = "Stable"
+	stateDead       = "Dead"
+)
+
+// Timing. initialRebalanceDelay plays Kafka's
+// group.initial.rebalance.delay.ms (3 s there): a group formed from empty
+// waits this long for more members before its first generation.
+const (
+	initialRebalanceDelay = 300 * time.Millisecond
+	minSessionTimeout     = 1 * time.Second
+	maxSessionTimeout     = 30 * time.Minute
+	reapEvery             = 250 * time.Millisecond
+)
+
+type member struct {
+	id, instanceID       string
+	clientID, clientHost string
+	protocols            []kmsg.JoinGroupRequestProtocol
+	sessionTimeout       time.Duration
+	rebalanceTimeout     time.Duration
+	assignment           []byte
+	lastSeen             time.Time
+	rejoined             bool // joined in the rebalance under way
+	joinWaiter           chan *kmsg.JoinGroupResponse
+	syncWaiter           chan syncAnswer
+}
+
+type syncAnswer struct {
+	code       int16
+	assignment []byte
+}
+
+type group struct {
+	name         string
+	state        string
+	protocolType string
+	protocol     string
+	generation   int32
+	leader       string
+	members      map[string]*member
+	order        []string         // member ids in join order: leader choice is deterministic
+	pending      map[string]bool  // ids handed out with MEMBER_ID_REQUIRED (KIP-394)
+	timer        *time.Timer      // ends the join phase, or a stalled sync phase
+	joinVersions map[string]int16 // JoinGroup version each waiter asked with
+}
+
+// coordinator holds every group this node coordinates.
+type coordinator struct {
+	mu     sync.Mutex
+	groups map[string]*group
+}
+
+func newCoordinator() *coordinator { return &coordinator{groups: map[string]*group{}} }
+
+// run expires members whose session timed out, until stop closes.
+func (co *coordinator) run(stop <-chan struct{}) {
+	t := time.NewTicker(reapEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			co.mu.Lock()
+			for _, g := range co.groups {
+				for _, id := range append([]string(nil), g.order...) {
+					if m := g.members[id]; now.Sub(m.lastSeen) > m.sessionTimeout {
+						g.remove(id)
+						g.membershipChanged(co)
+					}
+				}
+			}
+			co.mu.Unlock()
+		}
+	}
+}
+
+// reset forgets every group (this node stopped leading), telling waiting
+// members to find the new coordinator.
+func (co *coordinator) reset() {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	for _, g := range co.groups {
+		g.stopTimer()
+		for _, m := range g.members {
+			m.answerJoin(&kmsg.JoinGroupResponse{ErrorCode: kerr.NotCoordinator.Code})
+			m.answerSync(syncAnswer{code: kerr.NotCoordinator.Code})
+		}
+	}
+	co.groups = map[string]*group{}
+}
+
+func (m *member) answerJoin(r *kmsg.JoinGroupResponse) {
+	if m.joinWaiter != nil {
+		m.joinWaiter <- r
+		m.joinWaiter = nil
+	}
+}
+
+func (m *member) answerSync(a syncAnswer) {
+	if m.syncWaiter != nil {
+		m.syncWaiter <- a
+		m.syncWaiter = nil
+	}
+}
+
+func (g *group) stopTimer() {
+	if g.timer != nil {
+		g.timer.Stop()
+		g.timer = nil
+	}
+}
+
+func (g *group) remove(id string) {
+	m := g.members[id]
+	if m == nil {
+		return
+	}
+	m.answerJoin(&kmsg.JoinGroupResponse{ErrorCode: kerr.UnknownMemberID.Code})
+	m.answerSync(syncAnswer{code: kerr.UnknownMemberID.Code})
+	delete(g.members, id)
+	for i, o := range g.order {
+		if o == id {
+			g.order = append(g.order[:i], g.order[i+1:]...)
+			break
+		}
+	}
+}
+
+// membershipChanged starts a rebalance after a member left or expired, or
+// empties the group.
+func (g *group) membershipChanged(co *coordinator) {
+	if len(g.members) == 0 {
+		g.stopTimer()
+		g.state, g.leader, g.protocol = stateEmpty, "", ""
+		return
+	}
+	switch g.state {
+	case stateStable, stateCompleting:
+		g.startRebalance(co, 0)
+	case statePreparing:
+		g.maybeCompleteJoin()
+	}
+}
+
+// startRebalance moves the group to PreparingRebalance: every member must
+// join again within the longest rebalance timeout (or delay, for a group
+// forming from empty).
+func (g *group) startRebalance(co *coordinator, delay time.Duration) {
+	g.state = statePreparing
+	for _, m := range g.members {
+		m.rejoined = false
+		m.answerSync(syncAnswer{code: kerr.RebalanceInProgress.Code})
+	}
+	timeout := delay
+	if timeout == 0 {
+		for _, m := range g.members {
+			timeout = max(timeout, m.rebalanceTimeout)
+		}
+	}
+	g.stopTimer()
+	g.timer = time.AfterFunc(timeout, func() {
+		co.mu.Lock()
+		defer co.mu.Unlock()
+		if co.groups[g.name] == g && g.state == statePreparing {
+			g.timer = nil
+			g.completeJoin()
+		}
+	})
+}
+
+// maybeCompleteJoin ends the join phase early once every member rejoined
+// (unless the initial delay is still gathering members).
+func (g *group) maybeCompleteJoin() {
+	if g.timer != nil && g.generation == 0 {
+		return // a new group waits out its initial delay
+	}
+	for _, m := range g.members {
+		if !m.rejoined {
+			return
+		}
+	}
+	g.stopTimer()
+	g.completeJoin()
+}
+
+// completeJoin drops members that did not rejoin, picks the protocol and
+// leader, starts a new generation and answers every waiting JoinGroup.
+func (g *group) completeJoin() {
+	for _, id := range append([]string(nil), g.order...) {
+		if !g.members[id].rejoined {
+			g.remove(id)
+		}
+	}
+	if len(g.members) == 0 {
+		g.state, g.leader, g.protocol = stateEmpty, "", ""
+		return
+	}
+	if g.members[g.leader] == nil {
+		g.leader = g.order[0]
+	}
+	g.protocol = g.chooseProtocol()
+	g.generation++
+	g.state = stateCompleting
+	for _, id := range g.order {
+		m := g.members[id]
+		resp := kmsg.NewPtrJoinGroupResponse()
+		resp.Generation, resp.Protocol, resp.ProtocolType = g.generation, kmsg.StringPtr(g.protocol), kmsg.StringPtr(g.protocolType)
+		resp.LeaderID, resp.MemberID = g.leader, id
+		if id == g.leader {
+			for _, oid := range g.order {
+				om := g.members[oid]
+				jm := kmsg.NewJoinGroupResponseMember()
+				jm.MemberID, jm.ProtocolMetadata = oid, om.metadataFor(g.protocol)
+				if om.instanceID != "" {
+					jm.InstanceID = kmsg.StringPtr(om.instanceID)
+				}
+				resp.Members = append(resp.Members, jm)
+			}
+		}
+		m.answerJoin(resp)
+	}
+}
+
+// chooseProtocol picks the leader's most preferred protocol that every
+// member supports.
+func (g *group) chooseProtocol() string {
+	for _, p := range g.members[g.leader].protocols {
+		all := true
+		for _, m := range g.members {
+			if m.metadataFor(p.Name) == nil {
+				all = false
+				break
+			}
+		}
+		if all {
+			return p.Name
+		}
+	}
+	return g.members[g.leader].protocols[0].Name
+}
+
+func (m *member) metadataFor(protocol string) []byte {
+	for _, p := range m.protocols {
+		if p.Name == protocol {
+			if p.Metadata == nil {
+				return []byte{}
+			}
+			return p.Metadata
+		}
+	}
+	return nil
+}
+
+// sharesProtocol reports whether the member could agree with the group.
+func (g *group) sharesProtocol(protocols []kmsg.JoinGroupRequestProtocol) bool {
+	if len(g.members) == 0 {
+		return true
+	}
+	for _, p := range protocols {
+		all := true
+		for _, m := range g.members {
+			if m.metadataFor(p.Name) == nil {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// join handles JoinGroup; the reply waits for the join phase to end.
+func (co *coordinator) join(req *kmsg.JoinGroupRequest, clientID, clientHost string) reply {
+	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+	fail := func(code int16) reply {
+		resp.ErrorCode, resp.MemberID = code, req.MemberID
+		return func() (kmsg.Response, error) { return resp, nil }
+	}
+	session := time.Duration(req.SessionTimeoutMillis) * time.Millisecond
+	rebalance := session
+	if req.Version >= 1 {
+		rebalance = time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
+	}
+	switch {
+	case req.Group == "":
+		return fail(kerr.InvalidGroupID.Code)
+	case session < minSessionTimeout || session > maxSessionTimeout:
+		return fail(kerr.InvalidSessionTimeout.Code)
+	case len(req.Protocols) == 0 || req.ProtocolType == "":
+		return fail(kerr.InconsistentGroupProtocol.Code)
+	}
+
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	g := co.groups[req.Group]
+	if g == nil {
+		g = &group{name: req.Group, state: stateEmpty, members: map[string]*member{}, pending: map[string]bool{}}
+		co.groups[req.Group] = g
+	}
+	if len(g.members) > 0 && (g.protocolType != req.ProtocolType || !g.sharesProtocol(req.Protocols)) {
+		return fail(kerr.InconsistentGroupProtocol.Code)
+	}
+	id := req.MemberID
+	if id == "" {
+		id = fmt.Sprintf("%s-%s", clientID, uuid.NewString())
+		if req.Version >= 4 { // KIP-394: hand out the id, the client joins again with it
+			g.pending[id] = true
+			resp.ErrorCode, resp.MemberID = kerr.MemberIDRequired.Code, id
+			return func() (kmsg.Response, error) { return resp, nil }
+		}
+	} else if g.members[id] == nil && !g.pending[id] {
+		return fail(kerr.UnknownMemberID.Code)
+	}
+	delete(g.pending, id)
+
+	m := g.members[id]
+	if m == nil {
+		m = &member{id: id}
+		g.members[id] = m
+		g.order = append(g.order, id)
+	}
+	m.clientID, m.clientHost = clientID, clientHost
+	if req.InstanceID != nil {
+		m.instanceID = *req.InstanceID
+	}
+	m.protocols, m.sessionTimeout, m.rebalanceTimeout = req.Protocols, session, rebalance
+	m.lastSeen = time.Now()
+	m.answerJoin(&kmsg.JoinGroupResponse{ErrorCode: kerr.UnknownMemberID.Code}) // a superseded join
+	wait := make(chan *kmsg.JoinGroupResponse, 1)
+	m.joinWaiter = wait
+	g.protocolType = req.ProtocolType
+
+	switch g.state {
+	case stateEmpty:
+		g.startRebalance(co, initialRebalanceDelay)
+	case stateStable, stateCompleting:
+		g.startRebalance(co, 0)
+	}
+	m.rejoined = true
+	g.maybeCompleteJoin()
+	deadline := rebalance + initialRebalanceDelay + 5*time.Second
+	return func() (kmsg.Response, error) {
+		select {
+		case r := <-wait:
+			r.Version = req.Version
+			return r, nil
+		case <-time.After(deadline):
+			resp.ErrorCode = kerr.RebalanceInProgress.Code
+			return resp, nil
+		}
+	}
+}
+
+// syncGroup handles SyncGroup; a follower's reply waits for the leader's
+// assignment.
+func (co *coordinator) syncGroup(req *kmsg.SyncGroupRequest) reply {
+	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+	answer := func(a syncAnswer) (kmsg.Response, error) {
+		resp.ErrorCode, resp.MemberAssignment = a.code, a.assignment
+		return resp, nil
+	}
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	g := co.groups[req.Group]
+	var m *member
+	if g != nil {
+		m = g.members[req.MemberID]
+	}
+	switch {
+	case m == nil:
+		return func() (kmsg.Response, error) { return answer(syncAnswer{code: kerr.UnknownMemberID.Code}) }
+	case req.Generation != g.generation:
+		return func() (kmsg.Response, error) { return answer(syncAnswer{code: kerr.IllegalGeneration.Code}) }
+	case g.state == statePreparing:
+		return func() (kmsg.Response, error) { return answer(syncAnswer{code: kerr.RebalanceInProgress.Code}) }
+	}
+	m.lastSeen = time.Now()
+	resp.ProtocolType, resp.Protocol = kmsg.StringPtr(g.protocolType), kmsg.StringPtr(g.protocol)
+	if g.state == stateCompleting && req.MemberID == g.leader {
+		for _, a := range req.GroupAssignment {
+			if am := g.members[a.MemberID]; am != nil {
+				am.assignment = a.MemberAssignment
+			}
+		}
+		g.stopTimer()
+		g.state = stateStable
+		for _, om := range g.members {
+			om.answerSync(syncAnswer{assignment: om.assignment})
+		}
+	}
+	if g.state == stateStable {
+		a := syncAnswer{assignment: m.assignment}
+		return func() (kmsg.Response, error) { return answer(a) }
+	}
+	wait := make(chan syncAnswer, 1)
+	m.answerSync(syncAnswer{code: kerr.RebalanceInProgress.Code})
+	m.syncWaiter = wait
+	deadline := m.rebalanceTimeout + 5*time.Second
+	return func() (kmsg.Response, error) {
+		select {
+		case a := <-wait:
+			return answer(a)
+		case <-time.After(deadline):
+			return answer(syncAnswer{code: kerr.RebalanceInProgress.Code})
+		}
+	}
+}
+
+// heartbeat checks a member's generation and keeps its session alive.
+func (co *coordinator) heartbeat(group, memberID string, generation int32) int16 {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	g := co.groups[group]
+	if g == nil || g.members[memberID] == nil {
+		return kerr.UnknownMemberID.Code
+	}
+	g.members[memberID].lastSeen = time.Now()
+	switch {
+	case g.state == statePreparing:
+		return kerr.RebalanceInProgress.Code
+	case generation != g.generation:
+		return kerr.IllegalGeneration.Code
+	}
+	return 0
+}
+
+// leave removes members; the rest rebalance.
+func (co *coordinator) leave(group string, memberIDs []string) []int16 {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	codes := make([]int16, len(memberIDs))
+	g := co.groups[group]
+	for i, id := range memberIDs {
+		if g == nil || g.members[id] == nil {
+			codes[i] = kerr.UnknownMemberID.Code
+			continue
+		}
+		g.remove(id)
+	}
+	if g != nil {
+		g.membershipChanged(co)
+	}
+	return codes
+}
+
+// checkCommit validates a group-managed offset commit (generation >= 0 or a
+// member id); a simple commit (generation -1, no member) needs a group
+// without members.
+func (co *coordinator) checkCommit(group, memberID string, generation int32) int16 {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	g := co.groups[group]
+	if generation < 0 && memberID == "" {
+		if g != nil && len(g.members) > 0 {
+			return kerr.UnknownMemberID.Code
+		}
+		return 0
+	}
+	if g == nil || g.members[memberID] == nil {
+		return kerr.UnknownMemberID.Code
+	}
+	g.members[memberID].lastSeen = time.Now()
+	if generation != g.generation {
+		return kerr.IllegalGeneration.Code
+	}
+	return 0
+}
+
+// groupView is a group as DescribeGroups and ListGroups show it.
+type groupView struct {
+	name, state, protocolType, protocol string
+	members                             []*member
+}
+
+func (co *coordinator) describe(name string) (groupView, bool) {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	g := co.groups[name]
+	if g == nil {
+		return groupView{name: name, state: stateDead}, false
+	}
+	v := groupView{name: name, state: g.state, protocolType: g.protocolType, protocol: g.protocol}
+	for _, id := range g.order {
+		v.members = append(v.members, g.members[id])
+	}
+	return v, true
+}
+
+func (co *coordinator) list() []groupView {
+	co.mu.Lock()
+	names := make([]string, 0, len(co.groups))
+	for n := range co.groups {
+		names = append(names, n)
+	}
+	co.mu.Unlock()
+	sort.Strings(names)
+	var out []groupView
+	for _, n := range names {
+		if v, ok := co.describe(n); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// forget drops an empty group; it reports false when the group has members.
+func (co *coordinator) forget(name string) bool {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	g := co.groups[name]
+	if g != nil && len(g.members) > 0 {
+		return false
+	}
+	if g != nil {
+		g.stopTimer()
+	}
+	delete(co.groups, name)
+	return true
+}
