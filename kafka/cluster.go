@@ -28,17 +28,15 @@ func (c *conn) brokers() ([]kafkaBroker, int32) {
 		return nil, -1
 	}
 	var out []kafkaBroker
+	self := c.s.svc.NodeID()
 	for _, m := range members {
-		host, portStr, err := net.SplitHostPort(m.KafkaAddr)
-		if err != nil {
-			continue
+		addr := m.KafkaAddr
+		if m.ID == self {
+			addr = c.s.cfg.AdvertisedAddr
 		}
-		id, err1 := strconv.ParseInt(m.ID, 10, 32)
-		port, err2 := strconv.ParseInt(portStr, 10, 32)
-		if err1 != nil || err2 != nil {
-			continue
+		if b, ok := parseBroker(m.ID, addr); ok {
+			out = append(out, b)
 		}
-		out = append(out, kafkaBroker{id: int32(id), host: host, port: int32(port)})
 	}
 	leader := int32(-1)
 	if h := c.s.svc.Health(); h.LeaderID != "" {
@@ -74,4 +72,17 @@ func (c *conn) topicsByID() (map[[16]byte]broker.TopicInfo, error) {
 		out[topicID(t)] = t
 	}
 	return out, nil
+}
+
+func parseBroker(nodeID, addr string) (kafkaBroker, bool) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return kafkaBroker{}, false
+	}
+	id, err1 := strconv.ParseInt(nodeID, 10, 32)
+	port, err2 := strconv.ParseInt(portStr, 10, 32)
+	if err1 != nil || err2 != nil {
+		return kafkaBroker{}, false
+	}
+	return kafkaBroker{id: int32(id), host: host, port: int32(port)}, true
 }

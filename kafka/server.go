@@ -33,6 +33,10 @@ type Config struct {
 	// between requests (Kafka's connections.max.idle.ms).
 	FrameTimeout time.Duration
 	IdleTimeout  time.Duration
+	// AdvertisedAddr is the address clients are told for this node. The
+	// node lists itself under it even before its registration in the
+	// replicated state has landed, so Metadata is never without brokers.
+	AdvertisedAddr string
 }
 
 // DefaultConfig is what `waggle serve` uses unless told otherwise.

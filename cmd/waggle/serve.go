@@ -138,6 +138,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("kafka listener: %w", err)
 	}
+	o.kafka.AdvertisedAddr = orDefault(o.advertiseKafka, kln.Addr().String())
 	ks := kafka.New(svc, o.kafka, log)
 	defer ks.Close()
 	srv := &http.Server{Handler: httpapi.New(svc, log), ReadHeaderTimeout: 10 * time.Second}
@@ -151,7 +152,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	log.Info("waggle serving", "node", id, "http", ln.Addr().String(), "kafka", kln.Addr().String(),
 		"raft", o.raftAddr, "data", o.dataDir, "peers", len(peers))
 
-	self := registration{ID: id, HTTPAddr: orDefault(o.advertiseHTTP, ln.Addr().String()), KafkaAddr: orDefault(o.advertiseKafka, kln.Addr().String())}
+	self := registration{ID: id, HTTPAddr: orDefault(o.advertiseHTTP, ln.Addr().String()), KafkaAddr: o.kafka.AdvertisedAddr}
 	go registerSelf(ctx, "http://"+ln.Addr().String(), self, log)
 
 	select {

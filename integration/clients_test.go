@@ -1,0 +1,63 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runClient runs a client script from integration/clients against a fresh
+// node and returns what it printed. Each script produces three records and
+// reads them back as a consumer-group member.
+func runClient(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	n := startSingle(t)
+	cmd := exec.Command(name, append(args, n.kafkaAddr, "clients-topic", "clients-group")...)
+	cmd.Dir = "clients"
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() {
+		out, err = cmd.CombinedOutput()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("%s did not finish in 2 minutes:\n%s", name, out)
+	}
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// kafka-python 2.0.2 (Debian python3-kafka): it picks old API versions from
+// what ApiVersions offers.
+func TestKafkaPythonClient(t *testing.T) {
+	py := "/usr/bin/python3"
+	if _, err := os.Stat(py); err != nil {
+		t.Fatal("/usr/bin/python3 is missing")
+	}
+	if err := exec.Command(py, "-c", "import kafka").Run(); err != nil {
+		t.Fatal("kafka-python is not installed (apt-get install -y python3-kafka; .ci/run does this)")
+	}
+	if got := runClient(t, py, "kafka_python_roundtrip.py"); got != "py-0,py-1,py-2" {
+		t.Fatalf("kafka-python read %q", got)
+	}
+}
+
+// KafkaJS 2.2.4 (npm): old non-flexible versions, idempotent producer,
+// consumer group.
+func TestKafkaJSClient(t *testing.T) {
+	if _, err := os.Stat("clients/node_modules/kafkajs"); err != nil {
+		t.Fatal("kafkajs is not installed (cd integration/clients && npm ci; .ci/run does this)")
+	}
+	if got := runClient(t, "node", "kafkajs_roundtrip.js"); got != "js-0,js-1,js-2" {
+		t.Fatalf("KafkaJS read %q", got)
+	}
+}
