@@ -203,10 +203,7 @@ func TestCommittedOffsetsSurviveLeaderKill(t *testing.T) {
 }
 
 func TestKcatGroupConsumer(t *testing.T) {
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		t.Fatal("kcat is not installed (apt-get install -y kcat; .ci/run does this)")
-	}
+	kcat := requireKcat(t)
 	n := startSingle(t)
 	cl := kafkaClient(t, []string{n.kafkaAddr}, kgo.DefaultProduceTopic("kg"))
 	createTopic(t, cl, "kg", 2, nil)
@@ -215,6 +212,7 @@ func TestKcatGroupConsumer(t *testing.T) {
 	cmd := exec.Command(kcat, "-b", n.kafkaAddr, "-G", "kcat-group", "-c", "3", "-f", "%s\n", "-X", "auto.offset.reset=earliest", "kg")
 	done := make(chan struct{})
 	var out []byte
+	var err error
 	go func() {
 		out, err = cmd.CombinedOutput()
 		close(done)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -83,3 +84,13 @@ func produceSync(t testing.TB, cl *kgo.Client, recs ...*kgo.Record) {
 func recordKey(r *kgo.Record) string { return fmt.Sprintf("%s[%d]@%d", r.Topic, r.Partition, r.Offset) }
 
 func crc32c(b []byte) uint32 { return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)) }
+
+// requireKcat returns kcat's path; .ci/run installs it, so its absence fails.
+func requireKcat(t testing.TB) string {
+	t.Helper()
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Fatal("kcat is not installed (apt-get install -y kcat; .ci/run does this)")
+	}
+	return kcat
+}

@@ -184,10 +184,7 @@ func TestIdempotentProducerExactlyOnceAcrossTwoLeaderKills(t *testing.T) {
 
 // librdkafka's idempotent producer (kcat -X enable.idempotence=true).
 func TestKcatIdempotentProducer(t *testing.T) {
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		t.Fatal("kcat is not installed (apt-get install -y kcat; .ci/run does this)")
-	}
+	kcat := requireKcat(t)
 	n := startSingle(t)
 	produce := exec.Command(kcat, "-b", n.kafkaAddr, "-P", "-t", "kidem", "-X", "enable.idempotence=true")
 	produce.Stdin = strings.NewReader("1\n2\n3\n")

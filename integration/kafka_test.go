@@ -309,10 +309,7 @@ func TestKafkaProducerSurvivesLeaderKill(t *testing.T) {
 }
 
 func TestKcatRoundTrip(t *testing.T) {
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		t.Fatal("kcat is not installed (apt-get install -y kcat; .ci/run does this)")
-	}
+	kcat := requireKcat(t)
 	n := startSingle(t)
 	produce := exec.Command(kcat, "-b", n.kafkaAddr, "-P", "-t", "kc", "-K", ":")
 	produce.Stdin = strings.NewReader("a:first\nb:second\nc:{\"third\":3}\n")

@@ -250,18 +250,21 @@ func (g *group) completeJoin() {
 // member supports.
 func (g *group) chooseProtocol() string {
 	for _, p := range g.members[g.leader].protocols {
-		all := true
-		for _, m := range g.members {
-			if m.metadataFor(p.Name) == nil {
-				all = false
-				break
-			}
-		}
-		if all {
+		if g.allSupport(p.Name) {
 			return p.Name
 		}
 	}
 	return g.members[g.leader].protocols[0].Name
+}
+
+// allSupport reports whether every member offered the protocol.
+func (g *group) allSupport(protocol string) bool {
+	for _, m := range g.members {
+		if m.metadataFor(protocol) == nil {
+			return false
+		}
+	}
+	return true
 }
 
 func (m *member) metadataFor(protocol string) []byte {
@@ -276,24 +279,15 @@ func (m *member) metadataFor(protocol string) []byte {
 	return nil
 }
 
-// sharesProtocol reports whether the member could agree with the group.
+// sharesProtocol reports whether a joining member could agree with the
+// group's members on a protocol.
 func (g *group) sharesProtocol(protocols []kmsg.JoinGroupRequestProtocol) bool {
-	if len(g.members) == 0 {
-		return true
-	}
 	for _, p := range protocols {
-		all := true
-		for _, m := range g.members {
-			if m.metadataFor(p.Name) == nil {
-				all = false
-				break
-			}
-		}
-		if all {
+		if g.allSupport(p.Name) {
 			return true
 		}
 	}
-	return false
+	return len(g.members) == 0
 }
 
 // join handles JoinGroup; the reply waits for the join phase to end.
