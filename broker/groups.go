@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"strconv"
+
 	"github.com/waggle-mq/waggle/raftfsm"
 	"github.com/waggle-mq/waggle/store"
 )
@@ -64,6 +66,39 @@ func (s *Service) OffsetGroups() ([]string, error) {
 		var err error
 		out, err = tx.OffsetGroups()
 		return err
+	})
+	return out, err
+}
+
+// Cursor is a consumer group's committed position in one queue partition.
+type Cursor struct {
+	Queue         string
+	Partition     string
+	Committed     int64 // the next offset the group will read
+	HighWatermark int64
+}
+
+// Lag is how many messages the group has yet to read.
+func (c Cursor) Lag() int64 { return max(c.HighWatermark-c.Committed, 0) }
+
+// GroupCursors lists a group's committed positions with each partition's
+// high watermark. Kafka groups and HTTP groups share these cursors: a
+// Kafka partition n is the queue partition "n".
+func (s *Service) GroupCursors(group string) ([]Cursor, error) {
+	offsets, err := s.GroupOffsets(group)
+	if err != nil || len(offsets) == 0 {
+		return nil, err
+	}
+	out := make([]Cursor, 0, len(offsets))
+	err = s.store.View(func(tx *store.Tx) error {
+		for _, o := range offsets {
+			_, p, _, err := kafkaPartition(tx, o.Topic, o.Partition)
+			if err != nil {
+				return err
+			}
+			out = append(out, Cursor{Queue: o.Topic, Partition: strconv.Itoa(int(o.Partition)), Committed: o.Offset, HighWatermark: int64(p.NextOffset)})
+		}
+		return nil
 	})
 	return out, err
 }

@@ -44,6 +44,7 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		{"wrong method", "GET", "/api/v1/push", ``, 405, "method_not_allowed"},
 		{"unknown route", "GET", "/api/v1/nope", ``, 404, "not_found"},
 		{"unknown queue", "GET", "/api/v1/resources/queues/nope", ``, 404, "not_found"},
+		{"unknown consumer group", "GET", "/api/v1/consumer-groups/nope", ``, 404, "not_found"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

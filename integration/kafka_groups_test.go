@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"strings"
 	"sync"
@@ -176,6 +177,23 @@ func TestCommittedOffsetsSurviveLeaderKill(t *testing.T) {
 		return nil
 	})
 	gc.stop()
+
+	// The same positions over HTTP: the group's cursors with lag 0.
+	var hg struct {
+		Name    string
+		Cursors []struct {
+			Queue, Partition string
+			Offset, Lag      int64
+		}
+	}
+	if status := getJSON(t, c.leader().url("/api/v1/consumer-groups/resumers"), &hg); status != http.StatusOK || len(hg.Cursors) != 2 {
+		t.Fatalf("HTTP view of the group: status %d %+v", status, hg)
+	}
+	for _, cur := range hg.Cursors {
+		if cur.Queue != "resume" || cur.Lag != 0 || cur.Offset == 0 {
+			t.Fatalf("HTTP cursor %+v: want the committed end of the partition, lag 0", cur)
+		}
+	}
 
 	c.leader().kill9()
 	c.leader()

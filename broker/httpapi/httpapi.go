@@ -47,6 +47,8 @@ func (s *Server) routes() {
 	handle(http.MethodPost, "/api/v1/configure", s.leaderOnly(s.configure))
 	handle(http.MethodGet, "/api/v1/resources/queues", s.listQueues)
 	handle(http.MethodGet, "/api/v1/resources/queues/{queue}", s.getQueue)
+	handle(http.MethodGet, "/api/v1/consumer-groups", s.listGroups)
+	handle(http.MethodGet, "/api/v1/consumer-groups/{group}", s.getGroup)
 	handle(http.MethodGet, "/api/v1/cluster", s.cluster)
 	handle(http.MethodPost, "/api/v1/cluster/nodes", s.leaderOnly(s.addNode))
 	handle(http.MethodDelete, "/api/v1/cluster/nodes/{id}", s.leaderOnly(s.removeNode))

@@ -1,0 +1,65 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/waggle-mq/waggle/broker"
+)
+
+type groupJSON struct {
+	Name    string       `json:"name"`
+	Cursors []cursorJSON `json:"cursors"`
+}
+
+type cursorJSON struct {
+	Queue         string `json:"queue"`
+	Partition     string `json:"partition"`
+	Offset        int64  `json:"offset"` // the next offset the group reads
+	HighWatermark int64  `json:"highWatermark"`
+	Lag           int64  `json:"lag"`
+}
+
+func (s *Server) groupJSON(name string) (groupJSON, error) {
+	cursors, err := s.svc.GroupCursors(name)
+	out := groupJSON{Name: name, Cursors: []cursorJSON{}}
+	for _, c := range cursors {
+		out.Cursors = append(out.Cursors, cursorJSON{Queue: c.Queue, Partition: c.Partition, Offset: c.Committed, HighWatermark: c.HighWatermark, Lag: c.Lag()})
+	}
+	return out, err
+}
+
+// listGroups answers every consumer group with committed positions.
+func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) {
+	names, err := s.svc.OffsetGroups()
+	if err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	out := struct {
+		Groups []groupJSON `json:"groups"`
+	}{Groups: []groupJSON{}}
+	for _, n := range names {
+		g, err := s.groupJSON(n)
+		if err != nil {
+			s.writeBrokerError(w, err)
+			return
+		}
+		out.Groups = append(out.Groups, g)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// getGroup answers one group's cursors and lag per partition.
+func (s *Server) getGroup(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("group")
+	g, err := s.groupJSON(name)
+	if err == nil && len(g.Cursors) == 0 {
+		err = fmt.Errorf("consumer group %q has no committed positions: %w", name, broker.ErrNotFound)
+	}
+	if err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, g)
+}
