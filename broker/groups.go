@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"strconv"
 
 	"github.com/waggle-mq/waggle/raftfsm"
@@ -32,39 +33,26 @@ func (s *Service) DeleteOffsets(group string, all bool, offsets []OffsetCommit) 
 	return answer.(int), nil
 }
 
-// GroupOffsets lists a group's committed offsets with their topic names;
-// offsets of deleted topics are left out.
+// GroupOffsets lists a group's committed offsets in Kafka partitions (queue
+// partitions named "0", "1", …) with their topic names; offsets of deleted
+// topics are left out.
 func (s *Service) GroupOffsets(group string) ([]OffsetCommit, error) {
+	cursors, err := s.GroupCursors(group)
 	var out []OffsetCommit
-	err := s.store.View(func(tx *store.Tx) error {
-		committed, err := tx.GroupOffsets(group)
-		if err != nil || len(committed) == 0 {
-			return err
+	for _, c := range cursors {
+		if n, err := strconv.ParseInt(c.Partition, 10, 32); err == nil && strconv.Itoa(int(n)) == c.Partition {
+			out = append(out, OffsetCommit{Topic: c.Queue, Partition: int32(n), Offset: c.Committed, LeaderEpoch: c.LeaderEpoch, Metadata: c.Metadata})
 		}
-		queues, err := tx.Queues()
-		if err != nil {
-			return err
-		}
-		names := make(map[uint64]string, len(queues))
-		for _, q := range queues {
-			names[q.ID] = q.Name
-		}
-		for _, c := range committed {
-			if name, ok := names[c.QueueID]; ok {
-				out = append(out, OffsetCommit{Topic: name, Partition: c.Partition, Offset: c.Offset, LeaderEpoch: c.LeaderEpoch, Metadata: c.Metadata})
-			}
-		}
-		return nil
-	})
+	}
 	return out, err
 }
 
-// OffsetGroups lists every group that has committed offsets.
+// OffsetGroups lists every group that has committed positions.
 func (s *Service) OffsetGroups() ([]string, error) {
 	var out []string
 	err := s.store.View(func(tx *store.Tx) error {
 		var err error
-		out, err = tx.OffsetGroups()
+		out, err = tx.CursorGroups()
 		return err
 	})
 	return out, err
@@ -75,28 +63,45 @@ type Cursor struct {
 	Queue         string
 	Partition     string
 	Committed     int64 // the next offset the group will read
+	LeaderEpoch   int32
+	Metadata      string
 	HighWatermark int64
 }
 
 // Lag is how many messages the group has yet to read.
 func (c Cursor) Lag() int64 { return max(c.HighWatermark-c.Committed, 0) }
 
-// GroupCursors lists a group's committed positions with each partition's
-// high watermark. Kafka groups and HTTP groups share these cursors: a
-// Kafka partition n is the queue partition "n".
+// GroupCursors lists a group's positions with each partition's high
+// watermark. Kafka groups and HTTP groups share these cursors: a Kafka
+// partition n is the queue partition "n".
 func (s *Service) GroupCursors(group string) ([]Cursor, error) {
-	offsets, err := s.GroupOffsets(group)
-	if err != nil || len(offsets) == 0 {
-		return nil, err
-	}
-	out := make([]Cursor, 0, len(offsets))
-	err = s.store.View(func(tx *store.Tx) error {
-		for _, o := range offsets {
-			_, p, _, err := kafkaPartition(tx, o.Topic, o.Partition)
-			if err != nil {
+	var out []Cursor
+	err := s.store.View(func(tx *store.Tx) error {
+		cursors, err := tx.GroupCursors(group)
+		if err != nil || len(cursors) == 0 {
+			return err
+		}
+		queues, err := tx.Queues()
+		if err != nil {
+			return err
+		}
+		byID := make(map[uint64]store.Queue, len(queues))
+		for _, q := range queues {
+			byID[q.ID] = q
+		}
+		for _, c := range cursors {
+			q, ok := byID[c.QueueID]
+			if !ok {
+				continue // the queue was deleted
+			}
+			cur := Cursor{Queue: q.Name, Partition: c.Partition, Committed: c.Offset, LeaderEpoch: c.LeaderEpoch, Metadata: c.Metadata}
+			p, err := tx.Partition(q.ID, c.Partition)
+			if err == nil {
+				cur.HighWatermark = int64(p.NextOffset)
+			} else if !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
-			out = append(out, Cursor{Queue: o.Topic, Partition: strconv.Itoa(int(o.Partition)), Committed: o.Offset, HighWatermark: int64(p.NextOffset)})
+			out = append(out, cur)
 		}
 		return nil
 	})

@@ -2,6 +2,7 @@ package raftfsm
 
 import (
 	"errors"
+	"strconv"
 
 	"github.com/waggle-mq/waggle/store"
 )
@@ -93,7 +94,8 @@ func decodeDeleteOffsets(b []byte) (*DeleteOffsetsCommand, error) {
 }
 
 // commitOffsets answers one outcome per offset: TopicUnknown or
-// TopicUnknownPartition for a partition that does not exist.
+// TopicUnknownPartition for a partition that does not exist. A Kafka commit
+// sets the cursor's offset and keeps whatever else the cursor holds.
 func (p *Processor) commitOffsets(tx *store.Tx, meta *store.Meta, c *CommitOffsetsCommand) []TopicOutcome {
 	out := make([]TopicOutcome, len(c.Offsets))
 	for i, o := range c.Offsets {
@@ -107,8 +109,10 @@ func (p *Processor) commitOffsets(tx *store.Tx, meta *store.Meta, c *CommitOffse
 			out[i] = TopicUnknownPartition
 			continue
 		}
-		must(tx.CommitOffset(c.Group, store.CommittedOffset{QueueID: q.ID, Partition: o.Partition, Offset: o.Offset,
-			LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommittedMs: meta.ClockMs}))
+		cur, _, err := tx.Cursor(c.Group, q.ID, strconv.Itoa(int(o.Partition)))
+		must(err)
+		cur.Offset, cur.LeaderEpoch, cur.Metadata, cur.UpdatedMs = o.Offset, o.LeaderEpoch, o.Metadata, meta.ClockMs
+		must(tx.PutCursor(c.Group, cur))
 	}
 	return out
 }
@@ -116,10 +120,10 @@ func (p *Processor) commitOffsets(tx *store.Tx, meta *store.Meta, c *CommitOffse
 func (p *Processor) deleteOffsets(tx *store.Tx, c *DeleteOffsetsCommand) int {
 	n := 0
 	if c.All {
-		offsets, err := tx.GroupOffsets(c.Group)
+		cursors, err := tx.GroupCursors(c.Group)
 		must(err)
-		for _, o := range offsets {
-			must(tx.DeleteOffset(c.Group, o.QueueID, o.Partition))
+		for _, cur := range cursors {
+			must(tx.DeleteCursor(c.Group, cur.QueueID, cur.Partition))
 			n++
 		}
 		return n
@@ -130,7 +134,7 @@ func (p *Processor) deleteOffsets(tx *store.Tx, c *DeleteOffsetsCommand) int {
 			continue
 		}
 		must(err)
-		must(tx.DeleteOffset(c.Group, q.ID, o.Partition))
+		must(tx.DeleteCursor(c.Group, q.ID, strconv.Itoa(int(o.Partition))))
 		n++
 	}
 	return n

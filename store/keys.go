@@ -21,7 +21,7 @@ import (
 //	familyExpiry    [0x07] expiresAtMs(8) dedupKey          -> empty
 //	familyNode      [0x09] nodeID                           -> node record (JSON, versioned)
 //	familyProducer  [0x0A] producerID(8) partitionID(8)     -> Kafka producer state (versioned)
-//	familyOffset    [0x0B] len(group)(2) group queueID(8) partition(4) -> committed offset (versioned)
+//	familyCursor    [0x0B] len(group)(2) group queueID(8) partitionName -> group cursor (JSON, versioned)
 //
 // Badger keys are at most 65,000 bytes and a transactionId may be 65,535,
 // so ids longer than maxRawIDKey are keyed by their SHA-256 in their own
@@ -42,7 +42,7 @@ const (
 	familyDedupLong byte = 0x08
 	familyNode      byte = 0x09
 	familyProducer  byte = 0x0A
-	familyOffset    byte = 0x0B
+	familyCursor    byte = 0x0B
 )
 
 // maxRawIDKey is the longest transactionId used as-is in a dedup key.
@@ -63,27 +63,27 @@ func nodeKey(id string) []byte { return append([]byte{familyNode}, id...) }
 
 func nodePrefix() []byte { return []byte{familyNode} }
 
-func offsetPrefix(group string) []byte {
+func cursorPrefix(group string) []byte {
 	k := make([]byte, 0, 3+len(group))
-	k = append(k, familyOffset)
+	k = append(k, familyCursor)
 	k = binary.BigEndian.AppendUint16(k, uint16(len(group)))
 	return append(k, group...)
 }
 
-func offsetKey(group string, queueID uint64, partition int32) []byte {
-	k := binary.BigEndian.AppendUint64(offsetPrefix(group), queueID)
-	return binary.BigEndian.AppendUint32(k, uint32(partition))
+func cursorKey(group string, queueID uint64, partition string) []byte {
+	k := binary.BigEndian.AppendUint64(cursorPrefix(group), queueID)
+	return append(k, partition...)
 }
 
-func parseOffsetKey(k []byte) (group string, queueID uint64, partition int32, err error) {
-	if len(k) < 3 || k[0] != familyOffset {
-		return "", 0, 0, errBadKey
+func parseCursorKey(k []byte) (group string, queueID uint64, partition string, err error) {
+	if len(k) < 3 || k[0] != familyCursor {
+		return "", 0, "", errBadKey
 	}
 	n := int(binary.BigEndian.Uint16(k[1:]))
-	if len(k) != 3+n+12 {
-		return "", 0, 0, errBadKey
+	if len(k) < 3+n+8 {
+		return "", 0, "", errBadKey
 	}
-	return string(k[3 : 3+n]), binary.BigEndian.Uint64(k[3+n:]), int32(binary.BigEndian.Uint32(k[3+n+8:])), nil
+	return string(k[3 : 3+n]), binary.BigEndian.Uint64(k[3+n:]), string(k[3+n+8:]), nil
 }
 
 func producerKey(producerID int64, partitionID uint64) []byte {

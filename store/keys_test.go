@@ -135,3 +135,14 @@ func TestDecodeRejectsCorruptRecords(t *testing.T) {
 		t.Error("short dedup record decoded")
 	}
 }
+
+func TestCursorKeyRoundTrip(t *testing.T) {
+	g, q, p, err := parseCursorKey(cursorKey("workers", 42, "customer-7"))
+	if err != nil || g != "workers" || q != 42 || p != "customer-7" {
+		t.Fatalf("parseCursorKey = %q,%d,%q,%v", g, q, p, err)
+	}
+	// One group's prefix must not cover another group whose name extends it.
+	if bytes.HasPrefix(cursorKey("workers-2", 1, "0"), cursorPrefix("workers")) {
+		t.Fatal("group prefixes overlap")
+	}
+}

@@ -290,36 +290,34 @@ func decodeProducer(b []byte) (dedup.ProducerState, error) {
 	return st, nil
 }
 
-// CommittedOffset is a consumer group's position in one partition: the
-// next offset it will read.
-type CommittedOffset struct {
-	QueueID     uint64
-	Partition   int32
-	Offset      int64
-	LeaderEpoch int32
-	Metadata    string
-	CommittedMs int64
+// Cursor is a consumer group's position in one queue partition, shared by
+// Kafka groups (which only commit Offset) and HTTP groups (which also lease
+// messages and ack them one by one).
+type Cursor struct {
+	QueueID   uint64 `json:"-"`
+	Partition string `json:"-"`
+	// Offset is the next offset the group reads: everything before it is done.
+	Offset      int64  `json:"offset"`
+	LeaderEpoch int32  `json:"leaderEpoch,omitempty"`
+	Metadata    string `json:"metadata,omitempty"`
+	UpdatedMs   int64  `json:"updatedMs"`
+	// Lease is the live lease of an HTTP consumer, if any.
+	Lease *Lease `json:"lease,omitempty"`
+	// Done lists offsets past Offset already finished (completed or dead-
+	// lettered while an earlier one waits for redelivery), ascending.
+	Done []int64 `json:"done,omitempty"`
+	// Attempts counts deliveries and Failures failed acks, per offset past
+	// Offset.
+	Attempts map[int64]int32 `json:"attempts,omitempty"`
+	Failures map[int64]int32 `json:"failures,omitempty"`
 }
 
-func (c CommittedOffset) encode() []byte {
-	b := make([]byte, 0, 21+len(c.Metadata))
-	b = append(b, recordV1)
-	b = binary.BigEndian.AppendUint64(b, uint64(c.Offset))
-	b = binary.BigEndian.AppendUint32(b, uint32(c.LeaderEpoch))
-	b = binary.BigEndian.AppendUint64(b, uint64(c.CommittedMs))
-	return append(b, c.Metadata...)
-}
-
-func decodeCommittedOffset(queueID uint64, partition int32, b []byte) (CommittedOffset, error) {
-	if len(b) < 21 || b[0] != recordV1 {
-		return CommittedOffset{}, errBadRecord
-	}
-	return CommittedOffset{
-		QueueID:     queueID,
-		Partition:   partition,
-		Offset:      int64(binary.BigEndian.Uint64(b[1:])),
-		LeaderEpoch: int32(binary.BigEndian.Uint32(b[9:])),
-		CommittedMs: int64(binary.BigEndian.Uint64(b[13:])),
-		Metadata:    string(b[21:]),
-	}, nil
+// Lease hands offsets [From, To) of a partition to one consumer of a group
+// until ExpiresAtMs (replicated time), or until every one is acked.
+type Lease struct {
+	ID          string           `json:"id"`
+	ExpiresAtMs int64            `json:"expiresAtMs"`
+	From        int64            `json:"from"`
+	To          int64            `json:"to"`
+	Acks        map[int64]string `json:"acks,omitempty"`
 }

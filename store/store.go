@@ -179,36 +179,52 @@ func (t *Tx) DeleteQueue(q Queue) error {
 	return t.del(queueKey(q.Name))
 }
 
-// CommitOffset records a group's committed offset in a partition.
-func (t *Tx) CommitOffset(group string, c CommittedOffset) error {
-	return t.set(offsetKey(group, c.QueueID, c.Partition), c.encode())
+// Cursor returns a group's cursor in a partition; found is false when the
+// group has none there.
+func (t *Tx) Cursor(group string, queueID uint64, partition string) (c Cursor, found bool, err error) {
+	b, err := t.get(cursorKey(group, queueID, partition))
+	if errors.Is(err, ErrNotFound) {
+		return Cursor{QueueID: queueID, Partition: partition}, false, nil
+	}
+	if err != nil {
+		return c, false, err
+	}
+	c, err = decodeJSONRecord[Cursor](b)
+	c.QueueID, c.Partition = queueID, partition
+	return c, err == nil, err
 }
 
-// DeleteOffset forgets a group's committed offset in a partition.
-func (t *Tx) DeleteOffset(group string, queueID uint64, partition int32) error {
-	return t.del(offsetKey(group, queueID, partition))
+// PutCursor stores a group's cursor.
+func (t *Tx) PutCursor(group string, c Cursor) error {
+	return t.set(cursorKey(group, c.QueueID, c.Partition), encodeJSONRecord(c))
 }
 
-// GroupOffsets lists a group's committed offsets by queue id and partition.
-func (t *Tx) GroupOffsets(group string) ([]CommittedOffset, error) {
-	var out []CommittedOffset
-	err := t.scan(offsetPrefix(group), nil, func(k, v []byte) (bool, error) {
-		_, qid, part, err := parseOffsetKey(k)
+// DeleteCursor forgets a group's cursor in a partition.
+func (t *Tx) DeleteCursor(group string, queueID uint64, partition string) error {
+	return t.del(cursorKey(group, queueID, partition))
+}
+
+// GroupCursors lists a group's cursors by queue id and partition name.
+func (t *Tx) GroupCursors(group string) ([]Cursor, error) {
+	var out []Cursor
+	err := t.scan(cursorPrefix(group), nil, func(k, v []byte) (bool, error) {
+		_, qid, part, err := parseCursorKey(k)
 		if err != nil {
 			return false, err
 		}
-		c, err := decodeCommittedOffset(qid, part, v)
+		c, err := decodeJSONRecord[Cursor](v)
+		c.QueueID, c.Partition = qid, part
 		out = append(out, c)
 		return err == nil, err
 	})
 	return out, err
 }
 
-// OffsetGroups lists every group that has a committed offset, in order.
-func (t *Tx) OffsetGroups() ([]string, error) {
+// CursorGroups lists every group that has a cursor, in order.
+func (t *Tx) CursorGroups() ([]string, error) {
 	var out []string
-	err := t.scan([]byte{familyOffset}, nil, func(k, _ []byte) (bool, error) {
-		g, _, _, err := parseOffsetKey(k)
+	err := t.scan([]byte{familyCursor}, nil, func(k, _ []byte) (bool, error) {
+		g, _, _, err := parseCursorKey(k)
 		if err != nil {
 			return false, err
 		}
