@@ -9,18 +9,24 @@ import (
 	"github.com/waggle-mq/waggle/store"
 )
 
-// maxDedupWindowSeconds bounds a queue's dedup window: 30 days.
-const maxDedupWindowSeconds = 30 * 24 * 3600
+// maxDedupWindowSeconds bounds a queue's dedup window (and message delay):
+// 30 days. maxLeaseSeconds bounds a lease: 12 hours.
+const (
+	maxDedupWindowSeconds = 30 * 24 * 3600
+	maxLeaseSeconds       = 12 * 3600
+)
 
 // QueueOptions are a queue's settable options; nil keeps the current value.
-type QueueOptions struct {
-	DedupWindowSeconds *int64
-}
+type QueueOptions = raftfsm.QueueOptions
 
 // QueueInfo describes a queue and its partitions.
 type QueueInfo struct {
 	Name               string
 	DedupWindowSeconds int64
+	LeaseTimeSeconds   int64
+	RetryLimit         int32
+	DeadLetterQueue    bool
+	DelayedProcessing  int64
 	CreatedAt          time.Time
 	Partitions         []PartitionInfo
 }
@@ -41,7 +47,16 @@ func (s *Service) Configure(queue string, opts QueueOptions) (QueueInfo, error) 
 	if w := opts.DedupWindowSeconds; w != nil && (*w < 0 || *w > maxDedupWindowSeconds) {
 		return QueueInfo{}, fmt.Errorf("%w: dedupWindowSeconds must be between 0 and %d", ErrInvalid, maxDedupWindowSeconds)
 	}
-	cmd := raftfsm.ConfigureQueueCommand{NowMs: s.now().UnixMilli(), Queue: queue, DedupWindowSeconds: opts.DedupWindowSeconds}
+	if l := opts.LeaseTimeSeconds; l != nil && (*l < 1 || *l > maxLeaseSeconds) {
+		return QueueInfo{}, fmt.Errorf("%w: leaseTime must be between 1 and %d seconds", ErrInvalid, maxLeaseSeconds)
+	}
+	if r := opts.RetryLimit; r != nil && (*r < 0 || *r > 1000) {
+		return QueueInfo{}, fmt.Errorf("%w: retryLimit must be between 0 and 1000", ErrInvalid)
+	}
+	if d := opts.DelayedProcessingSeconds; d != nil && (*d < 0 || *d > maxDedupWindowSeconds) {
+		return QueueInfo{}, fmt.Errorf("%w: delayedProcessing must be between 0 and %d seconds", ErrInvalid, maxDedupWindowSeconds)
+	}
+	cmd := raftfsm.ConfigureQueueCommand{NowMs: s.now().UnixMilli(), Queue: queue, Options: opts}
 	answer, err := s.apply(cmd.Encode())
 	if err != nil {
 		return QueueInfo{}, err
@@ -97,7 +112,9 @@ func queueInfo(tx *store.Tx, q store.Queue) (QueueInfo, error) {
 	if err != nil {
 		return QueueInfo{}, err
 	}
-	info := QueueInfo{Name: q.Name, DedupWindowSeconds: q.DedupWindowSeconds, CreatedAt: time.UnixMilli(q.CreatedAtMs).UTC()}
+	info := QueueInfo{Name: q.Name, DedupWindowSeconds: q.DedupWindowSeconds, CreatedAt: time.UnixMilli(q.CreatedAtMs).UTC(),
+		LeaseTimeSeconds: raftfsm.LeaseTimeSeconds(q), RetryLimit: raftfsm.RetryLimit(q),
+		DeadLetterQueue: raftfsm.DeadLettering(q), DelayedProcessing: raftfsm.DelaySeconds(q)}
 	for _, p := range parts {
 		info.Partitions = append(info.Partitions, PartitionInfo{Name: p.Name, StartOffset: p.StartOffset, NextOffset: p.NextOffset})
 	}

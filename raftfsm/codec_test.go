@@ -20,8 +20,8 @@ func TestPushCommandRoundTrip(t *testing.T) {
 }
 
 func TestConfigureCommandRoundTrip(t *testing.T) {
-	w := int64(60)
-	for _, c := range []ConfigureQueueCommand{{NowMs: 1, Queue: "a"}, {NowMs: 2, Queue: "b", DedupWindowSeconds: &w}} {
+	w, dlq := int64(60), false
+	for _, c := range []ConfigureQueueCommand{{NowMs: 1, Queue: "a"}, {NowMs: 2, Queue: "b", Options: QueueOptions{DedupWindowSeconds: &w, DeadLetterQueue: &dlq}}} {
 		got, err := decodeConfigureQueue(c.Encode()[1:])
 		if err != nil || !reflect.DeepEqual(*got, c) {
 			t.Fatalf("round trip of %+v: %+v, %v", c, got, err)

@@ -1,6 +1,7 @@
 package raftfsm
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/waggle-mq/waggle/store"
@@ -67,10 +68,27 @@ type PushResult struct {
 // ConfigureQueueCommand creates a queue or updates its options. Nil options
 // keep their current value (or the default, for a new queue).
 type ConfigureQueueCommand struct {
-	NowMs              int64
-	Queue              string
-	DedupWindowSeconds *int64
+	NowMs   int64
+	Queue   string
+	Options QueueOptions
 }
+
+// QueueOptions are a queue's settable options; nil keeps the current value.
+// They travel as JSON inside the command: encoding/json writes struct
+// fields in a fixed order, so the entry is the same on every replica.
+type QueueOptions struct {
+	DedupWindowSeconds       *int64 `json:"dedupWindowSeconds,omitempty"`
+	LeaseTimeSeconds         *int64 `json:"leaseTime,omitempty"`
+	RetryLimit               *int32 `json:"retryLimit,omitempty"`
+	DeadLetterQueue          *bool  `json:"deadLetterQueue,omitempty"`
+	DelayedProcessingSeconds *int64 `json:"delayedProcessing,omitempty"`
+}
+
+// Defaults for queues configured without these options.
+const (
+	DefaultLeaseTimeSeconds = 60
+	DefaultRetryLimit       = 3
+)
 
 // ConfigureQueueResult is the queue as stored after the command.
 type ConfigureQueueResult struct {
@@ -115,31 +133,29 @@ func decodePush(b []byte) (*PushCommand, error) {
 
 // Encode returns the raft entry for the command.
 func (c *ConfigureQueueCommand) Encode() []byte {
+	opts, err := json.Marshal(c.Options)
+	if err != nil {
+		panic(fmt.Sprintf("raftfsm: encode queue options: %v", err)) // plain struct: cannot fail
+	}
 	e := encoder{}
 	e.byte(byte(CmdConfigureQueue))
 	e.varint(c.NowMs)
 	e.string(c.Queue)
-	if c.DedupWindowSeconds == nil {
-		e.byte(0)
-	} else {
-		e.byte(1)
-		e.varint(*c.DedupWindowSeconds)
-	}
+	e.bytes(opts)
 	return e.b
 }
 
 func decodeConfigureQueue(b []byte) (*ConfigureQueueCommand, error) {
 	d := decoder{b: b}
 	c := &ConfigureQueueCommand{NowMs: d.varint(), Queue: d.string()}
-	switch d.byte() {
-	case 0:
-	case 1:
-		w := d.varint()
-		c.DedupWindowSeconds = &w
-	default:
-		return nil, fmt.Errorf("raftfsm: bad option flag in configure command")
+	opts := d.bytes()
+	if err := d.finish(); err != nil {
+		return nil, err
 	}
-	return c, d.finish()
+	if err := json.Unmarshal(opts, &c.Options); err != nil {
+		return nil, fmt.Errorf("raftfsm: queue options: %w", err)
+	}
+	return c, nil
 }
 
 // PruneDedupCommand forgets up to Limit dedup records whose window had

@@ -101,7 +101,7 @@ func TestPushDedupWithinWindowAndRequest(t *testing.T) {
 func TestWindowZeroStillDedupsInsideOneRequest(t *testing.T) {
 	f := newFSM(t)
 	zero := int64(0)
-	cfg := ConfigureQueueCommand{NowMs: 1, Queue: "k", DedupWindowSeconds: &zero}
+	cfg := ConfigureQueueCommand{NowMs: 1, Queue: "k", Options: QueueOptions{DedupWindowSeconds: &zero}}
 	answers := f.ApplyBatch(logs(1,
 		cfg.Encode(),
 		push(2, item("k", "0", "a", 1), item("k", "0", "a", 2)),
@@ -179,7 +179,7 @@ func prune(nowMs int64, limit int) []byte {
 func TestPruneForgetsExpiredIDsInBoundedSteps(t *testing.T) {
 	f := newFSM(t)
 	one := int64(1)
-	cfg := ConfigureQueueCommand{NowMs: 0, Queue: "q", DedupWindowSeconds: &one}
+	cfg := ConfigureQueueCommand{NowMs: 0, Queue: "q", Options: QueueOptions{DedupWindowSeconds: &one}}
 	var items []PushItem
 	for i := 0; i < 300; i++ {
 		items = append(items, item("q", "p", fmt.Sprint("id-", i), 1))

@@ -283,9 +283,22 @@ func (p *Processor) configure(tx *store.Tx, meta *store.Meta, cmd *ConfigureQueu
 		q, err = newQueue(meta, cmd.Queue, DefaultDedupWindowSeconds, 1), nil
 	}
 	must(err)
-	if cmd.DedupWindowSeconds != nil {
-		q.DedupWindowSeconds = *cmd.DedupWindowSeconds
+	o := cmd.Options
+	if o.DedupWindowSeconds != nil {
+		q.DedupWindowSeconds = *o.DedupWindowSeconds
 	}
+	q.LeaseTimeSeconds = keep(q.LeaseTimeSeconds, o.LeaseTimeSeconds)
+	q.RetryLimit = keep(q.RetryLimit, o.RetryLimit)
+	q.DeadLetterQueue = keep(q.DeadLetterQueue, o.DeadLetterQueue)
+	q.DelayedProcessingSeconds = keep(q.DelayedProcessingSeconds, o.DelayedProcessingSeconds)
 	must(tx.PutQueue(q))
 	return ConfigureQueueResult{Queue: q}
+}
+
+// keep returns the new option when set, else the current one.
+func keep[T any](current, next *T) *T {
+	if next != nil {
+		return next
+	}
+	return current
 }

@@ -22,6 +22,10 @@ import (
 //	familyNode      [0x09] nodeID                           -> node record (JSON, versioned)
 //	familyProducer  [0x0A] producerID(8) partitionID(8)     -> Kafka producer state (versioned)
 //	familyCursor    [0x0B] len(group)(2) group queueID(8) partitionName -> group cursor (JSON, versioned)
+//	familyLease     [0x0C] leaseID                          -> the cursor key holding the lease
+//	familySubscr    [0x0D] len(group)(2) group queueID(8)   -> subscription (JSON, versioned)
+//	familyDeadLetter [0x0E] id(8)                           -> dead letter (JSON, versioned)
+//	familyQueueByID [0x0F] queueID(8)                       -> queue name
 //
 // Badger keys are at most 65,000 bytes and a transactionId may be 65,535,
 // so ids longer than maxRawIDKey are keyed by their SHA-256 in their own
@@ -32,17 +36,21 @@ import (
 // window has passed is a prefix scan from the start, in the same order on
 // every replica. It embeds the whole dedup key it expires.
 const (
-	familyMeta      byte = 0x01
-	familyQueue     byte = 0x02
-	familyPartition byte = 0x03
-	familyPartMeta  byte = 0x04
-	familyMessage   byte = 0x05
-	familyDedup     byte = 0x06
-	familyExpiry    byte = 0x07
-	familyDedupLong byte = 0x08
-	familyNode      byte = 0x09
-	familyProducer  byte = 0x0A
-	familyCursor    byte = 0x0B
+	familyMeta       byte = 0x01
+	familyQueue      byte = 0x02
+	familyPartition  byte = 0x03
+	familyPartMeta   byte = 0x04
+	familyMessage    byte = 0x05
+	familyDedup      byte = 0x06
+	familyExpiry     byte = 0x07
+	familyDedupLong  byte = 0x08
+	familyNode       byte = 0x09
+	familyProducer   byte = 0x0A
+	familyCursor     byte = 0x0B
+	familyLease      byte = 0x0C
+	familySubscr     byte = 0x0D
+	familyDeadLetter byte = 0x0E
+	familyQueueByID  byte = 0x0F
 )
 
 // maxRawIDKey is the longest transactionId used as-is in a dedup key.
@@ -73,6 +81,24 @@ func cursorPrefix(group string) []byte {
 func cursorKey(group string, queueID uint64, partition string) []byte {
 	k := binary.BigEndian.AppendUint64(cursorPrefix(group), queueID)
 	return append(k, partition...)
+}
+
+func leaseKey(id string) []byte { return append([]byte{familyLease}, id...) }
+
+func subscriptionKey(group string, queueID uint64) []byte {
+	k := make([]byte, 0, 11+len(group))
+	k = append(k, familySubscr)
+	k = binary.BigEndian.AppendUint16(k, uint16(len(group)))
+	k = append(k, group...)
+	return binary.BigEndian.AppendUint64(k, queueID)
+}
+
+func deadLetterKey(id uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{familyDeadLetter}, id)
+}
+
+func queueByIDKey(id uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{familyQueueByID}, id)
 }
 
 func parseCursorKey(k []byte) (group string, queueID uint64, partition string, err error) {

@@ -64,6 +64,11 @@ type Queue struct {
 	// Topic configs set over Kafka; zero means the broker default.
 	RetentionMs     int64 `json:"retentionMs,omitempty"`
 	MaxMessageBytes int32 `json:"maxMessageBytes,omitempty"`
+	// Consuming over HTTP; nil means the default (see raftfsm).
+	LeaseTimeSeconds         *int64 `json:"leaseTime,omitempty"`
+	RetryLimit               *int32 `json:"retryLimit,omitempty"`
+	DeadLetterQueue          *bool  `json:"deadLetterQueue,omitempty"`
+	DelayedProcessingSeconds *int64 `json:"delayedProcessing,omitempty"`
 }
 
 // Queue and node records are JSON behind the version byte: they are small,
@@ -320,4 +325,26 @@ type Lease struct {
 	From        int64            `json:"from"`
 	To          int64            `json:"to"`
 	Acks        map[int64]string `json:"acks,omitempty"`
+}
+
+// Subscription records a group's first pop on a queue: where it started.
+type Subscription struct {
+	FromNew   bool  `json:"fromNew"`
+	StartedMs int64 `json:"startedMs"`
+	// NextPartition rotates which partition a pop looks at first.
+	NextPartition uint64 `json:"nextPartition"`
+}
+
+// DeadLetter is a message a group gave up on.
+type DeadLetter struct {
+	ID            uint64          `json:"id"`
+	QueueID       uint64          `json:"queueId"`
+	Group         string          `json:"group"`
+	Partition     string          `json:"partition"`
+	Offset        int64           `json:"offset"`
+	TransactionID string          `json:"transactionId"`
+	Payload       json.RawMessage `json:"payload"`
+	Error         string          `json:"error"`
+	Attempts      int32           `json:"attempts"`
+	AtMs          int64           `json:"atMs"`
 }

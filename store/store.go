@@ -119,7 +119,24 @@ func (t *Tx) Queue(name string) (Queue, error) {
 }
 
 // PutQueue creates or replaces a queue record.
-func (t *Tx) PutQueue(q Queue) error { return t.set(queueKey(q.Name), q.encode()) }
+func (t *Tx) PutQueue(q Queue) error {
+	if err := t.set(queueByIDKey(q.ID), []byte(q.Name)); err != nil {
+		return err
+	}
+	return t.set(queueKey(q.Name), q.encode())
+}
+
+// QueueByID returns a queue by its numeric id, or ErrNotFound.
+func (t *Tx) QueueByID(id uint64) (Queue, error) {
+	name, err := t.get(queueByIDKey(id))
+	if err != nil {
+		return Queue{}, err
+	}
+	return t.Queue(string(name))
+}
+
+// PartitionByID returns a partition by its numeric id, or ErrNotFound.
+func (t *Tx) PartitionByID(id uint64) (Partition, error) { return t.partitionByID(id) }
 
 // Queues lists every queue in name order.
 func (t *Tx) Queues() ([]Queue, error) {
@@ -176,6 +193,9 @@ func (t *Tx) DeleteQueue(q Queue) error {
 			return err
 		}
 	}
+	if err := t.del(queueByIDKey(q.ID)); err != nil {
+		return err
+	}
 	return t.del(queueKey(q.Name))
 }
 
@@ -216,6 +236,86 @@ func (t *Tx) GroupCursors(group string) ([]Cursor, error) {
 		c.QueueID, c.Partition = qid, part
 		out = append(out, c)
 		return err == nil, err
+	})
+	return out, err
+}
+
+// PutLease indexes a lease id to the cursor holding it.
+func (t *Tx) PutLease(id, group string, queueID uint64, partition string) error {
+	return t.set(leaseKey(id), cursorKey(group, queueID, partition))
+}
+
+// DeleteLease drops a lease id from the index.
+func (t *Tx) DeleteLease(id string) error { return t.del(leaseKey(id)) }
+
+// LeaseCursor finds the cursor that holds (or held) a lease, or ErrNotFound.
+func (t *Tx) LeaseCursor(id string) (group string, c Cursor, err error) {
+	k, err := t.get(leaseKey(id))
+	if err != nil {
+		return "", Cursor{}, err
+	}
+	group, qid, part, err := parseCursorKey(k)
+	if err != nil {
+		return "", Cursor{}, err
+	}
+	c, found, err := t.Cursor(group, qid, part)
+	if err == nil && !found {
+		err = ErrNotFound
+	}
+	return group, c, err
+}
+
+// Subscription returns a group's subscription to a queue; found is false
+// before the group's first pop there.
+func (t *Tx) Subscription(group string, queueID uint64) (s Subscription, found bool, err error) {
+	b, err := t.get(subscriptionKey(group, queueID))
+	if errors.Is(err, ErrNotFound) {
+		return s, false, nil
+	}
+	if err != nil {
+		return s, false, err
+	}
+	s, err = decodeJSONRecord[Subscription](b)
+	return s, err == nil, err
+}
+
+// PutSubscription stores a group's subscription to a queue.
+func (t *Tx) PutSubscription(group string, queueID uint64, s Subscription) error {
+	return t.set(subscriptionKey(group, queueID), encodeJSONRecord(s))
+}
+
+// DeleteSubscription forgets a group's subscription to a queue.
+func (t *Tx) DeleteSubscription(group string, queueID uint64) error {
+	return t.del(subscriptionKey(group, queueID))
+}
+
+// PutDeadLetter stores a dead letter under its id.
+func (t *Tx) PutDeadLetter(d DeadLetter) error {
+	return t.set(deadLetterKey(d.ID), encodeJSONRecord(d))
+}
+
+// DeadLetterByID returns a dead letter, or ErrNotFound.
+func (t *Tx) DeadLetterByID(id uint64) (DeadLetter, error) {
+	b, err := t.get(deadLetterKey(id))
+	if err != nil {
+		return DeadLetter{}, err
+	}
+	return decodeJSONRecord[DeadLetter](b)
+}
+
+// DeadLetters lists dead letters in id order, those of one queue when
+// queueID is not zero.
+func (t *Tx) DeadLetters(queueID uint64, limit int) ([]DeadLetter, error) {
+	var out []DeadLetter
+	err := t.scan([]byte{familyDeadLetter}, nil, func(_, v []byte) (bool, error) {
+		d, err := decodeJSONRecord[DeadLetter](v)
+		if err != nil {
+			return false, err
+		}
+		if queueID == 0 || d.QueueID == queueID {
+			out = append(out, d)
+		}
+		return len(out) < limit, nil
 	})
 	return out, err
 }

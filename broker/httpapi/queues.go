@@ -15,7 +15,11 @@ type configureRequest struct {
 // configureOptions lists every option the API takes; decodeBody refuses any
 // other, so a misspelt option is an error rather than a silent no-op.
 type configureOptions struct {
-	DedupWindowSeconds *int64 `json:"dedupWindowSeconds"`
+	DedupWindowSeconds       *int64 `json:"dedupWindowSeconds"`
+	LeaseTimeSeconds         *int64 `json:"leaseTime"`
+	RetryLimit               *int32 `json:"retryLimit"`
+	DeadLetterQueue          *bool  `json:"deadLetterQueue"`
+	DelayedProcessingSeconds *int64 `json:"delayedProcessing"`
 }
 
 type queueJSON struct {
@@ -27,6 +31,10 @@ type queueJSON struct {
 
 type queueOptionJSON struct {
 	DedupWindowSeconds int64 `json:"dedupWindowSeconds"`
+	LeaseTime          int64 `json:"leaseTime"`
+	RetryLimit         int32 `json:"retryLimit"`
+	DeadLetterQueue    bool  `json:"deadLetterQueue"`
+	DelayedProcessing  int64 `json:"delayedProcessing"`
 }
 
 type partitionJSON struct {
@@ -38,8 +46,9 @@ type partitionJSON struct {
 
 func toQueueJSON(q broker.QueueInfo) queueJSON {
 	out := queueJSON{
-		Name:       q.Name,
-		Options:    queueOptionJSON{DedupWindowSeconds: q.DedupWindowSeconds},
+		Name: q.Name,
+		Options: queueOptionJSON{DedupWindowSeconds: q.DedupWindowSeconds, LeaseTime: q.LeaseTimeSeconds,
+			RetryLimit: q.RetryLimit, DeadLetterQueue: q.DeadLetterQueue, DelayedProcessing: q.DelayedProcessing},
 		CreatedAt:  q.CreatedAt,
 		Partitions: make([]partitionJSON, len(q.Partitions)),
 	}
@@ -54,7 +63,9 @@ func (s *Server) configure(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	q, err := s.svc.Configure(req.Queue, broker.QueueOptions{DedupWindowSeconds: req.Options.DedupWindowSeconds})
+	o := req.Options
+	q, err := s.svc.Configure(req.Queue, broker.QueueOptions{DedupWindowSeconds: o.DedupWindowSeconds, LeaseTimeSeconds: o.LeaseTimeSeconds,
+		RetryLimit: o.RetryLimit, DeadLetterQueue: o.DeadLetterQueue, DelayedProcessingSeconds: o.DelayedProcessingSeconds})
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
