@@ -26,6 +26,10 @@ const (
 	CmdNewProducerID  CommandType = 10
 	CmdCommitOffsets  CommandType = 11
 	CmdDeleteOffsets  CommandType = 12
+	CmdPop            CommandType = 13
+	CmdAck            CommandType = 14
+	CmdExtendLease    CommandType = 15
+	CmdSeek           CommandType = 16
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.

@@ -123,6 +123,10 @@ func (p *Processor) deleteOffsets(tx *store.Tx, c *DeleteOffsetsCommand) int {
 		cursors, err := tx.GroupCursors(c.Group)
 		must(err)
 		for _, cur := range cursors {
+			if cur.Lease != nil {
+				must(tx.DeleteLease(cur.Lease.ID))
+			}
+			must(tx.DeleteSubscription(c.Group, cur.QueueID))
 			must(tx.DeleteCursor(c.Group, cur.QueueID, cur.Partition))
 			n++
 		}

@@ -81,6 +81,26 @@ func (p *Processor) Apply(tx *store.Tx, meta *store.Meta, data []byte) any {
 		cmd, err := decodeDeleteOffsets(data[1:])
 		mustDecode(err, data)
 		return p.deleteOffsets(tx, cmd)
+	case CmdPop:
+		cmd, err := decodePop(data[1:])
+		mustDecode(err, data)
+		advanceClock(meta, cmd.NowMs)
+		return p.pop(tx, meta, cmd)
+	case CmdAck:
+		cmd, err := decodeAck(data[1:])
+		mustDecode(err, data)
+		advanceClock(meta, cmd.NowMs)
+		return p.ack(tx, meta, cmd)
+	case CmdExtendLease:
+		cmd, err := decodeExtendLease(data[1:])
+		mustDecode(err, data)
+		advanceClock(meta, cmd.NowMs)
+		return p.extendLease(tx, meta, cmd)
+	case CmdSeek:
+		cmd, err := decodeSeek(data[1:])
+		mustDecode(err, data)
+		advanceClock(meta, cmd.NowMs)
+		return p.seek(tx, meta, cmd)
 	case CmdRegisterNode:
 		cmd, err := decodeRegisterNode(data[1:])
 		mustDecode(err, data)

@@ -317,13 +317,12 @@ type Cursor struct {
 	Failures map[int64]int32 `json:"failures,omitempty"`
 }
 
-// Lease hands offsets [From, To) of a partition to one consumer of a group
-// until ExpiresAtMs (replicated time), or until every one is acked.
+// Lease hands some offsets of a partition to one consumer of a group until
+// ExpiresAtMs (replicated time), or until every one is acked.
 type Lease struct {
 	ID          string           `json:"id"`
 	ExpiresAtMs int64            `json:"expiresAtMs"`
-	From        int64            `json:"from"`
-	To          int64            `json:"to"`
+	Offsets     []int64          `json:"offsets"` // ascending
 	Acks        map[int64]string `json:"acks,omitempty"`
 }
 

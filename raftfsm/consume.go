@@ -1,0 +1,490 @@
+package raftfsm
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/waggle-mq/waggle/store"
+)
+
+// Consuming over HTTP. A pop leases up to Batch messages of one partition
+// to one consumer of a group: while the lease lives no other consumer of
+// the group gets that partition, which keeps per-partition order. Each
+// leased message is acked on its own; once all are acked the lease ends and
+// the group's cursor moves past every finished message. Failed and retried
+// messages are delivered again from there; a lease that expires (judged by
+// the replicated clock) hands its unacked messages to the next pop.
+
+// Ack statuses.
+const (
+	AckCompleted = "completed"
+	AckFailed    = "failed"
+	AckRetry     = "retry"
+	AckDLQ       = "dlq"
+)
+
+// PopCommand leases messages to one consumer. LeaseID is minted by the
+// leader. Partition "" lets the state machine pick a partition.
+type PopCommand struct {
+	NowMs     int64
+	Group     string
+	Queue     string
+	Partition string
+	Batch     int
+	LeaseMs   int64 // 0: the queue's leaseTime
+	FromNew   bool  // subscriptionMode=new, used on the group's first pop
+	LeaseID   string
+}
+
+// PopResult is what a pop leased: offsets of one partition, with each
+// one's delivery count. No offsets: nothing was available.
+type PopResult struct {
+	Error       string // the queue does not exist
+	PartitionID uint64
+	Partition   string
+	LeaseID     string
+	ExpiresAtMs int64
+	Offsets     []int64
+	Attempts    []int32
+}
+
+// Encode returns the raft entry for the command.
+func (c *PopCommand) Encode() []byte {
+	e := encoder{}
+	e.byte(byte(CmdPop))
+	e.varint(c.NowMs)
+	e.string(c.Group)
+	e.string(c.Queue)
+	e.string(c.Partition)
+	e.varint(int64(c.Batch))
+	e.varint(c.LeaseMs)
+	if c.FromNew {
+		e.byte(1)
+	} else {
+		e.byte(0)
+	}
+	e.string(c.LeaseID)
+	return e.b
+}
+
+func decodePop(b []byte) (*PopCommand, error) {
+	d := decoder{b: b}
+	c := &PopCommand{NowMs: d.varint(), Group: d.string(), Queue: d.string(), Partition: d.string(),
+		Batch: int(d.varint()), LeaseMs: d.varint(), FromNew: d.byte() == 1, LeaseID: d.string()}
+	if d.err == nil && (c.Batch < 1 || c.Batch > 10_000) {
+		return nil, fmt.Errorf("raftfsm: pop batch %d", c.Batch)
+	}
+	return c, d.finish()
+}
+
+// Ack acknowledges one leased message.
+type Ack struct {
+	PartitionID   uint64
+	LeaseID       string
+	TransactionID string
+	Status        string
+	Error         string
+}
+
+// AckCommand acknowledges messages of one group.
+type AckCommand struct {
+	NowMs int64
+	Group string
+	Acks  []Ack
+}
+
+// AckResult answers one Ack.
+type AckResult struct {
+	Success       bool
+	Error         string
+	LeaseReleased bool
+	DeadLettered  bool
+}
+
+// Encode returns the raft entry for the command.
+func (c *AckCommand) Encode() []byte {
+	e := encoder{}
+	e.byte(byte(CmdAck))
+	e.varint(c.NowMs)
+	e.string(c.Group)
+	e.uvarint(uint64(len(c.Acks)))
+	for _, a := range c.Acks {
+		e.uvarint(a.PartitionID)
+		e.string(a.LeaseID)
+		e.string(a.TransactionID)
+		e.string(a.Status)
+		e.string(a.Error)
+	}
+	return e.b
+}
+
+func decodeAck(b []byte) (*AckCommand, error) {
+	d := decoder{b: b}
+	c := &AckCommand{NowMs: d.varint(), Group: d.string()}
+	c.Acks = make([]Ack, d.count(5))
+	for i := range c.Acks {
+		c.Acks[i] = Ack{PartitionID: d.uvarint(), LeaseID: d.string(), TransactionID: d.string(), Status: d.string(), Error: d.string()}
+	}
+	return c, d.finish()
+}
+
+// ExtendLeaseCommand pushes a live lease's expiry to at least Seconds from
+// now; it never shortens a lease.
+type ExtendLeaseCommand struct {
+	NowMs   int64
+	LeaseID string
+	Seconds int64
+}
+
+// ExtendLeaseResult answers an ExtendLeaseCommand.
+type ExtendLeaseResult struct {
+	Success     bool
+	ExpiresAtMs int64
+}
+
+// Encode returns the raft entry for the command.
+func (c *ExtendLeaseCommand) Encode() []byte {
+	e := encoder{}
+	e.byte(byte(CmdExtendLease))
+	e.varint(c.NowMs)
+	e.string(c.LeaseID)
+	e.varint(c.Seconds)
+	return e.b
+}
+
+func decodeExtendLease(b []byte) (*ExtendLeaseCommand, error) {
+	d := decoder{b: b}
+	c := &ExtendLeaseCommand{NowMs: d.varint(), LeaseID: d.string(), Seconds: d.varint()}
+	return c, d.finish()
+}
+
+// SeekCommand moves a group's cursors on a queue: to the end, to an
+// offset, or to the first message at or after a time. Leases and pending
+// redeliveries of those partitions are dropped.
+type SeekCommand struct {
+	NowMs       int64
+	Group       string
+	Queue       string
+	ToEnd       bool
+	Offset      int64 // used when TimestampMs is 0 and not ToEnd
+	TimestampMs int64
+}
+
+// Encode returns the raft entry for the command.
+func (c *SeekCommand) Encode() []byte {
+	e := encoder{}
+	e.byte(byte(CmdSeek))
+	e.varint(c.NowMs)
+	e.string(c.Group)
+	e.string(c.Queue)
+	if c.ToEnd {
+		e.byte(1)
+	} else {
+		e.byte(0)
+	}
+	e.varint(c.Offset)
+	e.varint(c.TimestampMs)
+	return e.b
+}
+
+func decodeSeek(b []byte) (*SeekCommand, error) {
+	d := decoder{b: b}
+	c := &SeekCommand{NowMs: d.varint(), Group: d.string(), Queue: d.string(), ToEnd: d.byte() == 1, Offset: d.varint(), TimestampMs: d.varint()}
+	return c, d.finish()
+}
+
+// KafkaRecordTxID names a record produced over Kafka for acks: Kafka
+// records carry no transactionId.
+func KafkaRecordTxID(offset int64) string { return "kafka:" + strconv.FormatInt(offset, 10) }
+
+func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *PopCommand) PopResult {
+	now := meta.ClockMs
+	q, err := tx.Queue(c.Queue)
+	if errors.Is(err, store.ErrNotFound) {
+		return PopResult{Error: "unknown queue"}
+	}
+	must(err)
+	parts, err := tx.Partitions(q.ID)
+	must(err)
+	sub, subscribed, err := tx.Subscription(c.Group, q.ID)
+	must(err)
+	if !subscribed {
+		// The group's first pop decides where it starts, for every partition.
+		sub = store.Subscription{FromNew: c.FromNew, StartedMs: now}
+		if c.FromNew {
+			for _, part := range parts {
+				must(tx.PutCursor(c.Group, store.Cursor{QueueID: q.ID, Partition: part.Name, Offset: int64(part.NextOffset), UpdatedMs: now}))
+			}
+		}
+	}
+	if c.Partition != "" {
+		parts = slices.DeleteFunc(parts, func(pt store.Partition) bool { return pt.Name != c.Partition })
+	}
+	leaseMs := c.LeaseMs
+	if leaseMs <= 0 {
+		leaseMs = LeaseTimeSeconds(q) * 1000
+	}
+	delayMs := DelaySeconds(q) * 1000
+	if !subscribed {
+		must(tx.PutSubscription(c.Group, q.ID, sub))
+	}
+	for i := range parts {
+		part := parts[(int(sub.NextPartition%uint64(len(parts)))+i)%len(parts)]
+		cur, found, err := tx.Cursor(c.Group, q.ID, part.Name)
+		must(err)
+		if !found {
+			cur.Offset = int64(part.StartOffset)
+		}
+		settled := false
+		if cur.Lease != nil {
+			if cur.Lease.ExpiresAtMs > now {
+				continue // a consumer holds this partition
+			}
+			settle(tx, &cur)
+			settled = true
+		}
+		offsets := deliverable(tx, part.ID, &cur, c.Batch, now, delayMs)
+		if len(offsets) == 0 {
+			if settled {
+				must(tx.PutCursor(c.Group, cur))
+			}
+			continue
+		}
+		res := PopResult{PartitionID: part.ID, Partition: part.Name, LeaseID: c.LeaseID, ExpiresAtMs: now + leaseMs, Offsets: offsets}
+		if cur.Attempts == nil {
+			cur.Attempts = map[int64]int32{}
+		}
+		for _, o := range offsets {
+			cur.Attempts[o]++
+			res.Attempts = append(res.Attempts, cur.Attempts[o])
+		}
+		cur.Lease = &store.Lease{ID: c.LeaseID, ExpiresAtMs: res.ExpiresAtMs, Offsets: offsets}
+		cur.UpdatedMs = now
+		must(tx.PutCursor(c.Group, cur))
+		must(tx.PutLease(c.LeaseID, c.Group, q.ID, part.Name))
+		sub.NextPartition++ // the next pop looks at the next partition first
+		must(tx.PutSubscription(c.Group, q.ID, sub))
+		return res
+	}
+	return PopResult{}
+}
+
+// deliverable lists up to batch offsets from the cursor that are not
+// finished, stopping at the first message still delayed (order is kept).
+func deliverable(tx *store.Tx, partitionID uint64, cur *store.Cursor, batch int, now, delayMs int64) []int64 {
+	entries, err := tx.Entries(partitionID, uint64(cur.Offset), 64<<20, batch+len(cur.Done)+1)
+	must(err)
+	var out []int64
+	for _, e := range entries {
+		if delayMs > 0 && e.MaxTimestampMs+delayMs > now {
+			break
+		}
+		for o := int64(e.Offset); o < int64(e.Offset)+int64(e.Count); o++ {
+			if o < cur.Offset || slices.Contains(cur.Done, o) {
+				continue
+			}
+			out = append(out, o)
+			if len(out) == batch {
+				return out
+			}
+		}
+	}
+	return out
+}
+
+// settle ends a cursor's lease: finished messages are done, the rest wait
+// for redelivery, and the cursor moves past the finished prefix.
+func settle(tx *store.Tx, cur *store.Cursor) {
+	l := cur.Lease
+	for _, o := range l.Offsets {
+		if s := l.Acks[o]; s == AckCompleted || s == AckDLQ {
+			cur.Done = append(cur.Done, o)
+		}
+	}
+	slices.Sort(cur.Done)
+	cur.Done = slices.Compact(cur.Done)
+	for len(cur.Done) > 0 && cur.Done[0] <= cur.Offset {
+		if cur.Done[0] == cur.Offset {
+			delete(cur.Attempts, cur.Offset)
+			delete(cur.Failures, cur.Offset)
+			cur.Offset++
+		}
+		cur.Done = cur.Done[1:]
+	}
+	if len(cur.Done) == 0 {
+		cur.Done = nil
+	}
+	must(tx.DeleteLease(l.ID))
+	cur.Lease = nil
+}
+
+func (p *Processor) ack(tx *store.Tx, meta *store.Meta, c *AckCommand) []AckResult {
+	out := make([]AckResult, len(c.Acks))
+	for i, a := range c.Acks {
+		out[i] = p.ackOne(tx, meta, c.Group, a)
+	}
+	return out
+}
+
+func (p *Processor) ackOne(tx *store.Tx, meta *store.Meta, group string, a Ack) AckResult {
+	now := meta.ClockMs
+	fail := func(msg string) AckResult { return AckResult{Error: msg} }
+	switch a.Status {
+	case AckCompleted, AckFailed, AckRetry, AckDLQ:
+	default:
+		return fail("status must be completed, failed, retry or dlq")
+	}
+	part, err := tx.PartitionByID(a.PartitionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return fail("unknown partitionId")
+	}
+	must(err)
+	q, err := tx.QueueByID(part.QueueID)
+	if errors.Is(err, store.ErrNotFound) {
+		return fail("the queue was deleted")
+	}
+	must(err)
+	cur, _, err := tx.Cursor(group, q.ID, part.Name)
+	must(err)
+	l := cur.Lease
+	if l == nil || l.ID != a.LeaseID || l.ExpiresAtMs <= now {
+		return fail("lease unknown or expired")
+	}
+	offset, ok := leasedOffset(tx, part.ID, l, a.TransactionID)
+	if !ok {
+		return fail("transactionId is not in this lease")
+	}
+	res := AckResult{Success: true}
+	if l.Acks[offset] != "" {
+		return res // acked before: nothing changes
+	}
+	status := a.Status
+	if status == AckFailed {
+		if cur.Failures == nil {
+			cur.Failures = map[int64]int32{}
+		}
+		cur.Failures[offset]++
+		if cur.Failures[offset] > RetryLimit(q) {
+			status = AckDLQ
+		}
+	}
+	if status == AckDLQ {
+		if DeadLettering(q) {
+			p.deadLetter(tx, meta, q, part, group, offset, a.Error, cur.Attempts[offset])
+			res.DeadLettered = true
+		}
+		status = AckDLQ
+	}
+	if l.Acks == nil {
+		l.Acks = map[int64]string{}
+	}
+	l.Acks[offset] = status
+	if len(l.Acks) == len(l.Offsets) {
+		settle(tx, &cur)
+		res.LeaseReleased = true
+	}
+	cur.UpdatedMs = now
+	must(tx.PutCursor(group, cur))
+	return res
+}
+
+// leasedOffset finds the leased offset whose message has the transactionId.
+func leasedOffset(tx *store.Tx, partitionID uint64, l *store.Lease, txID string) (int64, bool) {
+	entries, err := tx.Entries(partitionID, uint64(l.Offsets[0]), 64<<20, len(l.Offsets)+1)
+	must(err)
+	for _, e := range entries {
+		for o := int64(e.Offset); o < int64(e.Offset)+int64(e.Count); o++ {
+			if !slices.Contains(l.Offsets, o) {
+				continue
+			}
+			if (e.Message != nil && e.Message.TransactionID == txID) || (e.Message == nil && KafkaRecordTxID(o) == txID) {
+				return o, true
+			}
+		}
+	}
+	return 0, false
+}
+
+func (p *Processor) deadLetter(tx *store.Tx, meta *store.Meta, q store.Queue, part store.Partition, group string, offset int64, reason string, attempts int32) {
+	d := store.DeadLetter{ID: meta.NextID, QueueID: q.ID, Group: group, Partition: part.Name, Offset: offset,
+		Error: reason, Attempts: attempts, AtMs: meta.ClockMs}
+	meta.NextID++
+	entries, err := tx.Entries(part.ID, uint64(offset), 1, 1)
+	must(err)
+	if len(entries) == 1 && entries[0].Message != nil {
+		d.TransactionID, d.Payload = entries[0].Message.TransactionID, entries[0].Message.Payload
+	} else {
+		d.TransactionID = KafkaRecordTxID(offset)
+	}
+	must(tx.PutDeadLetter(d))
+}
+
+func (p *Processor) extendLease(tx *store.Tx, meta *store.Meta, c *ExtendLeaseCommand) ExtendLeaseResult {
+	group, cur, err := tx.LeaseCursor(c.LeaseID)
+	if errors.Is(err, store.ErrNotFound) {
+		return ExtendLeaseResult{}
+	}
+	must(err)
+	l := cur.Lease
+	if l == nil || l.ID != c.LeaseID || l.ExpiresAtMs <= meta.ClockMs {
+		return ExtendLeaseResult{}
+	}
+	l.ExpiresAtMs = max(l.ExpiresAtMs, meta.ClockMs+c.Seconds*1000)
+	must(tx.PutCursor(group, cur))
+	return ExtendLeaseResult{Success: true, ExpiresAtMs: l.ExpiresAtMs}
+}
+
+func (p *Processor) seek(tx *store.Tx, meta *store.Meta, c *SeekCommand) TopicOutcome {
+	q, err := tx.Queue(c.Queue)
+	if errors.Is(err, store.ErrNotFound) {
+		return TopicUnknown
+	}
+	must(err)
+	parts, err := tx.Partitions(q.ID)
+	must(err)
+	for _, part := range parts {
+		target := c.Offset
+		switch {
+		case c.ToEnd:
+			target = int64(part.NextOffset)
+		case c.TimestampMs > 0:
+			target = firstAtOrAfter(tx, part, c.TimestampMs)
+		}
+		target = min(max(target, int64(part.StartOffset)), int64(part.NextOffset))
+		cur, _, err := tx.Cursor(c.Group, q.ID, part.Name)
+		must(err)
+		if cur.Lease != nil {
+			must(tx.DeleteLease(cur.Lease.ID))
+		}
+		must(tx.PutCursor(c.Group, store.Cursor{QueueID: q.ID, Partition: part.Name, Offset: target, UpdatedMs: meta.ClockMs}))
+	}
+	if _, found, err := tx.Subscription(c.Group, q.ID); err == nil && !found {
+		must(tx.PutSubscription(c.Group, q.ID, store.Subscription{StartedMs: meta.ClockMs}))
+	} else {
+		must(err)
+	}
+	return TopicOK
+}
+
+// firstAtOrAfter is the first offset of a partition whose entry is at or
+// after a time (entries are judged by their newest record).
+func firstAtOrAfter(tx *store.Tx, part store.Partition, tsMs int64) int64 {
+	from := part.StartOffset
+	for from < part.NextOffset {
+		entries, err := tx.Entries(part.ID, from, 4<<20, 1000)
+		must(err)
+		if len(entries) == 0 {
+			break
+		}
+		for _, e := range entries {
+			if e.MaxTimestampMs >= tsMs {
+				return int64(e.Offset)
+			}
+		}
+		last := entries[len(entries)-1]
+		from = last.Offset + uint64(last.Count)
+	}
+	return int64(part.NextOffset)
+}
