@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/waggle-mq/waggle/raftfsm"
 	"github.com/waggle-mq/waggle/recordbatch"
 	"github.com/waggle-mq/waggle/store"
 )
@@ -120,32 +121,44 @@ func fetchOne(tx *store.Tx, r FetchRequest, res *FetchResult) error {
 		return err
 	}
 	for _, e := range entries {
-		if m := e.Message; m != nil {
-			res.Records = append(res.Records, Record{
-				Offset:        m.Offset,
-				MessageID:     uuid.UUID(m.ID).String(),
-				TransactionID: m.TransactionID,
-				Payload:       m.Payload,
-				TimestampMs:   m.TimestampMs,
-			})
-			continue
-		}
-		recs, err := recordbatch.Records(e.Batch, maxDecompressedBatch)
+		recs, err := entryRecords(e, r.Offset)
 		if err != nil {
-			return fmt.Errorf("stored batch at offset %d: %w", e.Offset, err)
+			return err
 		}
-		for _, kr := range recs {
-			if kr.Offset < int64(r.Offset) {
-				continue // the batch began before the requested offset
-			}
-			rec := Record{Offset: uint64(kr.Offset), Payload: kr.Value, TimestampMs: kr.TimestampMs, FromKafka: true, Key: kr.Key}
-			for _, h := range kr.Headers {
-				rec.Headers = append(rec.Headers, RecordHeader{Key: h.Key, Value: h.Value})
-			}
-			res.Records = append(res.Records, rec)
-		}
+		res.Records = append(res.Records, recs...)
 	}
 	return nil
+}
+
+// entryRecords turns a stored entry into records, leaving out those before
+// offset from (a Kafka batch may begin before it).
+func entryRecords(e store.Entry, from uint64) ([]Record, error) {
+	if m := e.Message; m != nil {
+		return []Record{{
+			Offset:        m.Offset,
+			MessageID:     uuid.UUID(m.ID).String(),
+			TransactionID: m.TransactionID,
+			Payload:       m.Payload,
+			TimestampMs:   m.TimestampMs,
+		}}, nil
+	}
+	recs, err := recordbatch.Records(e.Batch, maxDecompressedBatch)
+	if err != nil {
+		return nil, fmt.Errorf("stored batch at offset %d: %w", e.Offset, err)
+	}
+	var out []Record
+	for _, kr := range recs {
+		if kr.Offset < int64(from) {
+			continue
+		}
+		rec := Record{Offset: uint64(kr.Offset), Payload: kr.Value, TimestampMs: kr.TimestampMs, FromKafka: true, Key: kr.Key,
+			TransactionID: raftfsm.KafkaRecordTxID(kr.Offset)}
+		for _, h := range kr.Headers {
+			rec.Headers = append(rec.Headers, RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		out = append(out, rec)
+	}
+	return out, nil
 }
 
 // maxDecompressedBatch caps one stored Kafka batch decompressed for an

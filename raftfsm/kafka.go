@@ -299,7 +299,7 @@ func (p *Processor) produce(tx *store.Tx, meta *store.Meta, c *ProduceCommand) P
 	if next != int64(part.NextOffset) {
 		part.NextOffset = uint64(next)
 		must(tx.PutPartition(part))
-		p.appended = append(p.appended, part.ID)
+		p.appended = append(p.appended, part.ID, q.ID)
 	}
 	queues.flush(tx)
 	return res

@@ -245,7 +245,8 @@ func (p *Processor) push(tx *store.Tx, meta *store.Meta, cmd *PushCommand) []Pus
 
 	for _, tg := range touched {
 		must(tx.PutPartition(tg.part))
-		p.appended = append(p.appended, tg.part.ID)
+		// Wake readers of the partition and poppers of the whole queue.
+		p.appended = append(p.appended, tg.part.ID, tg.queue.ID)
 	}
 	queues.flush(tx)
 	return results

@@ -47,20 +47,25 @@ func (s *Server) push(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]pushAnswer, len(results))
 	for i, res := range results {
-		out[i] = pushAnswer{
-			Index:         res.Index,
-			TransactionID: res.TransactionID,
-			QueueName:     res.Queue,
-			Partition:     res.Partition,
-			Status:        res.Status,
-			Error:         res.Error,
-		}
-		if res.Status != broker.StatusError {
-			out[i].MessageID = &res.MessageID
-			out[i].Offset = &res.Offset
-		}
+		out[i] = toPushAnswer(res)
 	}
 	writeJSON(w, http.StatusCreated, out)
+}
+
+func toPushAnswer(res broker.PushResult) pushAnswer {
+	out := pushAnswer{
+		Index:         res.Index,
+		TransactionID: res.TransactionID,
+		QueueName:     res.Queue,
+		Partition:     res.Partition,
+		Status:        res.Status,
+		Error:         res.Error,
+	}
+	if res.Status != broker.StatusError {
+		out.MessageID = &res.MessageID
+		out.Offset = &res.Offset
+	}
+	return out
 }
 
 type fetchRequest struct {

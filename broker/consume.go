@@ -1,0 +1,334 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/store"
+)
+
+// DefaultGroup is the consumer group of a pop that names none: the queue's
+// shared group (Queen's name for it).
+const DefaultGroup = "__QUEUE_MODE__"
+
+// Consuming limits.
+const (
+	MaxPopBatch = 1000
+	MaxPopWait  = 60 * time.Second
+)
+
+// PopRequest asks for a lease on up to Batch messages.
+type PopRequest struct {
+	Queue        string
+	Partition    string // empty: any partition
+	Group        string // empty: DefaultGroup
+	Batch        int    // 0: 1
+	Wait         time.Duration
+	LeaseSeconds int64 // 0: the queue's leaseTime
+	FromNew      bool  // subscriptionMode=new
+}
+
+// PoppedMessage is one leased message.
+type PoppedMessage struct {
+	Record
+	Partition       string
+	PartitionID     string
+	LeaseID         string
+	Group           string
+	DeliveryAttempt int32
+}
+
+// Pop leases messages of one partition to the caller. With Wait it long-
+// polls: an empty pop waits for a push to the queue (a signal from the
+// state machine), not a timer, and tries again until Wait passes. It
+// returns no messages when none became available.
+func (s *Service) Pop(ctx context.Context, r PopRequest) ([]PoppedMessage, error) {
+	if err := validateQueueName(r.Queue); err != nil {
+		return nil, err
+	}
+	if r.Partition != "" {
+		if _, err := partitionName(r.Partition); err != nil {
+			return nil, err
+		}
+	}
+	if r.Group == "" {
+		r.Group = DefaultGroup
+	}
+	if r.Batch == 0 {
+		r.Batch = 1
+	}
+	switch {
+	case len(r.Group) > 1024:
+		return nil, fmt.Errorf("%w: consumerGroup longer than 1024 bytes", ErrInvalid)
+	case r.Batch < 1 || r.Batch > MaxPopBatch:
+		return nil, fmt.Errorf("%w: batch must be between 1 and %d", ErrInvalid, MaxPopBatch)
+	case r.Wait < 0 || r.Wait > MaxPopWait:
+		return nil, fmt.Errorf("%w: timeout must be between 0 and %v", ErrInvalid, MaxPopWait)
+	case r.LeaseSeconds < 0 || r.LeaseSeconds > maxLeaseSeconds:
+		return nil, fmt.Errorf("%w: leaseSeconds must be between 1 and %d", ErrInvalid, maxLeaseSeconds)
+	}
+	deadline := time.Now().Add(r.Wait)
+	for {
+		// Take the signal before popping, so a push that lands between an
+		// empty pop and the wait still wakes us.
+		appended, err := s.queueSignal(r.Queue)
+		if err != nil {
+			return nil, err
+		}
+		cmd := raftfsm.PopCommand{NowMs: s.now().UnixMilli(), Group: r.Group, Queue: r.Queue, Partition: r.Partition,
+			Batch: r.Batch, LeaseMs: r.LeaseSeconds * 1000, FromNew: r.FromNew, LeaseID: uuid.NewString()}
+		answer, err := s.apply(cmd.Encode())
+		if err != nil {
+			return nil, err
+		}
+		res := answer.(raftfsm.PopResult)
+		if res.Error != "" {
+			return nil, fmt.Errorf("queue %q: %w", r.Queue, ErrNotFound)
+		}
+		if len(res.Offsets) > 0 {
+			return s.leasedMessages(r.Group, res)
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 || appended == nil {
+			return nil, nil
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-appended:
+			timer.Stop()
+		case <-timer.C:
+			return nil, nil
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, nil
+		}
+	}
+}
+
+// queueSignal returns the channel closed by the queue's next append (nil
+// when the queue does not exist yet).
+func (s *Service) queueSignal(queue string) (<-chan struct{}, error) {
+	var ch <-chan struct{}
+	err := s.store.View(func(tx *store.Tx) error {
+		q, err := tx.Queue(queue)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err == nil {
+			ch = s.node.FSM.AppendSignal(q.ID)
+		}
+		return err
+	})
+	return ch, err
+}
+
+// leasedMessages reads the leased offsets from the local store (applied,
+// since the pop was).
+func (s *Service) leasedMessages(group string, res raftfsm.PopResult) ([]PoppedMessage, error) {
+	var out []PoppedMessage
+	err := s.store.View(func(tx *store.Tx) error {
+		first := uint64(res.Offsets[0])
+		entries, err := tx.Entries(res.PartitionID, first, 1<<30, len(res.Offsets)+64)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			recs, err := entryRecords(e, first)
+			if err != nil {
+				return err
+			}
+			for _, rec := range recs {
+				i := slices.Index(res.Offsets, int64(rec.Offset))
+				if i < 0 {
+					continue
+				}
+				out = append(out, PoppedMessage{Record: rec, Partition: res.Partition, PartitionID: strconv.FormatUint(res.PartitionID, 10),
+					LeaseID: res.LeaseID, Group: group, DeliveryAttempt: res.Attempts[i]})
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// AckRequest acknowledges one leased message.
+type AckRequest struct {
+	TransactionID string
+	PartitionID   string
+	LeaseID       string
+	Status        string // completed, failed, retry or dlq
+	Error         string
+}
+
+// AckResult answers one AckRequest.
+type AckResult = raftfsm.AckResult
+
+// Ack acknowledges leased messages of one group in one raft entry.
+func (s *Service) Ack(group string, acks []AckRequest) ([]AckResult, error) {
+	if group == "" {
+		group = DefaultGroup
+	}
+	if len(acks) == 0 || len(acks) > MaxPushItems {
+		return nil, fmt.Errorf("%w: between 1 and %d acknowledgments", ErrInvalid, MaxPushItems)
+	}
+	out := make([]AckResult, len(acks))
+	cmd := raftfsm.AckCommand{NowMs: s.now().UnixMilli(), Group: group}
+	var index []int
+	for i, a := range acks {
+		pid, err := strconv.ParseUint(a.PartitionID, 10, 64)
+		if err != nil {
+			out[i] = AckResult{Error: "partitionId is not one this broker handed out"}
+			continue
+		}
+		cmd.Acks = append(cmd.Acks, raftfsm.Ack{PartitionID: pid, LeaseID: a.LeaseID, TransactionID: a.TransactionID, Status: a.Status, Error: a.Error})
+		index = append(index, i)
+	}
+	if len(cmd.Acks) == 0 {
+		return out, nil
+	}
+	answer, err := s.apply(cmd.Encode())
+	if err != nil {
+		return nil, err
+	}
+	for j, r := range answer.([]AckResult) {
+		out[index[j]] = r
+	}
+	return out, nil
+}
+
+// ExtendLease pushes a live lease's expiry to at least seconds from now.
+func (s *Service) ExtendLease(leaseID string, seconds int64) (raftfsm.ExtendLeaseResult, error) {
+	if seconds < 1 || seconds > maxLeaseSeconds {
+		return raftfsm.ExtendLeaseResult{}, fmt.Errorf("%w: seconds must be between 1 and %d", ErrInvalid, maxLeaseSeconds)
+	}
+	cmd := raftfsm.ExtendLeaseCommand{NowMs: s.now().UnixMilli(), LeaseID: leaseID, Seconds: seconds}
+	answer, err := s.apply(cmd.Encode())
+	if err != nil {
+		return raftfsm.ExtendLeaseResult{}, err
+	}
+	return answer.(raftfsm.ExtendLeaseResult), nil
+}
+
+// SeekRequest moves a group's cursors on a queue: exactly one of ToEnd,
+// Offset or TimestampMs.
+type SeekRequest struct {
+	ToEnd       bool
+	Offset      *int64
+	TimestampMs *int64
+}
+
+// Seek moves a group's cursors on every partition of a queue.
+func (s *Service) Seek(group, queue string, r SeekRequest) error {
+	set := 0
+	cmd := raftfsm.SeekCommand{NowMs: s.now().UnixMilli(), Group: group, Queue: queue, ToEnd: r.ToEnd}
+	if r.ToEnd {
+		set++
+	}
+	if r.Offset != nil {
+		set++
+		cmd.Offset = *r.Offset
+	}
+	if r.TimestampMs != nil {
+		set++
+		cmd.TimestampMs = max(*r.TimestampMs, 1)
+	}
+	if set != 1 {
+		return fmt.Errorf("%w: give exactly one of toEnd, offset or timestamp", ErrInvalid)
+	}
+	answer, err := s.apply(cmd.Encode())
+	if err != nil {
+		return err
+	}
+	if answer.(TopicOutcome) == TopicUnknown {
+		return fmt.Errorf("queue %q: %w", queue, ErrNotFound)
+	}
+	return nil
+}
+
+// DeleteGroup forgets a group: cursors, leases and subscriptions.
+func (s *Service) DeleteGroup(group string) error {
+	n, err := s.DeleteOffsets(group, true, nil)
+	if err == nil && n == 0 {
+		return fmt.Errorf("consumer group %q: %w", group, ErrNotFound)
+	}
+	return err
+}
+
+// DeadLetter is a message a group gave up on.
+type DeadLetter struct {
+	store.DeadLetter
+	Queue string
+}
+
+// DeadLetters lists dead letters, of one queue when queue is not empty.
+func (s *Service) DeadLetters(queue string) ([]DeadLetter, error) {
+	var out []DeadLetter
+	err := s.store.View(func(tx *store.Tx) error {
+		var qid uint64
+		if queue != "" {
+			q, err := tx.Queue(queue)
+			if errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("queue %q: %w", queue, ErrNotFound)
+			}
+			if err != nil {
+				return err
+			}
+			qid = q.ID
+		}
+		dls, err := tx.DeadLetters(qid, 10_000)
+		for _, d := range dls {
+			name := queue
+			if q, err := tx.QueueByID(d.QueueID); err == nil {
+				name = q.Name
+			}
+			out = append(out, DeadLetter{DeadLetter: d, Queue: name})
+		}
+		return err
+	})
+	return out, err
+}
+
+// ReplayDeadLetter pushes a copy of a dead letter back to its partition.
+// The copy's transactionId is derived from the dead letter's id, so a
+// replay repeated inside the queue's dedup window answers duplicate.
+func (s *Service) ReplayDeadLetter(id string) (PushResult, error) {
+	n, err := strconv.ParseUint(id, 10, 64)
+	if err != nil {
+		return PushResult{}, fmt.Errorf("dead letter %q: %w", id, ErrNotFound)
+	}
+	var d DeadLetter
+	err = s.store.View(func(tx *store.Tx) error {
+		dl, err := tx.DeadLetterByID(n)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("dead letter %q: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		q, err := tx.QueueByID(dl.QueueID)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("the queue of dead letter %q was deleted: %w", id, ErrNotFound)
+		}
+		d = DeadLetter{DeadLetter: dl, Queue: q.Name}
+		return err
+	})
+	if err != nil {
+		return PushResult{}, err
+	}
+	payload := []byte(d.Payload)
+	if len(payload) == 0 {
+		payload = []byte("null")
+	}
+	res, err := s.Push([]PushItem{{Queue: d.Queue, Partition: d.Partition, TransactionID: "dlq-replay-" + id, Payload: payload}})
+	if err != nil {
+		return PushResult{}, err
+	}
+	return res[0], nil
+}

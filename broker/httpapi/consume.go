@@ -1,0 +1,246 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/waggle-mq/waggle/broker"
+)
+
+type poppedJSON struct {
+	ID              string          `json:"id"`
+	TransactionID   string          `json:"transactionId"`
+	Partition       string          `json:"partition"`
+	PartitionID     string          `json:"partitionId"`
+	Offset          uint64          `json:"offset"`
+	Data            json.RawMessage `json:"data"`
+	CreatedAt       time.Time       `json:"createdAt"`
+	LeaseID         string          `json:"leaseId"`
+	ConsumerGroup   string          `json:"consumerGroup"`
+	DeliveryAttempt int32           `json:"deliveryAttempt"`
+}
+
+// pop leases messages: 200 with them, or 204 with no body when none became
+// available in time.
+func (s *Server) pop(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	req := broker.PopRequest{Queue: r.PathValue("queue"), Partition: r.PathValue("partition"), Group: q.Get("consumerGroup")}
+	var err error
+	if req.Batch, err = intParam(q.Get("batch"), 0); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "batch: "+err.Error())
+		return
+	}
+	lease, err := intParam(q.Get("leaseSeconds"), 0)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "leaseSeconds: "+err.Error())
+		return
+	}
+	req.LeaseSeconds = int64(lease)
+	if q.Get("wait") == "true" {
+		ms, err := intParam(q.Get("timeout"), 30_000)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request", "timeout: "+err.Error())
+			return
+		}
+		req.Wait = time.Duration(ms) * time.Millisecond
+	}
+	switch q.Get("subscriptionMode") {
+	case "", "all":
+	case "new":
+		req.FromNew = true
+	default:
+		writeError(w, http.StatusBadRequest, "invalid_request", "subscriptionMode must be all or new")
+		return
+	}
+	msgs, err := s.svc.Pop(r.Context(), req)
+	if err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	if len(msgs) == 0 {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	out := struct {
+		Messages []poppedJSON `json:"messages"`
+		LeaseID  string       `json:"leaseId"`
+	}{LeaseID: msgs[0].LeaseID}
+	for _, m := range msgs {
+		data := toFetchRecord(m.Record).Payload
+		id := m.MessageID
+		if id == "" {
+			id = m.TransactionID
+		}
+		out.Messages = append(out.Messages, poppedJSON{
+			ID: id, TransactionID: m.TransactionID, Partition: m.Partition, PartitionID: m.PartitionID,
+			Offset: m.Offset, Data: data, CreatedAt: time.UnixMilli(m.TimestampMs).UTC(),
+			LeaseID: m.LeaseID, ConsumerGroup: m.Group, DeliveryAttempt: m.DeliveryAttempt,
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// intParam parses a non-negative integer query parameter.
+func intParam(v string, def int) (int, error) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a non-negative whole number", v)
+	}
+	return n, nil
+}
+
+type ackJSON struct {
+	TransactionID string `json:"transactionId"`
+	PartitionID   string `json:"partitionId"`
+	LeaseID       string `json:"leaseId"`
+	ConsumerGroup string `json:"consumerGroup"`
+	Status        string `json:"status"`
+	Error         string `json:"error"`
+}
+
+type ackResultJSON struct {
+	Index         int    `json:"index"`
+	TransactionID string `json:"transactionId"`
+	Success       bool   `json:"success"`
+	Error         string `json:"error,omitempty"`
+	LeaseReleased bool   `json:"leaseReleased"`
+	DLQ           bool   `json:"dlq"`
+}
+
+func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
+	var req ackJSON
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	s.answerAcks(w, req.ConsumerGroup, []ackJSON{req})
+}
+
+func (s *Server) ackBatch(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Acknowledgments []ackJSON `json:"acknowledgments"`
+		ConsumerGroup   string    `json:"consumerGroup"`
+	}
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	s.answerAcks(w, req.ConsumerGroup, req.Acknowledgments)
+}
+
+// answerAcks applies acks of one group: an item naming another group is
+// refused on its own.
+func (s *Server) answerAcks(w http.ResponseWriter, group string, acks []ackJSON) {
+	if group == "" && len(acks) > 0 {
+		group = acks[0].ConsumerGroup
+	}
+	reqs := make([]broker.AckRequest, len(acks))
+	for i, a := range acks {
+		reqs[i] = broker.AckRequest{TransactionID: a.TransactionID, PartitionID: a.PartitionID, LeaseID: a.LeaseID, Status: a.Status, Error: a.Error}
+		if a.ConsumerGroup != "" && a.ConsumerGroup != group {
+			reqs[i].PartitionID = "" // refused below, as an item error
+		}
+	}
+	results, err := s.svc.Ack(group, reqs)
+	if err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	out := make([]ackResultJSON, len(results))
+	for i, res := range results {
+		out[i] = ackResultJSON{Index: i, TransactionID: acks[i].TransactionID, Success: res.Success, Error: res.Error,
+			LeaseReleased: res.LeaseReleased, DLQ: res.DeadLettered}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) extendLease(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Seconds int64 `json:"seconds"`
+	}
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	res, err := s.svc.ExtendLease(r.PathValue("leaseId"), req.Seconds)
+	if err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	out := map[string]any{"leaseId": r.PathValue("leaseId"), "success": res.Success, "expiresAt": nil}
+	if res.Success {
+		out["expiresAt"] = time.UnixMilli(res.ExpiresAtMs).UTC()
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) seek(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ToEnd     bool   `json:"toEnd"`
+		Offset    *int64 `json:"offset"`
+		Timestamp *int64 `json:"timestamp"` // Unix milliseconds
+	}
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	err := s.svc.Seek(r.PathValue("group"), r.PathValue("queue"), broker.SeekRequest{ToEnd: req.ToEnd, Offset: req.Offset, TimestampMs: req.Timestamp})
+	if err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	s.getGroup(w, r)
+}
+
+func (s *Server) deleteGroup(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.DeleteGroup(r.PathValue("group")); err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"deleted": true})
+}
+
+type deadLetterJSON struct {
+	ID            string          `json:"id"`
+	Queue         string          `json:"queue"`
+	Partition     string          `json:"partition"`
+	ConsumerGroup string          `json:"consumerGroup"`
+	Offset        int64           `json:"offset"`
+	TransactionID string          `json:"transactionId"`
+	Data          json.RawMessage `json:"data"`
+	Error         string          `json:"error"`
+	Attempts      int32           `json:"attempts"`
+	FailedAt      time.Time       `json:"failedAt"`
+}
+
+func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
+	dls, err := s.svc.DeadLetters(r.URL.Query().Get("queue"))
+	if err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	out := struct {
+		Messages []deadLetterJSON `json:"messages"`
+	}{Messages: []deadLetterJSON{}}
+	for _, d := range dls {
+		data := json.RawMessage(d.Payload)
+		if len(data) == 0 {
+			data = json.RawMessage("null")
+		}
+		out.Messages = append(out.Messages, deadLetterJSON{ID: strconv.FormatUint(d.ID, 10), Queue: d.Queue, Partition: d.Partition,
+			ConsumerGroup: d.Group, Offset: d.Offset, TransactionID: d.TransactionID, Data: data, Error: d.Error,
+			Attempts: d.Attempts, FailedAt: time.UnixMilli(d.AtMs).UTC()})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) replayDeadLetter(w http.ResponseWriter, r *http.Request) {
+	res, err := s.svc.ReplayDeadLetter(r.PathValue("id"))
+	if err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toPushAnswer(res))
+}
