@@ -87,3 +87,76 @@ func BenchmarkHTTPPush(b *testing.B) {
 	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
 }
+
+// BenchmarkHTTPPushPopAck measures end-to-end consuming on one node: 4
+// producers push batches of 100 (256-byte payloads, unique ids) to 8
+// partitions while 4 consumers of one group pop batches of 100 and ack
+// them with one ack/batch call. Each op is one message pushed, popped and
+// completed; it reports messages/s.
+//
+//	go test ./integration -run '^$' -bench HTTPPushPopAck -benchtime 100000x
+func BenchmarkHTTPPushPopAck(b *testing.B) {
+	n := startSingle(b)
+	payload := `"` + strings.Repeat("p", 254) + `"`
+	total := b.N
+	var pushed, completed atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for p := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var body bytes.Buffer
+			for {
+				first := pushed.Add(100) - 100
+				if first >= int64(total) {
+					return
+				}
+				body.Reset()
+				body.WriteString(`{"items":[`)
+				for i := first; i < min(first+100, int64(total)); i++ {
+					if i > first {
+						body.WriteByte(',')
+					}
+					fmt.Fprintf(&body, `{"queue":"e2e","partition":"p%d","transactionId":"t%d","payload":%s}`, i%8, i, payload)
+				}
+				body.WriteString(`]}`)
+				resp, err := client.Post(n.url("/api/v1/push"), "application/json", &body)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				_ = p
+			}
+		}()
+	}
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for completed.Load() < int64(total) {
+				status, got := n.pop(b, "e2e", map[string]string{"batch": "100", "consumerGroup": "bench", "wait": "true", "timeout": "200"})
+				if status != http.StatusOK {
+					continue
+				}
+				code, res := n.ackAll(b, "bench", got.Messages, "completed")
+				if code != http.StatusOK {
+					b.Errorf("ack status %d", code)
+					return
+				}
+				for _, r := range res {
+					if r.Success {
+						completed.Add(1)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(completed.Load())/elapsed.Seconds(), "msgs/s")
+}

@@ -320,15 +320,86 @@ func settle(tx *store.Tx, cur *store.Cursor) {
 	cur.Lease = nil
 }
 
+// ackTarget is one partition's cursor while an ack entry applies: loaded
+// once, written once, however many of its messages the entry acks.
+type ackTarget struct {
+	queue store.Queue
+	part  store.Partition
+	cur   store.Cursor
+	byTx  map[string]int64 // transactionId -> leased offset, for the live lease
+}
+
 func (p *Processor) ack(tx *store.Tx, meta *store.Meta, c *AckCommand) []AckResult {
 	out := make([]AckResult, len(c.Acks))
+	targets := map[uint64]*ackTarget{}
+	var order []*ackTarget // first-use order, for deterministic writes
 	for i, a := range c.Acks {
-		out[i] = p.ackOne(tx, meta, c.Group, a)
+		tg, errText := targets[a.PartitionID], ""
+		if tg == nil {
+			tg, errText = p.ackTarget(tx, c.Group, a.PartitionID)
+			if tg != nil {
+				targets[a.PartitionID] = tg
+				order = append(order, tg)
+			}
+		}
+		if tg == nil {
+			out[i] = AckResult{Error: errText}
+			continue
+		}
+		out[i] = p.ackOne(tx, meta, c.Group, tg, a)
+	}
+	for _, tg := range order {
+		must(tx.PutCursor(c.Group, tg.cur))
 	}
 	return out
 }
 
-func (p *Processor) ackOne(tx *store.Tx, meta *store.Meta, group string, a Ack) AckResult {
+func (p *Processor) ackTarget(tx *store.Tx, group string, partitionID uint64) (*ackTarget, string) {
+	part, err := tx.PartitionByID(partitionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, "unknown partitionId"
+	}
+	must(err)
+	q, err := tx.QueueByID(part.QueueID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, "the queue was deleted"
+	}
+	must(err)
+	cur, _, err := tx.Cursor(group, q.ID, part.Name)
+	must(err)
+	tg := &ackTarget{queue: q, part: part, cur: cur}
+	tg.indexLease(tx)
+	return tg, ""
+}
+
+// indexLease maps the live lease's messages by transactionId, reading them
+// once.
+func (tg *ackTarget) indexLease(tx *store.Tx) {
+	tg.byTx = nil
+	l := tg.cur.Lease
+	if l == nil || len(l.Offsets) == 0 {
+		return
+	}
+	tg.byTx = make(map[string]int64, len(l.Offsets))
+	entries, err := tx.Entries(tg.part.ID, uint64(l.Offsets[0]), 64<<20, len(l.Offsets)+1)
+	must(err)
+	for _, e := range entries {
+		for o := int64(e.Offset); o < int64(e.Offset)+int64(e.Count); o++ {
+			if !slices.Contains(l.Offsets, o) {
+				continue
+			}
+			id := KafkaRecordTxID(o)
+			if e.Message != nil {
+				id = e.Message.TransactionID
+			}
+			if _, dup := tg.byTx[id]; !dup {
+				tg.byTx[id] = o
+			}
+		}
+	}
+}
+
+func (p *Processor) ackOne(tx *store.Tx, meta *store.Meta, group string, tg *ackTarget, a Ack) AckResult {
 	now := meta.ClockMs
 	fail := func(msg string) AckResult { return AckResult{Error: msg} }
 	switch a.Status {
@@ -336,23 +407,12 @@ func (p *Processor) ackOne(tx *store.Tx, meta *store.Meta, group string, a Ack) 
 	default:
 		return fail("status must be completed, failed, retry or dlq")
 	}
-	part, err := tx.PartitionByID(a.PartitionID)
-	if errors.Is(err, store.ErrNotFound) {
-		return fail("unknown partitionId")
-	}
-	must(err)
-	q, err := tx.QueueByID(part.QueueID)
-	if errors.Is(err, store.ErrNotFound) {
-		return fail("the queue was deleted")
-	}
-	must(err)
-	cur, _, err := tx.Cursor(group, q.ID, part.Name)
-	must(err)
+	cur := &tg.cur
 	l := cur.Lease
 	if l == nil || l.ID != a.LeaseID || l.ExpiresAtMs <= now {
 		return fail("lease unknown or expired")
 	}
-	offset, ok := leasedOffset(tx, part.ID, l, a.TransactionID)
+	offset, ok := tg.byTx[a.TransactionID]
 	if !ok {
 		return fail("transactionId is not in this lease")
 	}
@@ -366,45 +426,25 @@ func (p *Processor) ackOne(tx *store.Tx, meta *store.Meta, group string, a Ack) 
 			cur.Failures = map[int64]int32{}
 		}
 		cur.Failures[offset]++
-		if cur.Failures[offset] > RetryLimit(q) {
+		if cur.Failures[offset] > RetryLimit(tg.queue) {
 			status = AckDLQ
 		}
 	}
-	if status == AckDLQ {
-		if DeadLettering(q) {
-			p.deadLetter(tx, meta, q, part, group, offset, a.Error, cur.Attempts[offset])
-			res.DeadLettered = true
-		}
-		status = AckDLQ
+	if status == AckDLQ && DeadLettering(tg.queue) {
+		p.deadLetter(tx, meta, tg.queue, tg.part, group, offset, a.Error, cur.Attempts[offset])
+		res.DeadLettered = true
 	}
 	if l.Acks == nil {
 		l.Acks = map[int64]string{}
 	}
 	l.Acks[offset] = status
 	if len(l.Acks) == len(l.Offsets) {
-		settle(tx, &cur)
+		settle(tx, cur)
+		tg.byTx = nil
 		res.LeaseReleased = true
 	}
 	cur.UpdatedMs = now
-	must(tx.PutCursor(group, cur))
 	return res
-}
-
-// leasedOffset finds the leased offset whose message has the transactionId.
-func leasedOffset(tx *store.Tx, partitionID uint64, l *store.Lease, txID string) (int64, bool) {
-	entries, err := tx.Entries(partitionID, uint64(l.Offsets[0]), 64<<20, len(l.Offsets)+1)
-	must(err)
-	for _, e := range entries {
-		for o := int64(e.Offset); o < int64(e.Offset)+int64(e.Count); o++ {
-			if !slices.Contains(l.Offsets, o) {
-				continue
-			}
-			if (e.Message != nil && e.Message.TransactionID == txID) || (e.Message == nil && KafkaRecordTxID(o) == txID) {
-				return o, true
-			}
-		}
-	}
-	return 0, false
 }
 
 func (p *Processor) deadLetter(tx *store.Tx, meta *store.Meta, q store.Queue, part store.Partition, group string, offset int64, reason string, attempts int32) {

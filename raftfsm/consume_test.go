@@ -35,7 +35,7 @@ func TestPopAckRedeliverAndFanOut(t *testing.T) {
 
 	answers := f.ApplyBatch(logs(2,
 		popCmd(1001, "g", "L1", 3, 60_000),
-		popCmd(1002, "g", "L2", 3, 60_000),  // the partition is leased to L1
+		popCmd(1002, "g", "L2", 3, 60_000),   // the partition is leased to L1
 		popCmd(1003, "g2", "M1", 10, 60_000), // another group reads independently
 	))
 	l1 := requirePop(t, answers[0], []int64{0, 1, 2}, []int32{1, 1, 1})
