@@ -328,3 +328,65 @@ func TestConsumingSurvivesLeaderFailover(t *testing.T) {
 		t.Fatalf("completed ids span %d..%d", ids[0], ids[399])
 	}
 }
+
+func TestLeaseExtendNeverShortens(t *testing.T) {
+	n := startSingle(t)
+	n.push(pushItem{Queue: "ext", TransactionID: "x", Payload: 1})
+	_, got := n.pop(t, "ext", map[string]string{"leaseSeconds": "1"})
+	var ext struct {
+		Success   bool
+		ExpiresAt time.Time
+	}
+	if status := postJSON(t, n.url("/api/v1/lease/"+got.LeaseID+"/extend"), map[string]int{"seconds": 30}, &ext); status != http.StatusOK || !ext.Success {
+		t.Fatalf("extend: %d %+v", status, ext)
+	}
+	longer := ext.ExpiresAt
+	postJSON(t, n.url("/api/v1/lease/"+got.LeaseID+"/extend"), map[string]int{"seconds": 1}, &ext)
+	if !ext.Success || !ext.ExpiresAt.Equal(longer) {
+		t.Fatalf("a shorter extension moved the expiry from %v to %v", longer, ext.ExpiresAt)
+	}
+	time.Sleep(1500 * time.Millisecond) // past the original 1 s lease
+	if status, _ := n.pop(t, "ext", nil); status != http.StatusNoContent {
+		t.Fatalf("the extended lease was not honoured: pop %d", status)
+	}
+	_, res := n.ackAll(t, "", got.Messages, "completed")
+	requireAcked(t, res, 1)
+	if status := postJSON(t, n.url("/api/v1/lease/no-such-lease/extend"), map[string]int{"seconds": 5}, &ext); status != http.StatusOK || ext.Success {
+		t.Fatalf("extending an unknown lease: %d %+v", status, ext)
+	}
+}
+
+func TestDelayedProcessingHoldsMessagesBack(t *testing.T) {
+	n := startSingle(t)
+	postJSON(t, n.url("/api/v1/configure"), map[string]any{"queue": "later", "options": map[string]any{"delayedProcessing": 1}}, nil)
+	n.push(pushItem{Queue: "later", TransactionID: "x", Payload: 1})
+	pushed := time.Now()
+	if status, _ := n.pop(t, "later", nil); status != http.StatusNoContent {
+		t.Fatalf("a delayed message was popped at once: %d", status)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if status, _ := n.pop(t, "later", nil); status != http.StatusOK {
+			return fmt.Errorf("status %d", status)
+		}
+		return nil
+	})
+	if since := time.Since(pushed); since < 900*time.Millisecond {
+		t.Fatalf("popped %v after the push, before its 1 s delay", since)
+	}
+}
+
+func TestSeekByTimestamp(t *testing.T) {
+	n := startSingle(t)
+	n.push(pushItem{Queue: "ts", TransactionID: "old", Payload: 1})
+	time.Sleep(50 * time.Millisecond)
+	cut := time.Now().UnixMilli()
+	time.Sleep(50 * time.Millisecond)
+	n.push(pushItem{Queue: "ts", TransactionID: "new", Payload: 2})
+	var g struct{ Cursors []struct{ Offset int64 } }
+	if status := postJSON(t, n.url("/api/v1/consumer-groups/g/queues/ts/seek"), map[string]any{"timestamp": cut}, &g); status != http.StatusOK || g.Cursors[0].Offset != 1 {
+		t.Fatalf("seek to %d: %d %+v", cut, status, g)
+	}
+	if _, got := n.pop(t, "ts", map[string]string{"consumerGroup": "g", "batch": "5"}); len(got.Messages) != 1 || got.Messages[0].TransactionID != "new" {
+		t.Fatalf("after seek by time: %+v", got)
+	}
+}
