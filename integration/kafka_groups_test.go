@@ -250,3 +250,46 @@ func TestKcatGroupConsumer(t *testing.T) {
 		t.Fatalf("kcat -G: %v\n%s", err, out)
 	}
 }
+
+// A Kafka consumer group and an HTTP consumer group of the same name share
+// their position on a queue, both ways.
+func TestKafkaAndHTTPGroupsShareCursors(t *testing.T) {
+	n := startSingle(t)
+	cl := kafkaClient(t, []string{n.kafkaAddr}, kgo.DefaultProduceTopic("shared"))
+	createTopic(t, cl, "shared", 1, nil)
+	var recs []*kgo.Record
+	for i := range 10 {
+		recs = append(recs, &kgo.Record{Value: []byte(fmt.Sprintf(`{"i":%d}`, i))})
+	}
+	produceSync(t, cl, recs...)
+
+	// Kafka commits 6 for group "same" (a simple commit: no member).
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Group, commit.Generation = "same", -1
+	ct := kmsg.NewOffsetCommitRequestTopic()
+	ct.Topic = "shared"
+	cp := kmsg.NewOffsetCommitRequestTopicPartition()
+	cp.Partition, cp.Offset = 0, 6
+	ct.Partitions = append(ct.Partitions, cp)
+	commit.Topics = append(commit.Topics, ct)
+	cresp, err := commit.RequestWith(context.Background(), cl)
+	if err != nil || cresp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("commit: %v %+v", err, cresp)
+	}
+
+	// The HTTP group "same" continues from 6 and completes the rest.
+	status, got := n.pop(t, "shared", map[string]string{"consumerGroup": "same", "batch": "10"})
+	if status != http.StatusOK || len(got.Messages) != 4 || got.Messages[0].Offset != 6 || got.Messages[0].TransactionID != "kafka:6" {
+		t.Fatalf("HTTP pop after a Kafka commit at 6: %d %+v", status, got)
+	}
+	_, res := n.ackAll(t, "same", got.Messages, "completed")
+	requireAcked(t, res, 4)
+
+	// And Kafka sees the HTTP group's position.
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.Group = "same"
+	fresp, err := fetch.RequestWith(context.Background(), cl)
+	if err != nil || len(fresp.Topics) != 1 || fresp.Topics[0].Partitions[0].Offset != 10 {
+		t.Fatalf("Kafka OffsetFetch after the HTTP group completed: %v %+v", err, fresp)
+	}
+}
