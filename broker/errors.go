@@ -1,6 +1,9 @@
 package broker
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors the frontends map to their own codes. Compare with errors.Is.
 var (
@@ -18,3 +21,10 @@ var (
 	// answers duplicate if the first attempt landed.
 	ErrOutcomeUnknown = errors.New("write outcome unknown; retry with the same transactionId")
 )
+
+// ErrKVExpiry is a KV write that declares neither ttlSeconds nor forever.
+var ErrKVExpiry = fmt.Errorf("%w: every KV write declares ttlSeconds or forever:true", ErrInvalid)
+
+// ErrTooLarge is a request within the body limit whose parts are not (a KV
+// value, say).
+var ErrTooLarge = errors.New("too large")

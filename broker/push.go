@@ -52,20 +52,35 @@ func (s *Service) Push(items []PushItem) ([]PushResult, error) {
 	if len(items) > MaxPushItems {
 		return nil, fmt.Errorf("%w: %d items; at most %d in one push", ErrInvalid, len(items), MaxPushItems)
 	}
-	results := make([]PushResult, len(items))
-	cmd := raftfsm.PushCommand{NowMs: s.now().UnixMilli(), Items: make([]raftfsm.PushItem, 0, len(items))}
-	cmdIndex := make([]int, 0, len(items)) // cmd.Items[j] answers results[cmdIndex[j]]
+	stamped, results, err := s.stampItems(items)
+	if err != nil || len(stamped) == 0 {
+		return results, err
+	}
+	cmd := raftfsm.PushCommand{NowMs: s.now().UnixMilli(), Items: stamped}
+	answer, err := s.apply(cmd.Encode())
+	if err != nil {
+		return nil, err
+	}
+	return fillPushResults(results, answer.([]raftfsm.PushResult)), nil
+}
 
+// stampItems validates items and mints their message ids (leader only). It
+// returns the items to put in the command, and a result per item in which
+// an item that breaks a per-item rule already answers error (and is left
+// out of the command).
+func (s *Service) stampItems(items []PushItem) ([]raftfsm.PushItem, []PushResult, error) {
+	results := make([]PushResult, len(items))
+	stamped := make([]raftfsm.PushItem, 0, len(items))
 	for i, it := range items {
 		if err := validateQueueName(it.Queue); err != nil {
-			return nil, fmt.Errorf("items[%d]: %w", i, err)
+			return nil, nil, fmt.Errorf("items[%d]: %w", i, err)
 		}
 		part, err := partitionName(it.Partition)
 		if err != nil {
-			return nil, fmt.Errorf("items[%d]: %w", i, err)
+			return nil, nil, fmt.Errorf("items[%d]: %w", i, err)
 		}
 		if it.Payload == nil {
-			return nil, fmt.Errorf("items[%d]: %w: payload is required", i, ErrInvalid)
+			return nil, nil, fmt.Errorf("items[%d]: %w: payload is required", i, ErrInvalid)
 		}
 		results[i] = PushResult{Index: i, TransactionID: it.TransactionID, Queue: it.Queue, Partition: part}
 		if len(it.TransactionID) > dedup.MaxIDBytes {
@@ -76,30 +91,32 @@ func (s *Service) Push(items []PushItem) ([]PushResult, error) {
 		}
 		id, err := uuid.NewV7()
 		if err != nil {
-			return nil, fmt.Errorf("mint message id: %w", err)
+			return nil, nil, fmt.Errorf("mint message id: %w", err)
 		}
 		if it.TransactionID == "" {
 			results[i].TransactionID = id.String()
 		}
-		cmd.Items = append(cmd.Items, raftfsm.PushItem{
+		stamped = append(stamped, raftfsm.PushItem{
 			Queue:         it.Queue,
 			Partition:     part,
 			TransactionID: results[i].TransactionID,
 			MessageID:     id,
 			Payload:       it.Payload,
 		})
-		cmdIndex = append(cmdIndex, i)
 	}
-	if len(cmd.Items) == 0 {
-		return results, nil
-	}
+	return stamped, results, nil
+}
 
-	answer, err := s.apply(cmd.Encode())
-	if err != nil {
-		return nil, err
-	}
-	for j, r := range answer.([]raftfsm.PushResult) {
-		res := &results[cmdIndex[j]]
+// fillPushResults completes the results of the stamped items (those not
+// already in error, in order) from the state machine's answers.
+func fillPushResults(results []PushResult, answers []raftfsm.PushResult) []PushResult {
+	j := 0
+	for i := range results {
+		if results[i].Status == StatusError {
+			continue
+		}
+		r, res := answers[j], &results[i]
+		j++
 		res.MessageID = uuid.UUID(r.MessageID).String()
 		res.Offset = r.Offset
 		switch r.Status {
@@ -111,5 +128,5 @@ func (s *Service) Push(items []PushItem) ([]PushResult, error) {
 			res.Status, res.Error, res.MessageID = StatusError, r.Error, ""
 		}
 	}
-	return results, nil
+	return results
 }

@@ -30,6 +30,10 @@ const (
 	CmdAck            CommandType = 14
 	CmdExtendLease    CommandType = 15
 	CmdSeek           CommandType = 16
+	CmdKV             CommandType = 17
+	CmdTransaction    CommandType = 18
+	CmdTimers         CommandType = 19
+	CmdTick           CommandType = 20
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.

@@ -101,6 +101,30 @@ func (p *Processor) Apply(tx *store.Tx, meta *store.Meta, data []byte) any {
 		mustDecode(err, data)
 		advanceClock(meta, cmd.NowMs)
 		return p.seek(tx, meta, cmd)
+	case CmdKV:
+		cmd, err := decodeJSONCommand[KVCommand](data[1:])
+		mustDecode(err, data)
+		advanceClock(meta, cmd.NowMs)
+		return p.kvCall(tx, meta, cmd)
+	case CmdTransaction:
+		cmd, err := decodeJSONCommand[TransactionCommand](data[1:])
+		mustDecode(err, data)
+		advanceClock(meta, cmd.NowMs)
+		return p.transaction(tx, meta, cmd)
+	case CmdTimers:
+		cmd, err := decodeJSONCommand[TimersCommand](data[1:])
+		mustDecode(err, data)
+		advanceClock(meta, cmd.NowMs)
+		out := make([]TimerResult, len(cmd.Ops))
+		for i, op := range cmd.Ops {
+			out[i] = applyTimer(tx, meta.ClockMs, op)
+		}
+		return out
+	case CmdTick:
+		cmd, err := decodeJSONCommand[TickCommand](data[1:])
+		mustDecode(err, data)
+		advanceClock(meta, cmd.NowMs)
+		return p.tick(tx, meta, cmd)
 	case CmdRegisterNode:
 		cmd, err := decodeRegisterNode(data[1:])
 		mustDecode(err, data)

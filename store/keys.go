@@ -26,6 +26,7 @@ import (
 //	familySubscr    [0x0D] len(group)(2) group queueID(8)   -> subscription (JSON, versioned)
 //	familyDeadLetter [0x0E] id(8)                           -> dead letter (JSON, versioned)
 //	familyQueueByID [0x0F] queueID(8)                       -> queue name
+//	0x10–0x13: the KV store and timers, see kv.go
 //
 // Badger keys are at most 65,000 bytes and a transactionId may be 65,535,
 // so ids longer than maxRawIDKey are keyed by their SHA-256 in their own

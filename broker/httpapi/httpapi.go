@@ -56,6 +56,15 @@ func (s *Server) routes() {
 	handle(http.MethodPost, "/api/v1/dlq/{id}/replay", s.leaderOnly(s.replayDeadLetter))
 	handle(http.MethodPost, "/api/v1/consumer-groups/{group}/queues/{queue}/seek", s.leaderOnly(s.seek))
 	handle(http.MethodDelete, "/api/v1/consumer-groups/{group}", s.leaderOnly(s.deleteGroup))
+	handle(http.MethodPost, "/api/v1/transaction", s.leaderOnly(s.transaction))
+	handle(http.MethodPost, "/api/v1/kv", s.leaderOnly(s.kv))
+	handle(http.MethodPost, "/api/v1/kv/once", s.leaderOnly(s.once))
+	handle(http.MethodGet, "/api/v1/kv/{ns}/{key}", s.kvGet)
+	handle(http.MethodPut, "/api/v1/kv/{ns}/{key}", s.leaderOnly(s.kvPut))
+	handle(http.MethodDelete, "/api/v1/kv/{ns}/{key}", s.leaderOnly(s.kvDelete))
+	handle(http.MethodPost, "/api/v1/timers", s.leaderOnly(s.timers))
+	handle(http.MethodGet, "/api/v1/timers/{queue}", s.listTimers)
+	handle(http.MethodDelete, "/api/v1/timers/{queue}/{timerKey}", s.leaderOnly(s.cancelTimer))
 	handle(http.MethodGet, "/api/v1/consumer-groups", s.listGroups)
 	handle(http.MethodGet, "/api/v1/consumer-groups/{group}", s.getGroup)
 	handle(http.MethodGet, "/api/v1/cluster", s.cluster)
@@ -101,6 +110,10 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 // writeBrokerError maps a broker error to a status and code.
 func (s *Server) writeBrokerError(w http.ResponseWriter, err error) {
 	switch {
+	case errors.Is(err, broker.ErrKVExpiry):
+		writeError(w, http.StatusBadRequest, "kv_expiry_not_specified", err.Error())
+	case errors.Is(err, broker.ErrTooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", err.Error())
 	case errors.Is(err, broker.ErrInvalid):
 		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
 	case errors.Is(err, broker.ErrNotFound):

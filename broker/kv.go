@@ -1,0 +1,297 @@
+package broker
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/waggle-mq/waggle/dedup"
+	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/store"
+)
+
+// KV limits.
+const (
+	MaxKVOps        = 1000
+	maxKVKeyBytes   = 512
+	maxKVNSBytes    = 255
+	maxKVValueBytes = 64 << 10
+	maxTTLSeconds   = 10 * 365 * 24 * 3600
+)
+
+// KV op and result types, shared with the state machine.
+type (
+	KVOp         = raftfsm.KVOp
+	KVResult     = raftfsm.KVResult
+	KVCallResult = raftfsm.KVCallResult
+	TimerOp      = raftfsm.TimerOp
+	TimerResult  = raftfsm.TimerResult
+)
+
+func validateKVOp(i int, op KVOp) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("kv[%d]: %w: %s", i, ErrInvalid, fmt.Sprintf(format, a...))
+	}
+	switch op.Op {
+	case raftfsm.KVGet, raftfsm.KVGetMany, raftfsm.KVGetPrefix, raftfsm.KVPut, raftfsm.KVPutIfAbsent,
+		raftfsm.KVDelete, raftfsm.KVIncr, raftfsm.KVCheck:
+	default:
+		return bad("op %q is not one of get, getMany, getPrefix, put, putIfAbsent, delete, incr, check", op.Op)
+	}
+	if op.NS == "" || len(op.NS) > maxKVNSBytes {
+		return bad("ns must be 1 to %d bytes", maxKVNSBytes)
+	}
+	keys := op.Keys
+	if op.Op == raftfsm.KVGetMany {
+		if len(keys) == 0 || len(keys) > MaxKVOps {
+			return bad("getMany takes 1 to %d keys", MaxKVOps)
+		}
+	} else if op.Op != raftfsm.KVGetPrefix {
+		keys = []string{op.Key}
+	}
+	for _, k := range keys {
+		if k == "" || len(k) > maxKVKeyBytes {
+			return bad("key must be 1 to %d bytes", maxKVKeyBytes)
+		}
+	}
+	if len(op.Value) > maxKVValueBytes {
+		return fmt.Errorf("kv[%d]: %w: value larger than %d bytes", i, ErrTooLarge, maxKVValueBytes)
+	}
+	if op.IsWrite() && op.Op != raftfsm.KVDelete {
+		if !op.Forever && op.TTLSeconds <= 0 {
+			return fmt.Errorf("kv[%d] (%s %s/%s): %w", i, op.Op, op.NS, op.Key, ErrKVExpiry)
+		}
+		if op.Forever && op.TTLSeconds != 0 {
+			return bad("give ttlSeconds or forever, not both")
+		}
+		if op.TTLSeconds > maxTTLSeconds {
+			return bad("ttlSeconds at most %d", maxTTLSeconds)
+		}
+	}
+	if (op.Op == raftfsm.KVPut || op.Op == raftfsm.KVPutIfAbsent) && len(op.Value) == 0 {
+		return bad("%s needs a value", op.Op)
+	}
+	return nil
+}
+
+func validateKVOps(ops []KVOp) error {
+	if len(ops) > MaxKVOps {
+		return fmt.Errorf("%w: at most %d KV operations", ErrInvalid, MaxKVOps)
+	}
+	for i, op := range ops {
+		if err := validateKVOp(i, op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// KV applies ops in order in one raft entry; a refused required op aborts
+// the call and nothing is written.
+func (s *Service) KV(ops []KVOp) (KVCallResult, error) {
+	if len(ops) == 0 {
+		return KVCallResult{}, fmt.Errorf("%w: operations is empty", ErrInvalid)
+	}
+	if err := validateKVOps(ops); err != nil {
+		return KVCallResult{}, err
+	}
+	cmd := raftfsm.KVCommand{NowMs: s.now().UnixMilli(), Ops: ops}
+	answer, err := s.apply(cmd.Encode())
+	if err != nil {
+		return KVCallResult{}, err
+	}
+	return answer.(KVCallResult), nil
+}
+
+// KVGet reads one row from this node's store, judged by the replicated
+// clock (never this node's).
+func (s *Service) KVGet(ns, key string) (KVResult, error) {
+	if err := validateKVOp(0, KVOp{Op: raftfsm.KVGet, NS: ns, Key: key}); err != nil {
+		return KVResult{}, err
+	}
+	var out KVResult
+	err := s.store.View(func(tx *store.Tx) error {
+		meta, err := tx.Meta()
+		if err != nil {
+			return err
+		}
+		r, found, err := tx.KV(ns, key)
+		if err == nil && found && r.Live(meta.ClockMs) {
+			out = KVResult{Op: raftfsm.KVGet, Found: true, Value: r.Value, Version: r.Version, ExpiresAtMs: r.ExpiresAtMs}
+		}
+		return err
+	})
+	out.Op = raftfsm.KVGet
+	return out, err
+}
+
+// Once claims a marker: true for the one caller that created it while no
+// live marker existed.
+func (s *Service) Once(ns, key string, ttlSeconds int64, forever bool) (bool, error) {
+	res, err := s.KV([]KVOp{{Op: raftfsm.KVPutIfAbsent, NS: ns, Key: key, Value: json.RawMessage("true"), TTLSeconds: ttlSeconds, Forever: forever}})
+	if err != nil {
+		return false, err
+	}
+	return res.Results[0].Applied, nil
+}
+
+// Timers applies timer ops in one raft entry.
+func (s *Service) Timers(ops []TimerOp) ([]TimerResult, error) {
+	if len(ops) == 0 || len(ops) > MaxKVOps {
+		return nil, fmt.Errorf("%w: 1 to %d timer operations", ErrInvalid, MaxKVOps)
+	}
+	for i := range ops {
+		if err := validateTimerOp(i, &ops[i]); err != nil {
+			return nil, err
+		}
+	}
+	cmd := raftfsm.TimersCommand{NowMs: s.now().UnixMilli(), Ops: ops}
+	answer, err := s.apply(cmd.Encode())
+	if err != nil {
+		return nil, err
+	}
+	return answer.([]TimerResult), nil
+}
+
+func validateTimerOp(i int, op *TimerOp) error {
+	bad := func(msg string) error { return fmt.Errorf("timers[%d]: %w: %s", i, ErrInvalid, msg) }
+	if err := validateQueueName(op.Queue); err != nil {
+		return fmt.Errorf("timers[%d]: %w", i, err)
+	}
+	if op.TimerKey == "" || len(op.TimerKey) > maxKVKeyBytes {
+		return bad(fmt.Sprintf("timerKey must be 1 to %d bytes", maxKVKeyBytes))
+	}
+	switch op.Op {
+	case raftfsm.TimerCancel:
+		return nil
+	case raftfsm.TimerSchedule:
+	default:
+		return bad("op must be schedule or cancel")
+	}
+	if op.DelayMs < 0 || op.DelayMs > maxTTLSeconds*1000 {
+		return bad("delayMs out of range")
+	}
+	if len(op.Txn) > dedup.MaxIDBytes {
+		return bad("txn longer than 65535 bytes")
+	}
+	part, err := partitionName(op.Partition)
+	if err != nil {
+		return fmt.Errorf("timers[%d]: %w", i, err)
+	}
+	op.Partition = part
+	if len(op.Payload) > maxKVValueBytes {
+		return fmt.Errorf("timers[%d]: %w: payload larger than %d bytes", i, ErrTooLarge, maxKVValueBytes)
+	}
+	return nil
+}
+
+// ListTimers lists a queue's pending timers.
+func (s *Service) ListTimers(queue string) ([]store.Timer, error) {
+	var out []store.Timer
+	err := s.store.View(func(tx *store.Tx) error {
+		var err error
+		out, err = tx.Timers(queue, 10_000)
+		return err
+	})
+	return out, err
+}
+
+// TxnOp is one "operations" entry of a transaction: an ack or a push.
+type TxnOp struct {
+	Type  string // "ack" or "push"
+	Group string // for an ack
+	Ack   AckRequest
+	Items []PushItem
+}
+
+// TransactionRequest is a whole transaction.
+type TransactionRequest struct {
+	Ops    []TxnOp
+	KV     []KVOp
+	Timers []TimerOp
+}
+
+// TransactionResult answers a transaction, with the minted id.
+type TransactionResult struct {
+	raftfsm.TransactionResult
+	TransactionID string
+	// Pushed lists, per push op, the results with message ids as text.
+	Pushed [][]PushResult
+}
+
+// Transaction commits acks, pushes, KV ops and timers in one raft entry,
+// whole or not at all.
+func (s *Service) Transaction(r TransactionRequest) (TransactionResult, error) {
+	if len(r.Ops)+len(r.KV)+len(r.Timers) == 0 {
+		return TransactionResult{}, fmt.Errorf("%w: an empty transaction", ErrInvalid)
+	}
+	cmd := raftfsm.TransactionCommand{NowMs: s.now().UnixMilli(), TxnID: uuid.NewString(), KV: r.KV, Timers: r.Timers}
+	pushMeta := make([][]PushResult, len(r.Ops))
+	items := 0
+	for i, op := range r.Ops {
+		switch op.Type {
+		case "ack":
+			group := op.Group
+			if group == "" {
+				group = DefaultGroup
+			}
+			var pid uint64
+			if _, err := fmt.Sscan(op.Ack.PartitionID, &pid); err != nil {
+				return TransactionResult{}, fmt.Errorf("operations[%d]: %w: partitionId is not one this broker handed out", i, ErrInvalid)
+			}
+			switch op.Ack.Status {
+			case "":
+				op.Ack.Status = raftfsm.AckCompleted
+			case raftfsm.AckCompleted, raftfsm.AckFailed, raftfsm.AckRetry, raftfsm.AckDLQ:
+			default:
+				return TransactionResult{}, fmt.Errorf("operations[%d]: %w: status must be completed, failed, retry or dlq", i, ErrInvalid)
+			}
+			cmd.Ops = append(cmd.Ops, raftfsm.TxnOp{Type: "ack", Group: group, Ack: &raftfsm.Ack{PartitionID: pid, LeaseID: op.Ack.LeaseID,
+				TransactionID: op.Ack.TransactionID, Status: op.Ack.Status, Error: op.Ack.Error}})
+		case "push":
+			if len(op.Items) == 0 {
+				return TransactionResult{}, fmt.Errorf("operations[%d]: %w: a push needs items", i, ErrInvalid)
+			}
+			stamped, results, err := s.stampItems(op.Items)
+			if err != nil {
+				return TransactionResult{}, fmt.Errorf("operations[%d]: %w", i, err)
+			}
+			for _, res := range results {
+				if res.Status == StatusError {
+					return TransactionResult{}, fmt.Errorf("operations[%d].items[%d]: %w: %s", i, res.Index, ErrInvalid, res.Error)
+				}
+			}
+			items += len(stamped)
+			pushMeta[i] = results
+			cmd.Ops = append(cmd.Ops, raftfsm.TxnOp{Type: "push", Items: stamped})
+		default:
+			return TransactionResult{}, fmt.Errorf("operations[%d]: %w: type must be ack or push", i, ErrInvalid)
+		}
+	}
+	if items > MaxPushItems {
+		return TransactionResult{}, fmt.Errorf("%w: at most %d pushed items", ErrInvalid, MaxPushItems)
+	}
+	if err := validateKVOps(r.KV); err != nil {
+		return TransactionResult{}, err
+	}
+	for i := range cmd.Timers {
+		if err := validateTimerOp(i, &cmd.Timers[i]); err != nil {
+			return TransactionResult{}, err
+		}
+	}
+	answer, err := s.apply(cmd.Encode())
+	if err != nil {
+		return TransactionResult{}, err
+	}
+	out := TransactionResult{TransactionResult: answer.(raftfsm.TransactionResult), TransactionID: cmd.TxnID}
+	if out.Success {
+		out.Pushed = make([][]PushResult, len(r.Ops))
+		for i, op := range out.Ops {
+			if op.Push != nil {
+				out.Pushed[i] = fillPushResults(pushMeta[i], op.Push)
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,175 @@
+package raftfsm
+
+import (
+	"errors"
+
+	"github.com/waggle-mq/waggle/dedup"
+	"github.com/waggle-mq/waggle/store"
+)
+
+// A transaction is one raft entry: the acks of its inputs, the pushes of
+// its outputs, KV ops and timers commit whole or not at all. Checks run in
+// a fixed order (acks, pushes, KV, timers) before anything is written; the
+// first refusal is the reason for the rollback.
+
+// Rollback reasons.
+const (
+	RollbackDuplicate     = "duplicate"
+	RollbackKVPrecondtion = "kv_precondition"
+	RollbackRejectedAck   = "rejected_ack"
+)
+
+// TxnOp is one "operations" entry: an ack (Ack set) or a push (Items set).
+type TxnOp struct {
+	Type  string     `json:"type"`
+	Group string     `json:"group,omitempty"`
+	Ack   *Ack       `json:"ack,omitempty"`
+	Items []PushItem `json:"items,omitempty"`
+}
+
+// TransactionCommand is a whole transaction, stamped by the leader.
+type TransactionCommand struct {
+	NowMs  int64     `json:"now"`
+	TxnID  string    `json:"txn"`
+	Ops    []TxnOp   `json:"ops"`
+	KV     []KVOp    `json:"kv,omitempty"`
+	Timers []TimerOp `json:"timers,omitempty"`
+}
+
+// TxnOpResult answers one TxnOp.
+type TxnOpResult struct {
+	Ack  *AckResult
+	Push []PushResult
+}
+
+// TransactionResult answers a TransactionCommand. On rollback only Reason,
+// Error and (for kv_precondition) Abort are set.
+type TransactionResult struct {
+	Success bool
+	Reason  string
+	Error   string
+	Abort   *KVAbort
+	Ops     []TxnOpResult
+	KV      []KVResult
+	Timers  []TimerResult
+}
+
+// Encode returns the raft entry for the command.
+func (c *TransactionCommand) Encode() []byte { return encodeJSONCommand(CmdTransaction, c) }
+
+type groupPartition struct {
+	group       string
+	partitionID uint64
+}
+
+func (p *Processor) transaction(tx *store.Tx, meta *store.Meta, c *TransactionCommand) TransactionResult {
+	now := meta.ClockMs
+	rollback := func(reason, msg string) TransactionResult {
+		return TransactionResult{Reason: reason, Error: msg}
+	}
+
+	// 1. Acks: every lease must be live and hold the message.
+	targets := map[groupPartition]*ackTarget{}
+	var targetOrder []groupPartition
+	for _, op := range c.Ops {
+		if op.Type != "ack" || op.Ack == nil {
+			continue
+		}
+		k := groupPartition{op.Group, op.Ack.PartitionID}
+		tg := targets[k]
+		if tg == nil {
+			var errText string
+			if tg, errText = p.ackTarget(tx, op.Group, op.Ack.PartitionID); tg == nil {
+				return rollback(RollbackRejectedAck, errText)
+			}
+			targets[k] = tg
+			targetOrder = append(targetOrder, k)
+		}
+		l := tg.cur.Lease
+		if l == nil || l.ID != op.Ack.LeaseID || l.ExpiresAtMs <= now {
+			return rollback(RollbackRejectedAck, "lease unknown or expired")
+		}
+		if _, ok := tg.byTx[op.Ack.TransactionID]; !ok {
+			return rollback(RollbackRejectedAck, "transactionId "+op.Ack.TransactionID+" is not in the lease")
+		}
+	}
+
+	// 2. Pushes: an id already stored in its window rolls back; one
+	// repeated inside the transaction is stored once.
+	var items []PushItem
+	seen := map[[3]string]bool{}
+	for _, op := range c.Ops {
+		for _, it := range op.Items {
+			items = append(items, it)
+			k := [3]string{it.Queue, it.Partition, it.TransactionID}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			if dup, err := storedInWindow(tx, now, it); err != nil {
+				must(err)
+			} else if dup {
+				return rollback(RollbackDuplicate, "transactionId "+it.TransactionID+" is already stored in "+it.Queue+"/"+it.Partition)
+			}
+		}
+	}
+
+	// 3. KV, evaluated on an overlay and written only on commit.
+	o := newKVOverlay(tx, now)
+	kvResults, abort := evalKV(o, c.KV)
+	if abort != nil {
+		res := rollback(RollbackKVPrecondtion, "a required KV operation did not apply")
+		res.Abort = abort
+		return res
+	}
+
+	// Commit: nothing below can refuse.
+	res := TransactionResult{Success: true, KV: kvResults}
+	for _, op := range c.Ops {
+		if op.Type == "ack" && op.Ack != nil {
+			ar := p.ackOne(tx, meta, op.Group, targets[groupPartition{op.Group, op.Ack.PartitionID}], *op.Ack)
+			res.Ops = append(res.Ops, TxnOpResult{Ack: &ar})
+		} else {
+			res.Ops = append(res.Ops, TxnOpResult{})
+		}
+	}
+	for _, k := range targetOrder {
+		must(tx.PutCursor(k.group, targets[k].cur))
+	}
+	if len(items) > 0 {
+		pushed := p.push(tx, meta, &PushCommand{NowMs: now, Items: items})
+		i := 0
+		for j, op := range c.Ops {
+			if n := len(op.Items); n > 0 {
+				res.Ops[j].Push = pushed[i : i+n]
+				i += n
+			}
+		}
+	}
+	o.flush()
+	for _, t := range c.Timers {
+		res.Timers = append(res.Timers, applyTimer(tx, now, t))
+	}
+	return res
+}
+
+// storedInWindow reports whether a push of it would be a duplicate of a
+// message stored before (not counting this transaction).
+func storedInWindow(tx *store.Tx, now int64, it PushItem) (bool, error) {
+	q, err := tx.Queue(it.Queue)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil || q.DedupWindowSeconds <= 0 {
+		return false, err
+	}
+	part, err := tx.Partition(q.ID, it.Partition)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	prev, found, err := tx.Dedup(part.ID, it.TransactionID)
+	return dedup.IsDuplicate(prev, found, q.DedupWindowSeconds*1000, now), err
+}
