@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -159,4 +160,54 @@ func BenchmarkHTTPPushPopAck(b *testing.B) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(completed.Load())/elapsed.Seconds(), "msgs/s")
+}
+
+// BenchmarkTransactions measures transactions/s on one node, each one
+// acking a popped message, pushing one output and claiming a once marker,
+// from 32 concurrent workers (which pop batches of 50 to have work).
+//
+//	go test ./integration -run '^$' -bench Transactions -benchtime 20000x
+func BenchmarkTransactions(b *testing.B) {
+	n := startSingle(b)
+	pushN(b, n, "in", 32, b.N)
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}
+	b.ResetTimer()
+	start := time.Now()
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for done.Load() < int64(b.N) {
+				status, got := n.pop(b, "in", map[string]string{"batch": "50", "consumerGroup": "txn", "leaseSeconds": "120"})
+				if status != http.StatusOK {
+					continue
+				}
+				for _, m := range got.Messages {
+					body, _ := json.Marshal(map[string]any{
+						"operations": []map[string]any{ackOp(m), {"type": "push", "items": []pushItem{{Queue: "out", TransactionID: "out-" + m.TransactionID, Payload: 1}}}},
+						"kv":         []map[string]any{{"op": "putIfAbsent", "ns": "done", "key": m.TransactionID, "value": true, "ttlSeconds": 3600, "required": true}},
+					})
+					resp, err := hc.Post(n.url("/api/v1/transaction"), "application/json", bytes.NewReader(body))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					var ans txnAnswer
+					json.NewDecoder(resp.Body).Decode(&ans)
+					resp.Body.Close()
+					if !ans.Success {
+						b.Errorf("transaction rolled back: %s %s", ans.Reason, ans.Error)
+						return
+					}
+					done.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(done.Load())/elapsed.Seconds(), "txn/s")
 }

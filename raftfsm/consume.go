@@ -245,7 +245,7 @@ func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *PopCommand) PopResult
 			settle(tx, &cur)
 			settled = true
 		}
-		offsets := deliverable(tx, part.ID, &cur, c.Batch, now, delayMs)
+		offsets, hashes := deliverable(tx, part.ID, &cur, c.Batch, now, delayMs)
 		if len(offsets) == 0 {
 			if settled {
 				must(tx.PutCursor(c.Group, cur))
@@ -260,7 +260,7 @@ func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *PopCommand) PopResult
 			cur.Attempts[o]++
 			res.Attempts = append(res.Attempts, cur.Attempts[o])
 		}
-		cur.Lease = &store.Lease{ID: c.LeaseID, ExpiresAtMs: res.ExpiresAtMs, Offsets: offsets}
+		cur.Lease = &store.Lease{ID: c.LeaseID, ExpiresAtMs: res.ExpiresAtMs, Offsets: offsets, TxHashes: hashes}
 		cur.UpdatedMs = now
 		must(tx.PutCursor(c.Group, cur))
 		must(tx.PutLease(c.LeaseID, c.Group, q.ID, part.Name))
@@ -272,11 +272,11 @@ func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *PopCommand) PopResult
 }
 
 // deliverable lists up to batch offsets from the cursor that are not
-// finished, stopping at the first message still delayed (order is kept).
-func deliverable(tx *store.Tx, partitionID uint64, cur *store.Cursor, batch int, now, delayMs int64) []int64 {
+// finished, stopping at the first message still delayed (order is kept),
+// with the TxHash of each one's transactionId.
+func deliverable(tx *store.Tx, partitionID uint64, cur *store.Cursor, batch int, now, delayMs int64) (offsets []int64, hashes []uint64) {
 	entries, err := tx.Entries(partitionID, uint64(cur.Offset), 64<<20, batch+len(cur.Done)+1)
 	must(err)
-	var out []int64
 	for _, e := range entries {
 		if delayMs > 0 && e.MaxTimestampMs+delayMs > now {
 			break
@@ -285,13 +285,22 @@ func deliverable(tx *store.Tx, partitionID uint64, cur *store.Cursor, batch int,
 			if o < cur.Offset || slices.Contains(cur.Done, o) {
 				continue
 			}
-			out = append(out, o)
-			if len(out) == batch {
-				return out
+			offsets = append(offsets, o)
+			hashes = append(hashes, store.TxHash(entryTxID(e, o)))
+			if len(offsets) == batch {
+				return offsets, hashes
 			}
 		}
 	}
-	return out
+	return offsets, hashes
+}
+
+// entryTxID is the transactionId of offset o of an entry.
+func entryTxID(e store.Entry, o int64) string {
+	if e.Message != nil {
+		return e.Message.TransactionID
+	}
+	return KafkaRecordTxID(o)
 }
 
 // settle ends a cursor's lease: finished messages are done, the rest wait
@@ -321,12 +330,11 @@ func settle(tx *store.Tx, cur *store.Cursor) {
 }
 
 // ackTarget is one partition's cursor while an ack entry applies: loaded
-// once, written once, however many of its messages the entry acks.
+// once and written once, however many of its messages the entry acks.
 type ackTarget struct {
 	queue store.Queue
 	part  store.Partition
 	cur   store.Cursor
-	byTx  map[string]int64 // transactionId -> leased offset, for the live lease
 }
 
 func (p *Processor) ack(tx *store.Tx, meta *store.Meta, c *AckCommand) []AckResult {
@@ -367,36 +375,29 @@ func (p *Processor) ackTarget(tx *store.Tx, group string, partitionID uint64) (*
 	must(err)
 	cur, _, err := tx.Cursor(group, q.ID, part.Name)
 	must(err)
-	tg := &ackTarget{queue: q, part: part, cur: cur}
-	tg.indexLease(tx)
-	return tg, ""
+	return &ackTarget{queue: q, part: part, cur: cur}, ""
 }
 
-// indexLease maps the live lease's messages by transactionId, reading them
-// once.
-func (tg *ackTarget) indexLease(tx *store.Tx) {
-	tg.byTx = nil
+// leased finds the leased offset whose message has the transactionId: the
+// lease keeps each message's TxHash, and a hash match is confirmed by
+// reading that one message.
+func (tg *ackTarget) leased(tx *store.Tx, txID string) (int64, bool) {
 	l := tg.cur.Lease
-	if l == nil || len(l.Offsets) == 0 {
-		return
+	if l == nil {
+		return 0, false
 	}
-	tg.byTx = make(map[string]int64, len(l.Offsets))
-	entries, err := tx.Entries(tg.part.ID, uint64(l.Offsets[0]), 64<<20, len(l.Offsets)+1)
-	must(err)
-	for _, e := range entries {
-		for o := int64(e.Offset); o < int64(e.Offset)+int64(e.Count); o++ {
-			if !slices.Contains(l.Offsets, o) {
-				continue
-			}
-			id := KafkaRecordTxID(o)
-			if e.Message != nil {
-				id = e.Message.TransactionID
-			}
-			if _, dup := tg.byTx[id]; !dup {
-				tg.byTx[id] = o
-			}
+	h := store.TxHash(txID)
+	for i, o := range l.Offsets {
+		if i >= len(l.TxHashes) || l.TxHashes[i] != h {
+			continue
+		}
+		entries, err := tx.Entries(tg.part.ID, uint64(o), 1, 1)
+		must(err)
+		if len(entries) == 1 && entryTxID(entries[0], o) == txID {
+			return o, true
 		}
 	}
+	return 0, false
 }
 
 func (p *Processor) ackOne(tx *store.Tx, meta *store.Meta, group string, tg *ackTarget, a Ack) AckResult {
@@ -412,7 +413,7 @@ func (p *Processor) ackOne(tx *store.Tx, meta *store.Meta, group string, tg *ack
 	if l == nil || l.ID != a.LeaseID || l.ExpiresAtMs <= now {
 		return fail("lease unknown or expired")
 	}
-	offset, ok := tg.byTx[a.TransactionID]
+	offset, ok := tg.leased(tx, a.TransactionID)
 	if !ok {
 		return fail("transactionId is not in this lease")
 	}
@@ -440,7 +441,6 @@ func (p *Processor) ackOne(tx *store.Tx, meta *store.Meta, group string, tg *ack
 	l.Acks[offset] = status
 	if len(l.Acks) == len(l.Offsets) {
 		settle(tx, cur)
-		tg.byTx = nil
 		res.LeaseReleased = true
 	}
 	cur.UpdatedMs = now

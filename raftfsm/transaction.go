@@ -89,7 +89,7 @@ func (p *Processor) transaction(tx *store.Tx, meta *store.Meta, c *TransactionCo
 		if l == nil || l.ID != op.Ack.LeaseID || l.ExpiresAtMs <= now {
 			return rollback(RollbackRejectedAck, "lease unknown or expired")
 		}
-		if _, ok := tg.byTx[op.Ack.TransactionID]; !ok {
+		if _, ok := tg.leased(tx, op.Ack.TransactionID); !ok {
 			return rollback(RollbackRejectedAck, "transactionId "+op.Ack.TransactionID+" is not in the lease")
 		}
 	}

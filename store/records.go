@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 
 	"github.com/waggle-mq/waggle/dedup"
 )
@@ -320,10 +321,20 @@ type Cursor struct {
 // Lease hands some offsets of a partition to one consumer of a group until
 // ExpiresAtMs (replicated time), or until every one is acked.
 type Lease struct {
-	ID          string           `json:"id"`
-	ExpiresAtMs int64            `json:"expiresAtMs"`
-	Offsets     []int64          `json:"offsets"` // ascending
-	Acks        map[int64]string `json:"acks,omitempty"`
+	ID          string  `json:"id"`
+	ExpiresAtMs int64   `json:"expiresAtMs"`
+	Offsets     []int64 `json:"offsets"` // ascending
+	// TxHashes[i] is TxHash of the transactionId at Offsets[i], so an ack
+	// finds its message without reading the whole lease.
+	TxHashes []uint64         `json:"txHashes,omitempty"`
+	Acks     map[int64]string `json:"acks,omitempty"`
+}
+
+// TxHash is the 64-bit FNV-1a hash of a transactionId.
+func TxHash(id string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return h.Sum64()
 }
 
 // Subscription records a group's first pop on a queue: where it started.

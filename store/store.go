@@ -209,14 +209,14 @@ func (t *Tx) Cursor(group string, queueID uint64, partition string) (c Cursor, f
 	if err != nil {
 		return c, false, err
 	}
-	c, err = decodeJSONRecord[Cursor](b)
+	c, err = decodeCursor(b)
 	c.QueueID, c.Partition = queueID, partition
 	return c, err == nil, err
 }
 
 // PutCursor stores a group's cursor.
 func (t *Tx) PutCursor(group string, c Cursor) error {
-	return t.set(cursorKey(group, c.QueueID, c.Partition), encodeJSONRecord(c))
+	return t.set(cursorKey(group, c.QueueID, c.Partition), encodeCursor(c))
 }
 
 // DeleteCursor forgets a group's cursor in a partition.
@@ -232,7 +232,7 @@ func (t *Tx) GroupCursors(group string) ([]Cursor, error) {
 		if err != nil {
 			return false, err
 		}
-		c, err := decodeJSONRecord[Cursor](v)
+		c, err := decodeCursor(v)
 		c.QueueID, c.Partition = qid, part
 		out = append(out, c)
 		return err == nil, err
