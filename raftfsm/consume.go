@@ -391,9 +391,9 @@ func (tg *ackTarget) leased(tx *store.Tx, txID string) (int64, bool) {
 		if i >= len(l.TxHashes) || l.TxHashes[i] != h {
 			continue
 		}
-		entries, err := tx.Entries(tg.part.ID, uint64(o), 1, 1)
+		e, found, err := tx.EntryAt(tg.part.ID, uint64(o))
 		must(err)
-		if len(entries) == 1 && entryTxID(entries[0], o) == txID {
+		if found && entryTxID(e, o) == txID {
 			return o, true
 		}
 	}
@@ -451,10 +451,10 @@ func (p *Processor) deadLetter(tx *store.Tx, meta *store.Meta, q store.Queue, pa
 	d := store.DeadLetter{ID: meta.NextID, QueueID: q.ID, Group: group, Partition: part.Name, Offset: offset,
 		Error: reason, Attempts: attempts, AtMs: meta.ClockMs}
 	meta.NextID++
-	entries, err := tx.Entries(part.ID, uint64(offset), 1, 1)
+	e, found, err := tx.EntryAt(part.ID, uint64(offset))
 	must(err)
-	if len(entries) == 1 && entries[0].Message != nil {
-		d.TransactionID, d.Payload = entries[0].Message.TransactionID, entries[0].Message.Payload
+	if found && e.Message != nil {
+		d.TransactionID, d.Payload = e.Message.TransactionID, e.Message.Payload
 	} else {
 		d.TransactionID = KafkaRecordTxID(offset)
 	}

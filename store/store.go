@@ -456,6 +456,26 @@ func (t *Tx) Entries(partitionID, from uint64, maxBytes, maxCount int) ([]Entry,
 	return out, err
 }
 
+// EntryAt returns the entry holding offset: a direct read when an entry
+// starts there (every HTTP message does), else the batch around it.
+// Direct reads matter inside the state machine: a badger iterator on a
+// write transaction first sorts all the transaction's pending writes.
+func (t *Tx) EntryAt(partitionID, offset uint64) (Entry, bool, error) {
+	b, err := t.get(messageKey(partitionID, offset))
+	if err == nil {
+		e, err := decodeEntry(offset, b)
+		return e, err == nil, err
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return Entry{}, false, err
+	}
+	entries, err := t.Entries(partitionID, offset, 1, 1)
+	if err != nil || len(entries) == 0 || entries[0].Offset+uint64(entries[0].Count) <= offset {
+		return Entry{}, false, err
+	}
+	return entries[0], true, nil
+}
+
 // Messages reads the JSON messages among a partition's entries from offset
 // on (see Entries); Kafka batches are skipped.
 func (t *Tx) Messages(partitionID, from uint64, maxBytes, maxCount int) ([]Message, error) {
