@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/waggle-mq/waggle/metrics"
 	"github.com/waggle-mq/waggle/raftfsm"
 	"github.com/waggle-mq/waggle/store"
 )
@@ -20,6 +21,8 @@ type Service struct {
 
 	// ApplyTimeout bounds how long a write waits to be enqueued to raft.
 	ApplyTimeout time.Duration
+	// Metrics records apply latency; nil records nothing.
+	Metrics *metrics.Metrics
 	// now stamps commands on the leader; tests may replace it.
 	now func() time.Time
 }
@@ -42,9 +45,12 @@ func (s *Service) applyAsync(cmd []byte) func() (any, error) {
 	if s.node.Raft.State() != raft.Leader {
 		return func() (any, error) { return nil, ErrNotLeader }
 	}
+	start := time.Now()
 	f := s.node.Raft.Apply(cmd, s.ApplyTimeout)
 	return func() (any, error) {
-		if err := f.Error(); err != nil {
+		err := f.Error()
+		s.Metrics.Applied(time.Since(start).Seconds())
+		if err != nil {
 			switch {
 			case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout),
 				errors.Is(err, raft.ErrLeadershipTransferInProgress):

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/metrics"
 )
 
 // Config tunes the listener.
@@ -33,6 +34,8 @@ type Config struct {
 	// between requests (Kafka's connections.max.idle.ms).
 	FrameTimeout time.Duration
 	IdleTimeout  time.Duration
+	// Metrics records requests per API; nil records nothing.
+	Metrics *metrics.Metrics
 	// AdvertisedAddr is the address clients are told for this node. The
 	// node lists itself under it even before its registration in the
 	// replicated state has landed, so Metadata is never without brokers.
@@ -149,8 +152,9 @@ const maxInFlight = 16
 // pendingReply is a request read and handed off, waiting for its answer to
 // be written in order.
 type pendingReply struct {
-	h    header
-	wait reply
+	h     header
+	wait  reply
+	start time.Time
 }
 
 // serve reads requests and hands each to its handler in order; a writer
@@ -170,6 +174,7 @@ func (c *conn) serve() error {
 			if resp, err = p.wait(); err == nil && resp != nil {
 				err = c.write(p.h, resp)
 			}
+			c.s.cfg.Metrics.KafkaRequest(kmsg.NameForKey(p.h.key), time.Since(p.start).Seconds())
 			if err != nil {
 				c.nc.Close() // stops the reader too
 			}
@@ -209,6 +214,7 @@ func (c *conn) read(pending chan<- pendingReply) error {
 }
 
 func (c *conn) handle(body []byte) (pendingReply, error) {
+	start := time.Now()
 	h, rest, err := parseHeader(body)
 	if err != nil {
 		return pendingReply{}, err
@@ -221,7 +227,7 @@ func (c *conn) handle(body []byte) (pendingReply, error) {
 		if h.key == kmsg.ApiVersions.Int16() {
 			// Answer v0 with UNSUPPORTED_VERSION so the client retries lower.
 			wait, _ := ready(apiVersionsResponse(0, unsupportedVersion), nil)
-			return pendingReply{h: h, wait: wait}, nil
+			return pendingReply{h: h, wait: wait, start: start}, nil
 		}
 		return pendingReply{}, fmt.Errorf("API key %d version %d outside %d–%d", h.key, h.version, a.min, a.max)
 	}
@@ -237,7 +243,7 @@ func (c *conn) handle(body []byte) (pendingReply, error) {
 	}
 	c.clientID = h.clientID
 	wait, err := a.handle(c, req)
-	return pendingReply{h: h, wait: wait}, err
+	return pendingReply{h: h, wait: wait, start: start}, err
 }
 
 // unsupportedVersion is UNSUPPORTED_VERSION.

@@ -34,6 +34,9 @@ func Open(dir string) (*Store, error) {
 	return &Store{db: db}, nil
 }
 
+// Size reports badger's on-disk sizes: the LSM tree and the value log.
+func (s *Store) Size() (lsm, vlog int64) { return s.db.Size() }
+
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 

@@ -11,8 +11,10 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/metrics"
 )
 
 // MaxBodyBytes caps a request body; a larger one is answered 413.
@@ -20,16 +22,36 @@ const MaxBodyBytes = 1 << 20
 
 // Server routes HTTP requests to a broker.
 type Server struct {
-	svc *broker.Service
-	mux *http.ServeMux
-	log *slog.Logger
+	svc     *broker.Service
+	mux     *http.ServeMux
+	log     *slog.Logger
+	metrics *metrics.Metrics
 }
 
-// New returns the HTTP API over svc.
-func New(svc *broker.Service, log *slog.Logger) *Server {
-	s := &Server{svc: svc, mux: http.NewServeMux(), log: log}
+// New returns the HTTP API over svc; m (may be nil) records requests and
+// is served at /metrics.
+func New(svc *broker.Service, log *slog.Logger, m *metrics.Metrics) *Server {
+	s := &Server{svc: svc, mux: http.NewServeMux(), log: log, metrics: m}
 	s.routes()
 	return s
+}
+
+// statusRecorder remembers the status code a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.code = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Flush lets long responses stream through the recorder.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 func (s *Server) routes() {
@@ -47,6 +69,7 @@ func (s *Server) routes() {
 	handle(http.MethodPost, "/api/v1/configure", s.leaderOnly(s.configure))
 	handle(http.MethodGet, "/api/v1/resources/queues", s.listQueues)
 	handle(http.MethodGet, "/api/v1/resources/queues/{queue}", s.getQueue)
+	handle(http.MethodDelete, "/api/v1/resources/queues/{queue}", s.leaderOnly(s.deleteQueue))
 	handle(http.MethodGet, "/api/v1/pop/queue/{queue}", s.leaderOnly(s.pop))
 	handle(http.MethodGet, "/api/v1/pop/queue/{queue}/partition/{partition}", s.leaderOnly(s.pop))
 	handle(http.MethodPost, "/api/v1/ack", s.leaderOnly(s.ack))
@@ -74,14 +97,22 @@ func (s *Server) routes() {
 	handle(http.MethodPost, "/api/v1/cluster/snapshot", s.snapshot)
 	handle(http.MethodGet, "/health", s.health)
 
+	handle(http.MethodGet, "/{$}", s.dashboard)
+	if s.metrics != nil {
+		metricsHandler := s.metrics.Handler()
+		handle(http.MethodGet, "/metrics", metricsHandler.ServeHTTP)
+	}
+
 	for path, methods := range byPath {
 		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			h := methods[r.Method]
-			if h == nil {
-				writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+path)
-				return
+			start := time.Now()
+			rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+			if h := methods[r.Method]; h != nil {
+				h(rec, r)
+			} else {
+				writeError(rec, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+path)
 			}
-			h(w, r)
+			s.metrics.HTTPRequest(r.Method+" "+path, rec.code, time.Since(start).Seconds())
 		})
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -46,8 +46,13 @@ func (s *Server) push(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := make([]pushAnswer, len(results))
+	counts := map[string]int{}
 	for i, res := range results {
 		out[i] = toPushAnswer(res)
+		counts[res.Status]++
+	}
+	for _, st := range []string{broker.StatusQueued, broker.StatusDuplicate, broker.StatusError} {
+		s.metrics.PushOutcome(st, counts[st])
 	}
 	writeJSON(w, http.StatusCreated, out)
 }

@@ -96,3 +96,17 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, toQueueJSON(q))
 }
+
+func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("queue")
+	outcome, err := s.svc.DeleteTopic(name)
+	if err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	if outcome != broker.TopicOK {
+		writeError(w, http.StatusNotFound, "not_found", "no queue "+name)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"deleted": true})
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/broker/httpapi"
 	"github.com/waggle-mq/waggle/kafka"
+	"github.com/waggle-mq/waggle/metrics"
 	"github.com/waggle-mq/waggle/raftfsm"
 	"github.com/waggle-mq/waggle/store"
 )
@@ -34,6 +35,7 @@ type serveOptions struct {
 	peers     string
 	join      bool
 	logLevel  string
+	logFormat string
 	pprofAddr string
 
 	advertiseHTTP  string
@@ -75,6 +77,7 @@ func newServeCmd() *cobra.Command {
 	f.BoolVar(&o.kafka.AutoCreateTopics, "kafka-auto-create-topics", o.kafka.AutoCreateTopics, "create unknown topics on Metadata and Produce")
 	f.Int32Var(&o.kafka.DefaultPartitions, "kafka-default-partitions", o.kafka.DefaultPartitions, "partitions of an auto-created topic")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	f.StringVar(&o.pprofAddr, "pprof-addr", "", "serve Go's /debug/pprof on this address (empty: off)")
 	return cmd
 }
@@ -89,7 +92,16 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	var handler slog.Handler
+	switch o.logFormat {
+	case "text":
+		handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	case "json":
+		handler = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	default:
+		return fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
+	}
+	log := slog.New(handler)
 	peers, err := raftfsm.ParsePeers(o.peers)
 	if err != nil {
 		return fmt.Errorf("--peers: %w", err)
@@ -108,7 +120,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		Dir:               o.dataDir,
 		Peers:             peers,
 		Join:              o.join,
-		Logger:            hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.LevelFromString(raftLogLevel(level)), Output: os.Stderr}),
+		Logger:            hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.LevelFromString(raftLogLevel(level)), Output: os.Stderr, JSONFormat: o.logFormat == "json"}),
 		SnapshotThreshold: o.snapshotThreshold,
 		TrailingLogs:      o.trailingLogs,
 	}, st)
@@ -128,7 +140,10 @@ func serve(ctx context.Context, o serveOptions) error {
 		}()
 	}
 
+	m := metrics.New()
 	svc := broker.New(id, node, st)
+	svc.Metrics = m
+	observe(ctx, m, node, st, svc)
 	go svc.RunMaintenance(ctx, time.Second, log)
 	ln, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {
@@ -139,9 +154,10 @@ func serve(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("kafka listener: %w", err)
 	}
 	o.kafka.AdvertisedAddr = orDefault(o.advertiseKafka, kln.Addr().String())
+	o.kafka.Metrics = m
 	ks := kafka.New(svc, o.kafka, log)
 	defer ks.Close()
-	srv := &http.Server{Handler: httpapi.New(svc, log), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: httpapi.New(svc, log, m), ReadHeaderTimeout: 10 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
 	go func() {

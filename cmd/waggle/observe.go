@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/metrics"
+	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/store"
+)
+
+// observe registers the gauges read at scrape time (raft state, badger
+// sizes, consumer-group lag) and counts leader changes until ctx ends.
+func observe(ctx context.Context, m *metrics.Metrics, node *raftfsm.Node, st *store.Store, svc *broker.Service) {
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	health := func() broker.Health { return svc.Health() }
+	m.Register(
+		gauge("waggle_raft_term", "Current raft term.", func() float64 { return float64(health().Term) }),
+		gauge("waggle_raft_commit_index", "Raft commit index.", func() float64 { return float64(health().Commit) }),
+		gauge("waggle_raft_applied_index", "Last raft index applied to the store.", func() float64 { return float64(health().Applied) }),
+		gauge("waggle_raft_last_snapshot_index", "Raft index of the newest snapshot.", func() float64 { return float64(health().LastSnapshotIndex) }),
+		gauge("waggle_raft_is_leader", "1 while this node leads.", func() float64 {
+			if svc.IsLeader() {
+				return 1
+			}
+			return 0
+		}),
+		gauge("waggle_badger_lsm_bytes", "Size of badger's LSM tree.", func() float64 { lsm, _ := st.Size(); return float64(lsm) }),
+		gauge("waggle_badger_vlog_bytes", "Size of badger's value log.", func() float64 { _, vlog := st.Size(); return float64(vlog) }),
+		&lagCollector{svc: svc, desc: prometheus.NewDesc("waggle_group_lag_messages",
+			"Messages a consumer group has yet to read, per queue partition.", []string{"group", "queue", "partition"}, nil)},
+	)
+
+	obs := make(chan raft.Observation, 16)
+	observer := raft.NewObserver(obs, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	node.Raft.RegisterObserver(observer)
+	go func() {
+		defer node.Raft.DeregisterObserver(observer)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-obs:
+				m.LeaderChanged()
+			}
+		}
+	}()
+}
+
+// lagCollector reports every group's lag at scrape time.
+type lagCollector struct {
+	svc  *broker.Service
+	desc *prometheus.Desc
+}
+
+func (c *lagCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
+	groups, err := c.svc.OffsetGroups()
+	if err != nil {
+		return
+	}
+	for _, g := range groups {
+		cursors, err := c.svc.GroupCursors(g)
+		if err != nil {
+			continue
+		}
+		for _, cur := range cursors {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(cur.Lag()), g, cur.Queue, cur.Partition)
+		}
+	}
+}
