@@ -27,6 +27,7 @@ type QueueInfo struct {
 	RetryLimit         int32
 	DeadLetterQueue    bool
 	DelayedProcessing  int64
+	KafkaPartitions    int32
 	CreatedAt          time.Time
 	Partitions         []PartitionInfo
 }
@@ -55,6 +56,9 @@ func (s *Service) Configure(queue string, opts QueueOptions) (QueueInfo, error) 
 	}
 	if d := opts.DelayedProcessingSeconds; d != nil && (*d < 0 || *d > maxDedupWindowSeconds) {
 		return QueueInfo{}, fmt.Errorf("%w: delayedProcessing must be between 0 and %d seconds", ErrInvalid, maxDedupWindowSeconds)
+	}
+	if n := opts.KafkaPartitions; n != nil && (*n < 1 || *n > 10_000) {
+		return QueueInfo{}, fmt.Errorf("%w: partitions must be between 1 and 10000", ErrInvalid)
 	}
 	cmd := raftfsm.ConfigureQueueCommand{NowMs: s.now().UnixMilli(), Queue: queue, Options: opts}
 	answer, err := s.apply(cmd.Encode())
@@ -114,7 +118,7 @@ func queueInfo(tx *store.Tx, q store.Queue) (QueueInfo, error) {
 	}
 	info := QueueInfo{Name: q.Name, DedupWindowSeconds: q.DedupWindowSeconds, CreatedAt: time.UnixMilli(q.CreatedAtMs).UTC(),
 		LeaseTimeSeconds: raftfsm.LeaseTimeSeconds(q), RetryLimit: raftfsm.RetryLimit(q),
-		DeadLetterQueue: raftfsm.DeadLettering(q), DelayedProcessing: raftfsm.DelaySeconds(q)}
+		DeadLetterQueue: raftfsm.DeadLettering(q), DelayedProcessing: raftfsm.DelaySeconds(q), KafkaPartitions: max(q.KafkaPartitions, 1)}
 	for _, p := range parts {
 		info.Partitions = append(info.Partitions, PartitionInfo{Name: p.Name, StartOffset: p.StartOffset, NextOffset: p.NextOffset})
 	}

@@ -90,6 +90,8 @@ type QueueOptions struct {
 	RetryLimit               *int32 `json:"retryLimit,omitempty"`
 	DeadLetterQueue          *bool  `json:"deadLetterQueue,omitempty"`
 	DelayedProcessingSeconds *int64 `json:"delayedProcessing,omitempty"`
+	// KafkaPartitions grows the partitions Kafka clients see ("0".."n-1").
+	KafkaPartitions *int32 `json:"partitions,omitempty"`
 }
 
 // Defaults for queues configured without these options.

@@ -336,6 +336,13 @@ func (p *Processor) configure(tx *store.Tx, meta *store.Meta, cmd *ConfigureQueu
 	q.RetryLimit = keep(q.RetryLimit, o.RetryLimit)
 	q.DeadLetterQueue = keep(q.DeadLetterQueue, o.DeadLetterQueue)
 	q.DelayedProcessingSeconds = keep(q.DelayedProcessingSeconds, o.DelayedProcessingSeconds)
+	if n := o.KafkaPartitions; n != nil && *n > q.KafkaPartitions && *n <= maxKafkaPartitions {
+		var queues queueCache
+		for i := range *n { // creates the missing ones, "0" included
+			p.partition(tx, meta, &queues, &q, strconv.Itoa(int(i)))
+		}
+		q.KafkaPartitions = *n
+	}
 	must(tx.PutQueue(q))
 	return ConfigureQueueResult{Queue: q}
 }

@@ -20,6 +20,7 @@ type configureOptions struct {
 	RetryLimit               *int32 `json:"retryLimit"`
 	DeadLetterQueue          *bool  `json:"deadLetterQueue"`
 	DelayedProcessingSeconds *int64 `json:"delayedProcessing"`
+	Partitions               *int32 `json:"partitions"` // Kafka partitions; only grows
 }
 
 type queueJSON struct {
@@ -35,6 +36,7 @@ type queueOptionJSON struct {
 	RetryLimit         int32 `json:"retryLimit"`
 	DeadLetterQueue    bool  `json:"deadLetterQueue"`
 	DelayedProcessing  int64 `json:"delayedProcessing"`
+	Partitions         int32 `json:"partitions"` // Kafka partitions
 }
 
 type partitionJSON struct {
@@ -48,7 +50,8 @@ func toQueueJSON(q broker.QueueInfo) queueJSON {
 	out := queueJSON{
 		Name: q.Name,
 		Options: queueOptionJSON{DedupWindowSeconds: q.DedupWindowSeconds, LeaseTime: q.LeaseTimeSeconds,
-			RetryLimit: q.RetryLimit, DeadLetterQueue: q.DeadLetterQueue, DelayedProcessing: q.DelayedProcessing},
+			RetryLimit: q.RetryLimit, DeadLetterQueue: q.DeadLetterQueue, DelayedProcessing: q.DelayedProcessing,
+			Partitions: q.KafkaPartitions},
 		CreatedAt:  q.CreatedAt,
 		Partitions: make([]partitionJSON, len(q.Partitions)),
 	}
@@ -65,7 +68,8 @@ func (s *Server) configure(w http.ResponseWriter, r *http.Request) {
 	}
 	o := req.Options
 	q, err := s.svc.Configure(req.Queue, broker.QueueOptions{DedupWindowSeconds: o.DedupWindowSeconds, LeaseTimeSeconds: o.LeaseTimeSeconds,
-		RetryLimit: o.RetryLimit, DeadLetterQueue: o.DeadLetterQueue, DelayedProcessingSeconds: o.DelayedProcessingSeconds})
+		RetryLimit: o.RetryLimit, DeadLetterQueue: o.DeadLetterQueue, DelayedProcessingSeconds: o.DelayedProcessingSeconds,
+		KafkaPartitions: o.Partitions})
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return

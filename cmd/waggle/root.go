@@ -15,8 +15,18 @@ func newRootCmd() *cobra.Command {
 		Short:         "A replicated message broker: Kafka wire protocol and an idempotent HTTP queue",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Flags left unset on the command line come from WAGGLE_<NAME>.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd.InheritedFlags()); err != nil {
+				return err
+			}
+			return bindEnv(cmd.LocalFlags())
+		},
 	}
-	root.AddCommand(newServeCmd())
+	o := &clientOptions{}
+	o.addFlags(root)
+	root.AddCommand(newServeCmd(), newVersionCmd(), newQueueCmd(o), newTopicCmd(o), newPushCmd(o), newPopCmd(o),
+		newKVCmd(o), newGroupCmd(o), newClusterCmd(o), newDLQCmd(o), newBenchCmd(o))
 	return root
 }
 

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"runtime"
+
+	"github.com/spf13/cobra"
+)
+
+func newKVCmd(o *clientOptions) *cobra.Command {
+	cmd := &cobra.Command{Use: "kv", Short: "Read and write the replicated KV store"}
+	path := func(ns, key string) string { return "/api/v1/kv/" + url.PathEscape(ns) + "/" + url.PathEscape(key) }
+	type row struct {
+		Found   *bool           `json:"found,omitempty"`
+		Applied *bool           `json:"applied,omitempty"`
+		Value   json.RawMessage `json:"value"`
+		Version int64           `json:"version"`
+		Reason  string          `json:"reason,omitempty"`
+	}
+	show := func(c *cobra.Command, r row) error {
+		return o.print(c, r, func(t *tableWriter) {
+			t.row("VERSION", "VALUE")
+			t.row(r.Version, string(r.Value))
+		})
+	}
+	var ttl int64
+	var forever bool
+	lifetime := func(body map[string]any) (map[string]any, error) {
+		if forever == (ttl > 0) {
+			return nil, errors.New("give --ttl SECONDS or --forever")
+		}
+		if forever {
+			body["forever"] = true
+		} else {
+			body["ttlSeconds"] = ttl
+		}
+		return body, nil
+	}
+	get := &cobra.Command{Use: "get NS KEY", Short: "Read a key", Args: cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			var r row
+			if _, err := o.client().call(http.MethodGet, path(args[0], args[1]), nil, &r); err != nil {
+				return err
+			}
+			return show(c, r)
+		}}
+	put := &cobra.Command{Use: "put NS KEY VALUE", Short: "Write a key (VALUE is JSON, or else a string)", Args: cobra.ExactArgs(3),
+		RunE: func(c *cobra.Command, args []string) error {
+			body, err := lifetime(map[string]any{"value": asPayload(args[2])})
+			if err != nil {
+				return err
+			}
+			var r row
+			if _, err := o.client().call(http.MethodPut, path(args[0], args[1]), body, &r); err != nil {
+				return err
+			}
+			return show(c, r)
+		}}
+	del := &cobra.Command{Use: "delete NS KEY", Short: "Delete a key", Args: cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			var r row
+			if _, err := o.client().call(http.MethodDelete, path(args[0], args[1]), nil, &r); err != nil {
+				return err
+			}
+			if r.Applied == nil || !*r.Applied {
+				return fmt.Errorf("not deleted: %s", r.Reason)
+			}
+			fmt.Fprintln(c.OutOrStdout(), "deleted")
+			return nil
+		}}
+	once := &cobra.Command{Use: "once NS KEY", Short: "Claim a once marker: prints won or lost", Args: cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			body, err := lifetime(map[string]any{"ns": args[0], "key": args[1]})
+			if err != nil {
+				return err
+			}
+			var r struct {
+				Won bool `json:"won"`
+			}
+			if _, err := o.client().call(http.MethodPost, "/api/v1/kv/once", body, &r); err != nil {
+				return err
+			}
+			return o.print(c, r, func(t *tableWriter) {
+				if r.Won {
+					t.row("won")
+				} else {
+					t.row("lost")
+				}
+			})
+		}}
+	for _, w := range []*cobra.Command{put, once} {
+		w.Flags().Int64Var(&ttl, "ttl", 0, "lifetime in seconds")
+		w.Flags().BoolVar(&forever, "forever", false, "never expires")
+	}
+	cmd.AddCommand(get, put, del, once)
+	return cmd
+}
+
+func newGroupCmd(o *clientOptions) *cobra.Command {
+	cmd := &cobra.Command{Use: "group", Short: "Consumer groups (Kafka and HTTP share them)"}
+	show := func(c *cobra.Command, gs []groupInfo) error {
+		return o.print(c, gs, func(t *tableWriter) {
+			t.row("GROUP", "QUEUE", "PARTITION", "OFFSET", "HIGH WATERMARK", "LAG")
+			for _, g := range gs {
+				for _, cur := range g.Cursors {
+					t.row(g.Name, cur.Queue, cur.Partition, cur.Offset, cur.HighWatermark, cur.Lag)
+				}
+			}
+		})
+	}
+	list := &cobra.Command{Use: "list", Short: "List groups with their positions", Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			var out struct{ Groups []groupInfo }
+			if _, err := o.client().call(http.MethodGet, "/api/v1/consumer-groups", nil, &out); err != nil {
+				return err
+			}
+			return show(c, out.Groups)
+		}}
+	describe := &cobra.Command{Use: "describe GROUP", Short: "A group's cursor and lag per partition", Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			var g groupInfo
+			if _, err := o.client().call(http.MethodGet, "/api/v1/consumer-groups/"+url.PathEscape(args[0]), nil, &g); err != nil {
+				return err
+			}
+			return show(c, []groupInfo{g})
+		}}
+	var toEnd bool
+	var offset, timestamp int64
+	seek := &cobra.Command{Use: "seek GROUP QUEUE", Short: "Move a group's cursors on a queue", Args: cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			body := map[string]any{}
+			if toEnd {
+				body["toEnd"] = true
+			}
+			if c.Flags().Changed("offset") {
+				body["offset"] = offset
+			}
+			if c.Flags().Changed("timestamp") {
+				body["timestamp"] = timestamp
+			}
+			var g groupInfo
+			if _, err := o.client().call(http.MethodPost, "/api/v1/consumer-groups/"+url.PathEscape(args[0])+"/queues/"+url.PathEscape(args[1])+"/seek", body, &g); err != nil {
+				return err
+			}
+			return show(c, []groupInfo{g})
+		}}
+	seek.Flags().BoolVar(&toEnd, "to-end", false, "skip everything stored now")
+	seek.Flags().Int64Var(&offset, "offset", 0, "move to this offset on every partition")
+	seek.Flags().Int64Var(&timestamp, "timestamp", 0, "move to the first message at or after this time (Unix ms)")
+	del := &cobra.Command{Use: "delete GROUP", Short: "Forget a group", Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if _, err := o.client().call(http.MethodDelete, "/api/v1/consumer-groups/"+url.PathEscape(args[0]), nil, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.OutOrStdout(), "deleted %s\n", args[0])
+			return nil
+		}}
+	cmd.AddCommand(list, describe, seek, del)
+	return cmd
+}
+
+func newClusterCmd(o *clientOptions) *cobra.Command {
+	cmd := &cobra.Command{Use: "cluster", Short: "Cluster members and membership"}
+	show := func(c *cobra.Command, cl clusterInfo) error {
+		return o.print(c, cl, func(t *tableWriter) {
+			t.row("NODE", "ROLE", "LEADER", "RAFT", "HTTP", "KAFKA", "APPLIED")
+			for _, m := range cl.Members {
+				applied := "-"
+				if m.Applied != nil {
+					applied = fmt.Sprint(*m.Applied)
+				}
+				t.row(m.ID, m.Role, m.Leader, m.RaftAddr, m.HTTPAddr, m.KafkaAddr, applied)
+			}
+		})
+	}
+	status := &cobra.Command{Use: "status", Short: "Members, leader and applied indexes", Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			var cl clusterInfo
+			if _, err := o.client().call(http.MethodGet, "/api/v1/cluster", nil, &cl); err != nil {
+				return err
+			}
+			return show(c, cl)
+		}}
+	add := &cobra.Command{Use: "add ID RAFT_ADDR", Short: "Add a voter (start it with --join first)", Args: cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			var cl clusterInfo
+			if _, err := o.client().call(http.MethodPost, "/api/v1/cluster/nodes", map[string]string{"id": args[0], "raftAddr": args[1]}, &cl); err != nil {
+				return err
+			}
+			return show(c, cl)
+		}}
+	remove := &cobra.Command{Use: "remove ID", Short: "Remove a member", Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			var cl clusterInfo
+			if _, err := o.client().call(http.MethodDelete, "/api/v1/cluster/nodes/"+url.PathEscape(args[0]), nil, &cl); err != nil {
+				return err
+			}
+			return show(c, cl)
+		}}
+	cmd.AddCommand(status, add, remove)
+	return cmd
+}
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{Use: "version", Short: "Print the version", Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			fmt.Fprintf(c.OutOrStdout(), "waggle %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return nil
+		}}
+}

@@ -1,0 +1,94 @@
+package main
+
+import "encoding/json"
+
+// The API's answers as the CLI reads them (see shared/HTTP-API.md).
+
+type queueInfo struct {
+	Name    string `json:"name"`
+	Options struct {
+		DedupWindowSeconds int64 `json:"dedupWindowSeconds"`
+		LeaseTime          int64 `json:"leaseTime"`
+		RetryLimit         int32 `json:"retryLimit"`
+		DeadLetterQueue    bool  `json:"deadLetterQueue"`
+		DelayedProcessing  int64 `json:"delayedProcessing"`
+		Partitions         int32 `json:"partitions"`
+	} `json:"options"`
+	Partitions []struct {
+		Name       string `json:"name"`
+		NextOffset uint64 `json:"nextOffset"`
+		Messages   uint64 `json:"messages"`
+	} `json:"partitions"`
+}
+
+func (q queueInfo) messages() uint64 {
+	var n uint64
+	for _, p := range q.Partitions {
+		n += p.Messages
+	}
+	return n
+}
+
+type pushResult struct {
+	Index         int     `json:"index"`
+	MessageID     *string `json:"message_id"`
+	TransactionID string  `json:"transaction_id"`
+	Partition     string  `json:"partition"`
+	Status        string  `json:"status"`
+	Offset        *uint64 `json:"offset"`
+	Error         string  `json:"error,omitempty"`
+}
+
+type popped struct {
+	Messages []struct {
+		ID              string          `json:"id"`
+		TransactionID   string          `json:"transactionId"`
+		Partition       string          `json:"partition"`
+		PartitionID     string          `json:"partitionId"`
+		Offset          uint64          `json:"offset"`
+		Data            json.RawMessage `json:"data"`
+		LeaseID         string          `json:"leaseId"`
+		ConsumerGroup   string          `json:"consumerGroup"`
+		DeliveryAttempt int             `json:"deliveryAttempt"`
+	} `json:"messages"`
+	LeaseID string `json:"leaseId"`
+}
+
+type groupInfo struct {
+	Name    string `json:"name"`
+	Cursors []struct {
+		Queue         string `json:"queue"`
+		Partition     string `json:"partition"`
+		Offset        int64  `json:"offset"`
+		HighWatermark int64  `json:"highWatermark"`
+		Lag           int64  `json:"lag"`
+	} `json:"cursors"`
+}
+
+type clusterInfo struct {
+	Leader  *int `json:"leader"`
+	Members []struct {
+		ID        int     `json:"id"`
+		RaftAddr  string  `json:"raftAddr"`
+		HTTPAddr  string  `json:"httpAddr"`
+		KafkaAddr string  `json:"kafkaAddr"`
+		Voter     bool    `json:"voter"`
+		Leader    bool    `json:"leader"`
+		Role      string  `json:"role"`
+		Applied   *uint64 `json:"applied"`
+	} `json:"members"`
+}
+
+type deadLetters struct {
+	Messages []struct {
+		ID            string          `json:"id"`
+		Queue         string          `json:"queue"`
+		Partition     string          `json:"partition"`
+		ConsumerGroup string          `json:"consumerGroup"`
+		Offset        int64           `json:"offset"`
+		TransactionID string          `json:"transactionId"`
+		Data          json.RawMessage `json:"data"`
+		Error         string          `json:"error"`
+		Attempts      int32           `json:"attempts"`
+	} `json:"messages"`
+}

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// benchRun collects what a load run measured: one latency per request
+// (a push of a batch, or one produced record).
+type benchRun struct {
+	mu        sync.Mutex
+	latencies []time.Duration
+	messages  atomic.Int64
+	bytes     atomic.Int64
+	errors    atomic.Int64
+	start     time.Time
+}
+
+func (r *benchRun) record(d time.Duration, msgs, bytes int) {
+	r.mu.Lock()
+	r.latencies = append(r.latencies, d)
+	r.mu.Unlock()
+	r.messages.Add(int64(msgs))
+	r.bytes.Add(int64(bytes))
+}
+
+// progress prints a live line to w every second until stop closes.
+func (r *benchRun) progress(w io.Writer, total int64, stop <-chan struct{}) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			fmt.Fprintln(w)
+			return
+		case <-t.C:
+			n := r.messages.Load()
+			fmt.Fprintf(w, "\r%d/%d messages, %.0f msgs/s, %d errors   ", n, total, float64(n)/time.Since(r.start).Seconds(), r.errors.Load())
+		}
+	}
+}
+
+// report prints the final table.
+func (r *benchRun) report(c *cobra.Command, o *clientOptions, latencyOf string) error {
+	elapsed := time.Since(r.start)
+	slices.Sort(r.latencies)
+	pct := func(p float64) time.Duration {
+		if len(r.latencies) == 0 {
+			return 0
+		}
+		return r.latencies[min(int(float64(len(r.latencies))*p), len(r.latencies)-1)]
+	}
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d.Microseconds())/1000) }
+	res := map[string]any{
+		"messages": r.messages.Load(), "errors": r.errors.Load(), "seconds": elapsed.Seconds(),
+		"msgsPerSec": float64(r.messages.Load()) / elapsed.Seconds(), "mbPerSec": float64(r.bytes.Load()) / elapsed.Seconds() / (1 << 20),
+		"p50ms": ms(pct(0.50)), "p95ms": ms(pct(0.95)), "p99ms": ms(pct(0.99)), "maxMs": ms(pct(1)), "latencyOf": latencyOf,
+	}
+	return o.print(c, res, func(t *tableWriter) {
+		t.row("MESSAGES", "ERRORS", "SECONDS", "MSGS/S", "MB/S", "P50 MS", "P95 MS", "P99 MS", "MAX MS")
+		t.row(res["messages"], res["errors"], fmt.Sprintf("%.2f", elapsed.Seconds()), fmt.Sprintf("%.0f", res["msgsPerSec"]),
+			fmt.Sprintf("%.1f", res["mbPerSec"]), res["p50ms"], res["p95ms"], res["p99ms"], res["maxMs"])
+		t.row("")
+		t.row("latency of " + latencyOf)
+	})
+}
+
+func newBenchCmd(o *clientOptions) *cobra.Command {
+	cmd := &cobra.Command{Use: "bench", Short: "Load tools for sizing a deployment"}
+	cmd.AddCommand(newBenchHTTPCmd(o), newBenchKafkaCmd(o))
+	return cmd
+}
+
+func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
+	var push bool
+	var batch, clients, size, messages int
+	var queue string
+	cmd := &cobra.Command{
+		Use:   "http --push",
+		Short: "Push over HTTP from concurrent clients (unique transactionIds, dedup on)",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if !push {
+				return errors.New("say what to measure: --push")
+			}
+			if batch < 1 || clients < 1 || size < 2 || messages < 1 {
+				return errors.New("--batch, --clients, --messages must be positive and --size at least 2")
+			}
+			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 60 * time.Second}
+			payload := `"` + strings.Repeat("x", size-2) + `"`
+			run := &benchRun{start: time.Now()}
+			stop := make(chan struct{})
+			go run.progress(c.ErrOrStderr(), int64(messages), stop)
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			nonce := time.Now().UnixNano()
+			for w := range clients {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var body bytes.Buffer
+					for {
+						first := next.Add(int64(batch)) - int64(batch)
+						if first >= int64(messages) {
+							return
+						}
+						n := min(int64(batch), int64(messages)-first)
+						body.Reset()
+						body.WriteString(`{"items":[`)
+						for i := range n {
+							if i > 0 {
+								body.WriteByte(',')
+							}
+							fmt.Fprintf(&body, `{"queue":%q,"partition":"p%d","transactionId":"bench-%d-%d","payload":%s}`, queue, w%8, nonce, first+i, payload)
+						}
+						body.WriteString(`]}`)
+						t0 := time.Now()
+						resp, err := hc.Post(strings.TrimRight(o.server, "/")+"/api/v1/push", "application/json", &body)
+						if err != nil {
+							run.errors.Add(n)
+							continue
+						}
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode != http.StatusCreated {
+							run.errors.Add(n)
+							continue
+						}
+						run.record(time.Since(t0), int(n), int(n)*size)
+					}
+				}()
+			}
+			wg.Wait()
+			close(stop)
+			return run.report(c, o, fmt.Sprintf("one push of %d messages", batch))
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&push, "push", false, "measure pushes")
+	f.IntVar(&batch, "batch", 100, "messages per push")
+	f.IntVar(&clients, "clients", 16, "concurrent clients")
+	f.IntVar(&size, "size", 256, "payload bytes")
+	f.IntVar(&messages, "messages", 200_000, "messages in all")
+	f.StringVar(&queue, "queue", "bench", "queue to push to")
+	return cmd
+}
+
+func newBenchKafkaCmd(o *clientOptions) *cobra.Command {
+	var produce bool
+	var records, size int
+	var acks, topic string
+	var brokers []string
+	cmd := &cobra.Command{
+		Use:   "kafka --produce",
+		Short: "Produce with franz-go (idempotent, like kafka-producer-perf-test)",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if !produce {
+				return errors.New("say what to measure: --produce")
+			}
+			opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(0)}
+			switch acks {
+			case "all", "-1":
+				opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+			case "1":
+				opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+			case "0":
+				opts = append(opts, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
+			default:
+				return fmt.Errorf("--acks must be all, 1 or 0")
+			}
+			cl, err := kgo.NewClient(opts...)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			value := bytes.Repeat([]byte("x"), size)
+			run := &benchRun{start: time.Now(), latencies: make([]time.Duration, 0, records)}
+			stop := make(chan struct{})
+			go run.progress(c.ErrOrStderr(), int64(records), stop)
+			var wg sync.WaitGroup
+			ctx := c.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			for range records {
+				wg.Add(1)
+				t0 := time.Now()
+				cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+					defer wg.Done()
+					if err != nil {
+						run.errors.Add(1)
+						return
+					}
+					run.record(time.Since(t0), 1, size)
+				})
+			}
+			wg.Wait()
+			close(stop)
+			return run.report(c, o, "one produced record (send to acknowledgement)")
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&produce, "produce", false, "measure producing")
+	f.IntVar(&records, "records", 1_000_000, "records to produce")
+	f.IntVar(&size, "size", 100, "record value bytes")
+	f.StringVar(&acks, "acks", "all", "all, 1 or 0")
+	f.StringVar(&topic, "topic", "bench", "topic (created if missing)")
+	f.StringSliceVar(&brokers, "brokers", []string{"127.0.0.1:9092"}, "bootstrap brokers")
+	return cmd
+}

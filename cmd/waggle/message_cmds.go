@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// asPayload sends text that is a JSON document as it is, anything else as
+// a JSON string.
+func asPayload(text string) json.RawMessage {
+	if json.Valid([]byte(text)) {
+		return json.RawMessage(text)
+	}
+	b, _ := json.Marshal(text)
+	return b
+}
+
+func newPushCmd(o *clientOptions) *cobra.Command {
+	var partition, txID string
+	cmd := &cobra.Command{
+		Use:   "push QUEUE [MESSAGE...]",
+		Short: "Push messages (the arguments, or one per line of stdin)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			msgs := args[1:]
+			if len(msgs) == 0 {
+				sc := bufio.NewScanner(c.InOrStdin())
+				sc.Buffer(make([]byte, 1<<20), 1<<20)
+				for sc.Scan() {
+					if line := sc.Text(); line != "" {
+						msgs = append(msgs, line)
+					}
+				}
+				if err := sc.Err(); err != nil {
+					return err
+				}
+			}
+			if len(msgs) == 0 {
+				return errors.New("nothing to push")
+			}
+			if txID != "" && len(msgs) != 1 {
+				return errors.New("--transaction-id names one message; push them one at a time")
+			}
+			var items []map[string]any
+			for _, m := range msgs {
+				items = append(items, map[string]any{"queue": args[0], "partition": partition, "transactionId": txID, "payload": asPayload(m)})
+			}
+			var out []pushResult
+			if _, err := o.client().call(http.MethodPost, "/api/v1/push", map[string]any{"items": items}, &out); err != nil {
+				return err
+			}
+			return o.print(c, out, func(t *tableWriter) {
+				t.row("STATUS", "PARTITION", "OFFSET", "TRANSACTION ID", "MESSAGE ID")
+				for _, r := range out {
+					off, id := "", ""
+					if r.Offset != nil {
+						off = strconv.FormatUint(*r.Offset, 10)
+					}
+					if r.MessageID != nil {
+						id = *r.MessageID
+					}
+					status := r.Status
+					if r.Error != "" {
+						status += ": " + r.Error
+					}
+					t.row(status, r.Partition, off, r.TransactionID, id)
+				}
+			})
+		},
+	}
+	cmd.Flags().StringVar(&partition, "partition", "", "partition (default: Default)")
+	cmd.Flags().StringVar(&txID, "transaction-id", "", "transactionId of the one message (retries answer duplicate)")
+	return cmd
+}
+
+func newPopCmd(o *clientOptions) *cobra.Command {
+	var group, partition string
+	var batch int
+	var ack bool
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "pop QUEUE",
+		Short: "Lease messages (and with --ack, complete them)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			q := url.Values{"batch": {strconv.Itoa(batch)}}
+			if group != "" {
+				q.Set("consumerGroup", group)
+			}
+			if wait > 0 {
+				q.Set("wait", "true")
+				q.Set("timeout", strconv.FormatInt(wait.Milliseconds(), 10))
+			}
+			path := "/api/v1/pop/queue/" + url.PathEscape(args[0])
+			if partition != "" {
+				path += "/partition/" + url.PathEscape(partition)
+			}
+			var out popped
+			cl := o.client()
+			status, err := cl.call(http.MethodGet, path+"?"+q.Encode(), nil, &out)
+			if err != nil {
+				return err
+			}
+			if status == http.StatusNoContent {
+				fmt.Fprintln(c.ErrOrStderr(), "no messages")
+				return nil
+			}
+			if ack {
+				var acks []map[string]string
+				for _, m := range out.Messages {
+					acks = append(acks, map[string]string{"transactionId": m.TransactionID, "partitionId": m.PartitionID, "leaseId": m.LeaseID, "status": "completed"})
+				}
+				var res []struct {
+					Success bool
+					Error   string
+				}
+				if _, err := cl.call(http.MethodPost, "/api/v1/ack/batch", map[string]any{"consumerGroup": group, "acknowledgments": acks}, &res); err != nil {
+					return err
+				}
+				for i, r := range res {
+					if !r.Success {
+						return fmt.Errorf("ack of %s failed: %s", out.Messages[i].TransactionID, r.Error)
+					}
+				}
+			}
+			return o.print(c, out, func(t *tableWriter) {
+				t.row("PARTITION", "OFFSET", "ATTEMPT", "TRANSACTION ID", "DATA")
+				for _, m := range out.Messages {
+					t.row(m.Partition, m.Offset, m.DeliveryAttempt, m.TransactionID, string(m.Data))
+				}
+			})
+		},
+	}
+	cmd.Flags().StringVar(&group, "group", "", "consumer group (default: the queue's shared group)")
+	cmd.Flags().StringVar(&partition, "partition", "", "pop from this partition only")
+	cmd.Flags().IntVar(&batch, "batch", 1, "messages to lease (1-1000)")
+	cmd.Flags().BoolVar(&ack, "ack", false, "complete the messages right away")
+	cmd.Flags().DurationVar(&wait, "wait", 0, "long-poll up to this long for messages")
+	return cmd
+}
+
+func newDLQCmd(o *clientOptions) *cobra.Command {
+	cmd := &cobra.Command{Use: "dlq", Short: "Dead letters"}
+	var queue string
+	list := &cobra.Command{Use: "list", Short: "List dead letters", Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			var out deadLetters
+			path := "/api/v1/dlq"
+			if queue != "" {
+				path += "?queue=" + url.QueryEscape(queue)
+			}
+			if _, err := o.client().call(http.MethodGet, path, nil, &out); err != nil {
+				return err
+			}
+			return o.print(c, out, func(t *tableWriter) {
+				t.row("ID", "QUEUE", "PARTITION", "GROUP", "OFFSET", "ATTEMPTS", "TRANSACTION ID", "ERROR")
+				for _, d := range out.Messages {
+					t.row(d.ID, d.Queue, d.Partition, d.ConsumerGroup, d.Offset, d.Attempts, d.TransactionID, d.Error)
+				}
+			})
+		}}
+	list.Flags().StringVar(&queue, "queue", "", "only this queue's dead letters")
+	replay := &cobra.Command{Use: "replay ID", Short: "Push a copy of a dead letter back to its partition", Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			var out pushResult
+			if _, err := o.client().call(http.MethodPost, "/api/v1/dlq/"+url.PathEscape(args[0])+"/replay", struct{}{}, &out); err != nil {
+				return err
+			}
+			return o.print(c, out, func(t *tableWriter) {
+				t.row("STATUS", "PARTITION", "OFFSET", "TRANSACTION ID")
+				t.row(out.Status, out.Partition, *out.Offset, out.TransactionID)
+			})
+		}}
+	cmd.AddCommand(list, replay)
+	return cmd
+}
