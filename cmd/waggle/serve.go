@@ -72,7 +72,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&o.advertiseKafka, "advertise-kafka", "", "Kafka address clients use for this node (default: --kafka-addr)")
 	f.Uint64Var(&o.snapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (0: the built-in default)")
 	f.Uint64Var(&o.trailingLogs, "raft-trailing-logs", 0, "log entries kept behind a snapshot (0: the built-in default)")
-	o.kafka = kafka.DefaultConfig()
+	o.kafka = defaultKafkaConfig()
 	f.Int32Var(&o.kafka.MaxFrameBytes, "kafka-max-frame-bytes", o.kafka.MaxFrameBytes, "largest Kafka request accepted; a larger one closes the connection")
 	f.BoolVar(&o.kafka.AutoCreateTopics, "kafka-auto-create-topics", o.kafka.AutoCreateTopics, "create unknown topics on Metadata and Produce")
 	f.Int32Var(&o.kafka.DefaultPartitions, "kafka-default-partitions", o.kafka.DefaultPartitions, "partitions of an auto-created topic")
@@ -267,3 +267,5 @@ func raftLogLevel(l slog.Level) string {
 	}
 	return "warn" // raft's info lines are chatty; keep them for --log-level debug
 }
+
+func defaultKafkaConfig() kafka.Config { return kafka.DefaultConfig() }
