@@ -1,0 +1,79 @@
+package integration
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func TestMetricsExposition(t *testing.T) {
+	n := startSingle(t)
+	n.push(pushItem{Queue: "m", TransactionID: "a", Payload: 1}, pushItem{Queue: "m", TransactionID: "a", Payload: 1})
+	_, got := n.pop(t, "m", map[string]string{"consumerGroup": "mg"})
+	n.ackAll(t, "mg", got.Messages, "completed")
+	n.push(pushItem{Queue: "m", TransactionID: "b", Payload: 2}) // lag 1 for mg
+	cl := kafkaClient(t, []string{n.kafkaAddr})
+	createTopic(t, cl, "mt", 1, nil)
+
+	resp, err := http.Get(n.url("/metrics"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	text := string(body)
+	for _, want := range []string{
+		`waggle_push_messages_total{status="queued"} 2`,
+		`waggle_push_messages_total{status="duplicate"} 1`,
+		`waggle_http_requests_total{code="201",route="POST /api/v1/push"} 2`,
+		`waggle_kafka_requests_total{api="CreateTopics"} 1`,
+		`waggle_raft_is_leader 1`,
+		`waggle_group_lag_messages{group="mg",partition="Default",queue="m"} 1`,
+		`waggle_raft_apply_seconds_count`,
+		`waggle_badger_lsm_bytes`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// The dashboard, driven by headless Chromium: a pushed message's queue
+// appears with the right count.
+func TestDashboardShowsQueuesInABrowser(t *testing.T) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatal("chromium is not installed (apt-get install -y chromium; .ci/run does this)")
+	}
+	n := startSingle(t)
+	n.push(pushItem{Queue: "dash-q", Payload: 1}, pushItem{Queue: "dash-q", Payload: 2}, pushItem{Queue: "dash-q", Payload: 3})
+	cl := kafkaClient(t, []string{n.kafkaAddr}, kgo.DefaultProduceTopic("dash-t"))
+	createTopic(t, cl, "dash-t", 1, nil)
+
+	profile, err := os.MkdirTemp("", "waggle-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(profile)
+	want := `<td>dash-q</td><td>Default</td><td class="n">3</td>`
+	waitFor(t, 60*time.Second, func() error {
+		cmd := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+			"--disable-background-networking", "--disable-component-update", "--disable-sync", "--user-data-dir="+profile,
+			"--virtual-time-budget=5000", "--dump-dom", n.url("/"))
+		out, err := cmd.Output()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(out), want) || !strings.Contains(string(out), "(leader)") {
+			return fmt.Errorf("the rendered page lacks the queue row or the leader:\n%.2000s", out)
+		}
+		return nil
+	})
+}
