@@ -16,20 +16,7 @@ func runClient(t *testing.T, name string, args ...string) string {
 	n := startSingle(t)
 	cmd := exec.Command(name, append(args, n.kafkaAddr, "clients-topic", "clients-group")...)
 	cmd.Dir = "clients"
-	done := make(chan struct{})
-	var out []byte
-	var err error
-	go func() {
-		out, err = cmd.CombinedOutput()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(2 * time.Minute):
-		cmd.Process.Kill()
-		<-done
-		t.Fatalf("%s did not finish in 2 minutes:\n%s", name, out)
-	}
+	out, err := runWithTimeout(t, cmd, 2*time.Minute)
 	if err != nil {
 		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
 	}

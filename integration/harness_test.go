@@ -348,3 +348,25 @@ func withArgs(n *node, args []string) *node {
 	n.args = args
 	return n
 }
+
+// runWithTimeout runs a client command and kills it if it has not finished
+// within timeout, failing the test.
+func runWithTimeout(t testing.TB, cmd *exec.Cmd, timeout time.Duration) ([]byte, error) {
+	t.Helper()
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() {
+		out, err = cmd.CombinedOutput()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return out, err
+	case <-time.After(timeout):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("%s did not finish in %v:\n%s", cmd.Path, timeout, out)
+		return nil, nil
+	}
+}

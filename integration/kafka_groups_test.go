@@ -228,20 +228,7 @@ func TestKcatGroupConsumer(t *testing.T) {
 	produceSync(t, cl, &kgo.Record{Key: []byte("a"), Value: []byte("one")}, &kgo.Record{Key: []byte("b"), Value: []byte("two")},
 		&kgo.Record{Key: []byte("c"), Value: []byte("three")})
 	cmd := exec.Command(kcat, "-b", n.kafkaAddr, "-G", "kcat-group", "-c", "3", "-f", "%s\n", "-X", "auto.offset.reset=earliest", "kg")
-	done := make(chan struct{})
-	var out []byte
-	var err error
-	go func() {
-		out, err = cmd.CombinedOutput()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		<-done
-		t.Fatalf("kcat -G did not read 3 messages in 60 s:\n%s", out)
-	}
+	out, err := runWithTimeout(t, cmd, 60*time.Second)
 	got := map[string]bool{}
 	for _, l := range strings.Split(string(out), "\n") {
 		got[strings.TrimSpace(l)] = true
