@@ -370,3 +370,5 @@ func runWithTimeout(t testing.TB, cmd *exec.Cmd, timeout time.Duration) ([]byte,
 		return nil, nil
 	}
 }
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
