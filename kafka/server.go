@@ -215,35 +215,52 @@ func (c *conn) read(pending chan<- pendingReply) error {
 
 func (c *conn) handle(body []byte) (pendingReply, error) {
 	start := time.Now()
-	h, rest, err := parseHeader(body)
+	h, req, err := decodeRequest(body)
+	if errors.Is(err, errUnsupportedAPIVersions) {
+		// Answer v0 with UNSUPPORTED_VERSION so the client retries lower.
+		wait, _ := ready(apiVersionsResponse(0, unsupportedVersion), nil)
+		return pendingReply{h: h, wait: wait, start: start}, nil
+	}
 	if err != nil {
 		return pendingReply{}, err
 	}
+	c.clientID = h.clientID
+	wait, err := apis[h.key].handle(c, req)
+	return pendingReply{h: h, wait: wait, start: start}, err
+}
+
+var errUnsupportedAPIVersions = errors.New("ApiVersions at an unsupported version")
+
+// decodeRequest parses a frame body: header, then the request of a
+// registered API at a registered version. It allocates nothing sized by a
+// field it has not checked against the bytes left (kmsg checks array
+// counts the same way).
+func decodeRequest(body []byte) (header, kmsg.Request, error) {
+	h, rest, err := parseHeader(body)
+	if err != nil {
+		return h, nil, err
+	}
 	a, known := apis[h.key]
 	if !known {
-		return pendingReply{}, fmt.Errorf("unsupported API key %d", h.key)
+		return h, nil, fmt.Errorf("unsupported API key %d", h.key)
 	}
 	if h.version < a.min || h.version > a.max {
 		if h.key == kmsg.ApiVersions.Int16() {
-			// Answer v0 with UNSUPPORTED_VERSION so the client retries lower.
-			wait, _ := ready(apiVersionsResponse(0, unsupportedVersion), nil)
-			return pendingReply{h: h, wait: wait, start: start}, nil
+			return h, nil, errUnsupportedAPIVersions
 		}
-		return pendingReply{}, fmt.Errorf("API key %d version %d outside %d–%d", h.key, h.version, a.min, a.max)
+		return h, nil, fmt.Errorf("API key %d version %d outside %d–%d", h.key, h.version, a.min, a.max)
 	}
 	req := kmsg.RequestForKey(h.key)
 	req.SetVersion(h.version)
 	if req.IsFlexible() {
 		if rest, err = skipTags(rest); err != nil {
-			return pendingReply{}, err
+			return h, nil, err
 		}
 	}
 	if err := req.ReadFrom(rest); err != nil {
-		return pendingReply{}, fmt.Errorf("decode API key %d v%d: %w", h.key, h.version, err)
+		return h, nil, fmt.Errorf("decode API key %d v%d: %w", h.key, h.version, err)
 	}
-	c.clientID = h.clientID
-	wait, err := a.handle(c, req)
-	return pendingReply{h: h, wait: wait, start: start}, err
+	return h, req, nil
 }
 
 // unsupportedVersion is UNSUPPORTED_VERSION.
