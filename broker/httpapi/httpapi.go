@@ -4,6 +4,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/metrics"
@@ -165,9 +167,18 @@ func (s *Server) writeBrokerError(w http.ResponseWriter, err error) {
 // data and bodies over MaxBodyBytes. It writes the error answer itself
 // and reports whether decoding succeeded.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	// encoding/json silently turns invalid UTF-8 into U+FFFD: two different
+	// transactionIds could then become one. Refuse such bodies instead.
+	if err == nil && !utf8.Valid(raw) {
+		writeError(w, http.StatusBadRequest, "bad_json", "request body is not valid UTF-8")
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	if err == nil {
+		err = dec.Decode(v)
+	}
 	if err == nil && dec.More() {
 		err = errors.New("unexpected data after the JSON value")
 	} else if err == nil {
