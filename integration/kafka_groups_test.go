@@ -242,13 +242,11 @@ func TestKcatGroupConsumer(t *testing.T) {
 // their position on a queue, both ways.
 func TestKafkaAndHTTPGroupsShareCursors(t *testing.T) {
 	n := startSingle(t)
-	cl := kafkaClient(t, []string{n.kafkaAddr}, kgo.DefaultProduceTopic("shared"))
-	createTopic(t, cl, "shared", 1, nil)
-	var recs []*kgo.Record
+	var values []string
 	for i := range 10 {
-		recs = append(recs, &kgo.Record{Value: []byte(fmt.Sprintf(`{"i":%d}`, i))})
+		values = append(values, fmt.Sprintf(`{"i":%d}`, i))
 	}
-	produceSync(t, cl, recs...)
+	cl := newTopic(t, n.kafkaAddr, "shared", 1, values...)
 
 	// Kafka commits 6 for group "same" (a simple commit: no member).
 	commit := kmsg.NewPtrOffsetCommitRequest()

@@ -94,3 +94,19 @@ func requireKcat(t testing.TB) string {
 	}
 	return kcat
 }
+
+// newTopic creates a topic and produces values to it in one batch; the
+// client it returns produces to that topic by default.
+func newTopic(t testing.TB, addr, topic string, partitions int32, values ...string) *kgo.Client {
+	t.Helper()
+	cl := kafkaClient(t, []string{addr}, kgo.DefaultProduceTopic(topic))
+	createTopic(t, cl, topic, partitions, nil)
+	if len(values) > 0 {
+		recs := make([]*kgo.Record, len(values))
+		for i, v := range values {
+			recs[i] = &kgo.Record{Value: []byte(v)}
+		}
+		produceSync(t, cl, recs...)
+	}
+	return cl
+}

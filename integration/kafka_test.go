@@ -330,13 +330,7 @@ func TestKcatRoundTrip(t *testing.T) {
 // clients skip the records before their offset; over HTTP the broker does.
 func TestFetchFromAnOffsetInsideABatch(t *testing.T) {
 	n := startSingle(t)
-	cl := kafkaClient(t, []string{n.kafkaAddr}, kgo.DefaultProduceTopic("inside"))
-	createTopic(t, cl, "inside", 1, nil)
-	var recs []*kgo.Record
-	for i := range 5 {
-		recs = append(recs, &kgo.Record{Value: []byte(fmt.Sprint(i))})
-	}
-	produceSync(t, cl, recs...) // one batch of five
+	newTopic(t, n.kafkaAddr, "inside", 1, "0", "1", "2", "3", "4") // one batch of five
 
 	consumer := kafkaClient(t, []string{n.kafkaAddr}, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"inside": {0: kgo.NewOffset().At(2)}}))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -42,7 +42,9 @@ func startServer(t *testing.T) (httpAddr, kafkaAddr string) {
 	for {
 		resp, err := http.Get("http://" + httpAddr + "/health")
 		if err == nil {
-			var h struct{ Raft struct{ Role, LeaderHTTP string } }
+			var h struct {
+				Raft struct{ Role, LeaderHTTP string }
+			}
 			json.NewDecoder(resp.Body).Decode(&h)
 			resp.Body.Close()
 			if h.Raft.Role == "leader" && h.Raft.LeaderHTTP != "" {
