@@ -2,6 +2,7 @@ package raftfsm
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/waggle-mq/waggle/store"
@@ -254,3 +255,10 @@ type NewProducerIDCommand struct{}
 
 // Encode returns the raft entry for the command.
 func (c *NewProducerIDCommand) Encode() []byte { return []byte{byte(CmdNewProducerID)} }
+
+func decodeNewProducerID(b []byte) (*NewProducerIDCommand, error) {
+	if len(b) != 0 {
+		return nil, errors.New("raftfsm: trailing bytes after command")
+	}
+	return &NewProducerIDCommand{}, nil
+}

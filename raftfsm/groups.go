@@ -117,7 +117,7 @@ func (p *Processor) commitOffsets(tx *store.Tx, meta *store.Meta, c *CommitOffse
 	return out
 }
 
-func (p *Processor) deleteOffsets(tx *store.Tx, c *DeleteOffsetsCommand) int {
+func (p *Processor) deleteOffsets(tx *store.Tx, _ *store.Meta, c *DeleteOffsetsCommand) int {
 	n := 0
 	if c.All {
 		cursors, err := tx.GroupCursors(c.Group)

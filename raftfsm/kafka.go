@@ -133,7 +133,7 @@ func decodeDeleteQueue(b []byte) (*DeleteQueueCommand, error) {
 	return c, d.finish()
 }
 
-func (p *Processor) deleteQueue(tx *store.Tx, c *DeleteQueueCommand) TopicOutcome {
+func (p *Processor) deleteQueue(tx *store.Tx, _ *store.Meta, c *DeleteQueueCommand) TopicOutcome {
 	q, err := tx.Queue(c.Name)
 	if errors.Is(err, store.ErrNotFound) {
 		return TopicUnknown

@@ -29,115 +29,88 @@ func (p *Processor) Apply(tx *store.Tx, meta *store.Meta, data []byte) any {
 	if len(data) == 0 {
 		panic("raftfsm: empty command entry")
 	}
-	switch CommandType(data[0]) {
-	case CmdPush:
-		cmd, err := decodePush(data[1:])
-		mustDecode(err, data)
-		advanceClock(meta, cmd.NowMs)
-		return p.push(tx, meta, cmd)
-	case CmdConfigureQueue:
-		cmd, err := decodeConfigureQueue(data[1:])
-		mustDecode(err, data)
-		advanceClock(meta, cmd.NowMs)
-		return p.configure(tx, meta, cmd)
-	case CmdPruneDedup:
-		cmd, err := decodePruneDedup(data[1:])
-		mustDecode(err, data)
-		advanceClock(meta, cmd.NowMs)
-		n, err := tx.PruneDedup(meta.ClockMs, cmd.Limit)
-		must(err)
-		return PruneDedupResult{Removed: n}
-	case CmdCreateTopic:
-		cmd, err := decodeCreateTopic(data[1:])
-		mustDecode(err, data)
-		advanceClock(meta, cmd.NowMs)
-		return p.createTopic(tx, meta, cmd)
-	case CmdProduce:
-		cmd, err := decodeProduce(data[1:])
-		mustDecode(err, data)
-		advanceClock(meta, cmd.NowMs)
-		return p.produce(tx, meta, cmd)
-	case CmdAddPartitions:
-		cmd, err := decodeAddPartitions(data[1:])
-		mustDecode(err, data)
-		return p.addPartitions(tx, meta, cmd)
-	case CmdDeleteQueue:
-		cmd, err := decodeDeleteQueue(data[1:])
-		mustDecode(err, data)
-		return p.deleteQueue(tx, cmd)
-	case CmdNewProducerID:
-		if len(data) != 1 {
-			mustDecode(errors.New("raftfsm: trailing bytes after command"), data)
-		}
-		id := int64(meta.NextID)
-		meta.NextID++
-		return id
-	case CmdCommitOffsets:
-		cmd, err := decodeCommitOffsets(data[1:])
-		mustDecode(err, data)
-		advanceClock(meta, cmd.NowMs)
-		return p.commitOffsets(tx, meta, cmd)
-	case CmdDeleteOffsets:
-		cmd, err := decodeDeleteOffsets(data[1:])
-		mustDecode(err, data)
-		return p.deleteOffsets(tx, cmd)
-	case CmdPop:
-		cmd, err := decodePop(data[1:])
-		mustDecode(err, data)
-		advanceClock(meta, cmd.NowMs)
-		return p.pop(tx, meta, cmd)
-	case CmdAck:
-		cmd, err := decodeAck(data[1:])
-		mustDecode(err, data)
-		advanceClock(meta, cmd.NowMs)
-		return p.ack(tx, meta, cmd)
-	case CmdExtendLease:
-		cmd, err := decodeExtendLease(data[1:])
-		mustDecode(err, data)
-		advanceClock(meta, cmd.NowMs)
-		return p.extendLease(tx, meta, cmd)
-	case CmdSeek:
-		cmd, err := decodeSeek(data[1:])
-		mustDecode(err, data)
-		advanceClock(meta, cmd.NowMs)
-		return p.seek(tx, meta, cmd)
-	case CmdKV:
-		cmd, err := decodeJSONCommand[KVCommand](data[1:])
-		mustDecode(err, data)
-		advanceClock(meta, cmd.NowMs)
-		return p.kvCall(tx, meta, cmd)
-	case CmdTransaction:
-		cmd, err := decodeJSONCommand[TransactionCommand](data[1:])
-		mustDecode(err, data)
-		advanceClock(meta, cmd.NowMs)
-		return p.transaction(tx, meta, cmd)
-	case CmdTimers:
-		cmd, err := decodeJSONCommand[TimersCommand](data[1:])
-		mustDecode(err, data)
-		advanceClock(meta, cmd.NowMs)
-		out := make([]TimerResult, len(cmd.Ops))
-		for i, op := range cmd.Ops {
-			out[i] = applyTimer(tx, meta.ClockMs, op)
-		}
-		return out
-	case CmdTick:
-		cmd, err := decodeJSONCommand[TickCommand](data[1:])
-		mustDecode(err, data)
-		advanceClock(meta, cmd.NowMs)
-		return p.tick(tx, meta, cmd)
-	case CmdRegisterNode:
-		cmd, err := decodeRegisterNode(data[1:])
-		mustDecode(err, data)
-		must(tx.PutNode(cmd.Node))
-		return nil
-	case CmdForgetNode:
-		cmd, err := decodeForgetNode(data[1:])
-		mustDecode(err, data)
-		must(tx.DeleteNode(cmd.ID))
-		return nil
-	default:
+	h := handlers[CommandType(data[0])]
+	if h == nil {
 		panic(fmt.Sprintf("raftfsm: unknown command type %d (entry from a newer binary?)", data[0]))
 	}
+	return h(p, tx, meta, data)
+}
+
+// handler applies one command entry (type byte included).
+type handler func(p *Processor, tx *store.Tx, meta *store.Meta, data []byte) any
+
+// handlers is every command type's handler, registered once in init.
+var handlers = map[CommandType]handler{}
+
+// register adds a command type: its decoder, the leader-stamped time in it
+// (nil for commands that carry none) and what applying it does. A type
+// registered twice panics at start-up.
+func register[C, R any](t CommandType, decode func([]byte) (*C, error), stamp func(*C) int64,
+	apply func(*Processor, *store.Tx, *store.Meta, *C) R) {
+	if _, dup := handlers[t]; dup {
+		panic(fmt.Sprintf("raftfsm: command type %d registered twice", t))
+	}
+	handlers[t] = func(p *Processor, tx *store.Tx, meta *store.Meta, data []byte) any {
+		cmd, err := decode(data[1:])
+		mustDecode(err, data)
+		if stamp != nil {
+			advanceClock(meta, stamp(cmd))
+		}
+		return apply(p, tx, meta, cmd)
+	}
+}
+
+func init() {
+	register(CmdPush, decodePush, func(c *PushCommand) int64 { return c.NowMs }, (*Processor).push)
+	register(CmdConfigureQueue, decodeConfigureQueue, func(c *ConfigureQueueCommand) int64 { return c.NowMs }, (*Processor).configure)
+	register(CmdPruneDedup, decodePruneDedup, func(c *PruneDedupCommand) int64 { return c.NowMs }, (*Processor).pruneDedup)
+	register(CmdRegisterNode, decodeRegisterNode, nil, (*Processor).registerNode)
+	register(CmdForgetNode, decodeForgetNode, nil, (*Processor).forgetNode)
+	register(CmdCreateTopic, decodeCreateTopic, func(c *CreateTopicCommand) int64 { return c.NowMs }, (*Processor).createTopic)
+	register(CmdProduce, decodeProduce, func(c *ProduceCommand) int64 { return c.NowMs }, (*Processor).produce)
+	register(CmdAddPartitions, decodeAddPartitions, nil, (*Processor).addPartitions)
+	register(CmdDeleteQueue, decodeDeleteQueue, nil, (*Processor).deleteQueue)
+	register(CmdNewProducerID, decodeNewProducerID, nil, (*Processor).newProducerID)
+	register(CmdCommitOffsets, decodeCommitOffsets, func(c *CommitOffsetsCommand) int64 { return c.NowMs }, (*Processor).commitOffsets)
+	register(CmdDeleteOffsets, decodeDeleteOffsets, nil, (*Processor).deleteOffsets)
+	register(CmdPop, decodePop, func(c *PopCommand) int64 { return c.NowMs }, (*Processor).pop)
+	register(CmdAck, decodeAck, func(c *AckCommand) int64 { return c.NowMs }, (*Processor).ack)
+	register(CmdExtendLease, decodeExtendLease, func(c *ExtendLeaseCommand) int64 { return c.NowMs }, (*Processor).extendLease)
+	register(CmdSeek, decodeSeek, func(c *SeekCommand) int64 { return c.NowMs }, (*Processor).seek)
+	register(CmdKV, decodeJSONCommand[KVCommand], func(c *KVCommand) int64 { return c.NowMs }, (*Processor).kvCall)
+	register(CmdTransaction, decodeJSONCommand[TransactionCommand], func(c *TransactionCommand) int64 { return c.NowMs }, (*Processor).transaction)
+	register(CmdTimers, decodeJSONCommand[TimersCommand], func(c *TimersCommand) int64 { return c.NowMs }, (*Processor).timers)
+	register(CmdTick, decodeJSONCommand[TickCommand], func(c *TickCommand) int64 { return c.NowMs }, (*Processor).tick)
+}
+
+func (p *Processor) pruneDedup(tx *store.Tx, meta *store.Meta, c *PruneDedupCommand) PruneDedupResult {
+	n, err := tx.PruneDedup(meta.ClockMs, c.Limit)
+	must(err)
+	return PruneDedupResult{Removed: n}
+}
+
+func (p *Processor) registerNode(tx *store.Tx, _ *store.Meta, c *RegisterNodeCommand) any {
+	must(tx.PutNode(c.Node))
+	return nil
+}
+
+func (p *Processor) forgetNode(tx *store.Tx, _ *store.Meta, c *ForgetNodeCommand) any {
+	must(tx.DeleteNode(c.ID))
+	return nil
+}
+
+func (p *Processor) newProducerID(_ *store.Tx, meta *store.Meta, _ *NewProducerIDCommand) int64 {
+	id := int64(meta.NextID)
+	meta.NextID++
+	return id
+}
+
+func (p *Processor) timers(tx *store.Tx, meta *store.Meta, c *TimersCommand) []TimerResult {
+	out := make([]TimerResult, len(c.Ops))
+	for i, op := range c.Ops {
+		out[i] = applyTimer(tx, meta.ClockMs, op)
+	}
+	return out
 }
 
 func mustDecode(err error, data []byte) {
