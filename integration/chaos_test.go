@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -12,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The chaos test runs a workload against a 3-node cluster while a nemesis
@@ -202,6 +206,47 @@ func TestChaos(t *testing.T) {
 		}
 	}()
 
+	// A franz-go idempotent producer writes numbered records to topic
+	// chaos-k; acknowledged ones must be stored exactly once, in order.
+	var brokers []string
+	for _, n := range c.nodes {
+		brokers = append(brokers, n.kafkaAddr)
+	}
+	producer := kafkaClient(t, brokers, kgo.DefaultProduceTopic("chaos-k"), kgo.RecordRetries(math.MaxInt32),
+		kgo.RecordDeliveryTimeout(60*time.Second), kgo.ProducerLinger(5*time.Millisecond))
+	createTopic(t, producer, "chaos-k", 1, nil)
+	var kmu sync.Mutex
+	kafkaAcked := map[string]bool{}
+	kafkaFailed := 0
+	var kwg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				kwg.Wait()
+				return
+			default:
+			}
+			v := strconv.Itoa(i)
+			kwg.Add(1)
+			producer.Produce(context.Background(), &kgo.Record{Value: []byte(v)}, func(_ *kgo.Record, err error) {
+				defer kwg.Done()
+				kmu.Lock()
+				defer kmu.Unlock()
+				if err != nil {
+					kafkaFailed++
+					return
+				}
+				kafkaAcked[v] = true
+			})
+			if i%200 == 199 {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}()
+
 	// The nemesis: a fault every few seconds, healed before the next.
 	faults := map[string]int{}
 	var maxGap time.Duration
@@ -306,8 +351,42 @@ func TestChaos(t *testing.T) {
 		t.Errorf("%d transactions are visible in one queue but not the other", partial)
 	}
 
-	report := fmt.Sprintf("chaos %ds: push ok %d / info %d; once ok %d / info %d; txn ok %d / fail %d / info %d; faults %v; "+
+	// Kafka: every acknowledged record once, in order.
+	consumer := kafkaClient(t, []string{l.kafkaAddr}, kgo.ConsumeTopics("chaos-k"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	hw := highWatermark(t, l, "chaos-k")
+	seenK := map[string]int{}
+	last := -1
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for read := int64(0); read < hw && ctx.Err() == nil; {
+		for _, r := range consumer.PollFetches(ctx).Records() {
+			read++
+			seenK[string(r.Value)]++
+			v, _ := strconv.Atoi(string(r.Value))
+			if v <= last {
+				t.Errorf("Kafka record %d after %d: out of order", v, last)
+			}
+			last = v
+		}
+	}
+	kafkaLost, kafkaDup := 0, 0
+	for v := range kafkaAcked {
+		if seenK[v] == 0 {
+			kafkaLost++
+		}
+	}
+	for _, n := range seenK {
+		if n > 1 {
+			kafkaDup++
+		}
+	}
+	if kafkaLost > 0 || kafkaDup > 0 {
+		t.Errorf("Kafka: %d acknowledged records lost, %d stored twice", kafkaLost, kafkaDup)
+	}
+
+	report := fmt.Sprintf("kafka acked %d / failed %d, stored %d, lost %d, dup %d; "+"chaos %ds: push ok %d / info %d; once ok %d / info %d; txn ok %d / fail %d / info %d; faults %v; "+
 		"stored %d, lost %d, duplicates 0, partial txns %d, double once winners %d; longest fault-to-progress %v",
+		len(kafkaAcked), kafkaFailed, len(seenK), kafkaLost, kafkaDup,
 		seconds, h.count("push", opOK), h.count("push", opInfo), h.count("once", opOK), h.count("once", opInfo),
 		h.count("txn", opOK), h.count("txn", opFail), h.count("txn", opInfo), faults,
 		len(stored), lost, partial, doubleWinners, maxGap.Round(time.Millisecond))
@@ -329,4 +408,11 @@ func idSet(f fetchAnswer) map[string]bool {
 		out[r.TransactionID] = true
 	}
 	return out
+}
+
+// highWatermark is the next offset of a topic's partition 0, from HTTP.
+func highWatermark(t *testing.T, n *node, topic string) int64 {
+	var f fetchAnswer
+	postJSON(t, n.url("/api/v1/fetch"), map[string]any{"entries": []map[string]any{{"queue": topic, "partition": "0", "offset": 0, "maxBytes": 1}}}, &f)
+	return int64(f.Entries[0].HighWatermark)
 }
