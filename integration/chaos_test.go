@@ -206,6 +206,28 @@ func TestChaos(t *testing.T) {
 		}
 	}()
 
+	// A KV counter: every acknowledged incr must count, and no more than
+	// the acknowledged plus the unknown ones may (no lost or phantom write).
+	var incrOK, incrInfo atomic.Int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var out struct{ OK bool }
+			status, err := chaosPost(c, "/api/v1/kv", map[string]any{"operations": []map[string]any{{"op": "incr", "ns": "chaos", "key": "counter", "forever": true}}}, &out)
+			if err != nil || status != http.StatusOK || !out.OK {
+				incrInfo.Add(1)
+				continue
+			}
+			incrOK.Add(1)
+		}
+	}()
+
 	// A franz-go idempotent producer writes numbered records to topic
 	// chaos-k; acknowledged ones must be stored exactly once, in order.
 	var brokers []string
@@ -351,6 +373,17 @@ func TestChaos(t *testing.T) {
 		t.Errorf("%d transactions are visible in one queue but not the other", partial)
 	}
 
+	// The counter lies between the acknowledged incrs and those plus the
+	// unknown ones.
+	var kvOut struct {
+		Value json.RawMessage
+	}
+	getJSON(t, l.url("/api/v1/kv/chaos/counter"), &kvOut)
+	counter, _ := strconv.ParseInt(string(kvOut.Value), 10, 64)
+	if counter < incrOK.Load() || counter > incrOK.Load()+incrInfo.Load() {
+		t.Errorf("counter %d outside [%d acknowledged, %d acknowledged + unknown]", counter, incrOK.Load(), incrOK.Load()+incrInfo.Load())
+	}
+
 	// Kafka: every acknowledged record once, in order.
 	consumer := kafkaClient(t, []string{l.kafkaAddr}, kgo.ConsumeTopics("chaos-k"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	hw := highWatermark(t, l, "chaos-k")
@@ -384,9 +417,9 @@ func TestChaos(t *testing.T) {
 		t.Errorf("Kafka: %d acknowledged records lost, %d stored twice", kafkaLost, kafkaDup)
 	}
 
-	report := fmt.Sprintf("kafka acked %d / failed %d, stored %d, lost %d, dup %d; "+"chaos %ds: push ok %d / info %d; once ok %d / info %d; txn ok %d / fail %d / info %d; faults %v; "+
+	report := fmt.Sprintf("counter %d (incr ok %d, unknown %d); kafka acked %d / failed %d, stored %d, lost %d, dup %d; "+"chaos %ds: push ok %d / info %d; once ok %d / info %d; txn ok %d / fail %d / info %d; faults %v; "+
 		"stored %d, lost %d, duplicates 0, partial txns %d, double once winners %d; longest fault-to-progress %v",
-		len(kafkaAcked), kafkaFailed, len(seenK), kafkaLost, kafkaDup,
+		counter, incrOK.Load(), incrInfo.Load(), len(kafkaAcked), kafkaFailed, len(seenK), kafkaLost, kafkaDup,
 		seconds, h.count("push", opOK), h.count("push", opInfo), h.count("once", opOK), h.count("once", opInfo),
 		h.count("txn", opOK), h.count("txn", opFail), h.count("txn", opInfo), faults,
 		len(stored), lost, partial, doubleWinners, maxGap.Round(time.Millisecond))
