@@ -226,22 +226,11 @@ func (s *Service) OffsetForTime(topic string, partition int32, timestampMs int64
 		if err != nil || o != TopicOK || p.ID == 0 {
 			return err
 		}
-		from := p.StartOffset
-		for from < p.NextOffset {
-			entries, err := tx.Entries(p.ID, from, 4<<20, 1000)
-			if err != nil || len(entries) == 0 {
-				return err
-			}
-			for _, e := range entries {
-				if e.MaxTimestampMs < timestampMs {
-					continue
-				}
-				return firstAtOrAfter(e, timestampMs, &offset, &foundTimestamp)
-			}
-			last := entries[len(entries)-1]
-			from = last.Offset + uint64(last.Count)
+		e, found, err := tx.FirstEntryAtOrAfter(p, timestampMs)
+		if err != nil || !found {
+			return err
 		}
-		return nil
+		return firstAtOrAfter(e, timestampMs, &offset, &foundTimestamp)
 	})
 	return offset, foundTimestamp, outcome, err
 }

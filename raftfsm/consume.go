@@ -511,20 +511,10 @@ func (p *Processor) seek(tx *store.Tx, meta *store.Meta, c *SeekCommand) TopicOu
 // firstAtOrAfter is the first offset of a partition whose entry is at or
 // after a time (entries are judged by their newest record).
 func firstAtOrAfter(tx *store.Tx, part store.Partition, tsMs int64) int64 {
-	from := part.StartOffset
-	for from < part.NextOffset {
-		entries, err := tx.Entries(part.ID, from, 4<<20, 1000)
-		must(err)
-		if len(entries) == 0 {
-			break
-		}
-		for _, e := range entries {
-			if e.MaxTimestampMs >= tsMs {
-				return int64(e.Offset)
-			}
-		}
-		last := entries[len(entries)-1]
-		from = last.Offset + uint64(last.Count)
+	e, found, err := tx.FirstEntryAtOrAfter(part, tsMs)
+	must(err)
+	if !found {
+		return int64(part.NextOffset)
 	}
-	return int64(part.NextOffset)
+	return int64(e.Offset)
 }

@@ -159,14 +159,14 @@ func TestReplicatedClockNeverGoesBackwards(t *testing.T) {
 	))
 	// At the replicated clock (t0+2h) x's window has passed.
 	requireResult(t, pushResults(t, answers[2])[0], PushQueued, 2, 3)
-	var msgs []store.Message
+	var msgs []store.Entry
 	f.store.View(func(tx *store.Tx) error {
 		q, _ := tx.Queue("q")
 		p, _ := tx.Partition(q.ID, "p")
-		msgs, _ = tx.Messages(p.ID, 0, 1<<20, 10)
+		msgs, _ = tx.Entries(p.ID, 0, 1<<20, 10)
 		return nil
 	})
-	if len(msgs) != 3 || msgs[2].TimestampMs != t0+2*hourMs {
+	if len(msgs) != 3 || msgs[2].Message.TimestampMs != t0+2*hourMs {
 		t.Fatalf("messages %+v: want 3, the last stamped with the replicated clock", msgs)
 	}
 }

@@ -479,17 +479,23 @@ func (t *Tx) EntryAt(partitionID, offset uint64) (Entry, bool, error) {
 	return entries[0], true, nil
 }
 
-// Messages reads the JSON messages among a partition's entries from offset
-// on (see Entries); Kafka batches are skipped.
-func (t *Tx) Messages(partitionID, from uint64, maxBytes, maxCount int) ([]Message, error) {
-	entries, err := t.Entries(partitionID, from, maxBytes, maxCount)
-	var out []Message
-	for _, e := range entries {
-		if e.Message != nil {
-			out = append(out, *e.Message)
+// FirstEntryAtOrAfter finds the first entry of a partition whose newest
+// record is at or after tsMs (found is false when none is).
+func (t *Tx) FirstEntryAtOrAfter(p Partition, tsMs int64) (e Entry, found bool, err error) {
+	for from := p.StartOffset; from < p.NextOffset; {
+		entries, err := t.Entries(p.ID, from, 4<<20, 1000)
+		if err != nil || len(entries) == 0 {
+			return Entry{}, false, err
 		}
+		for _, e := range entries {
+			if e.MaxTimestampMs >= tsMs {
+				return e, true, nil
+			}
+		}
+		last := entries[len(entries)-1]
+		from = last.Offset + uint64(last.Count)
 	}
-	return out, err
+	return Entry{}, false, nil
 }
 
 // Dedup returns the dedup record of a transactionId in a partition; found
