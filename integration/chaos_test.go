@@ -148,85 +148,58 @@ func TestChaos(t *testing.T) {
 	// only on an answered won:true.
 	winners := sync.Map{} // key -> count of won answers
 	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				key := fmt.Sprint("k-", i/4) // four tries per key
-				var out struct{ Won bool }
-				status, err := chaosPost(c, "/api/v1/kv/once", map[string]any{"ns": "chaos", "key": key, "forever": true}, &out)
-				if err != nil || status != http.StatusOK {
-					h.add(historyEntry{Kind: "once", Key: key, Outcome: opInfo})
-					continue
-				}
-				h.add(historyEntry{Kind: "once", Key: key, Outcome: opOK, Detail: strconv.FormatBool(out.Won)})
-				if out.Won {
-					v, _ := winners.LoadOrStore(key, new(atomic.Int32))
-					v.(*atomic.Int32).Add(1)
-				}
+		untilStopped(&wg, stop, func(i int) {
+			key := fmt.Sprint("k-", i/4) // four tries per key
+			var out struct{ Won bool }
+			status, err := chaosPost(c, "/api/v1/kv/once", map[string]any{"ns": "chaos", "key": key, "forever": true}, &out)
+			if err != nil || status != http.StatusOK {
+				h.add(historyEntry{Kind: "once", Key: key, Outcome: opInfo})
+				return
 			}
-		}()
+			h.add(historyEntry{Kind: "once", Key: key, Outcome: opOK, Detail: strconv.FormatBool(out.Won)})
+			if out.Won {
+				v, _ := winners.LoadOrStore(key, new(atomic.Int32))
+				v.(*atomic.Int32).Add(1)
+			}
+		})
 	}
 
 	// Transactions: each pushes t-<i> to queues chaos-a and chaos-b and
 	// writes KV chaos-txn/t-<i>, all or nothing.
 	var txns atomic.Int64
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			id := fmt.Sprint("t-", i)
-			var out txnAnswer
-			status, err := chaosPost(c, "/api/v1/transaction", map[string]any{
-				"operations": []map[string]any{
-					{"type": "push", "items": []pushItem{{Queue: "chaos-a", TransactionID: id, Payload: id}}},
-					{"type": "push", "items": []pushItem{{Queue: "chaos-b", TransactionID: id, Payload: id}}},
-				},
-				"kv": []map[string]any{{"op": "put", "ns": "chaos-txn", "key": id, "value": id, "forever": true}},
-			}, &out)
-			switch {
-			case err != nil || status != http.StatusOK:
-				h.add(historyEntry{Kind: "txn", Key: id, Outcome: opInfo})
-			case out.Success:
-				h.add(historyEntry{Kind: "txn", Key: id, Outcome: opOK})
-				txns.Add(1)
-			default:
-				h.add(historyEntry{Kind: "txn", Key: id, Outcome: opFail, Detail: out.Reason})
-			}
+	untilStopped(&wg, stop, func(i int) {
+		id := fmt.Sprint("t-", i)
+		var out txnAnswer
+		status, err := chaosPost(c, "/api/v1/transaction", map[string]any{
+			"operations": []map[string]any{
+				{"type": "push", "items": []pushItem{{Queue: "chaos-a", TransactionID: id, Payload: id}}},
+				{"type": "push", "items": []pushItem{{Queue: "chaos-b", TransactionID: id, Payload: id}}},
+			},
+			"kv": []map[string]any{{"op": "put", "ns": "chaos-txn", "key": id, "value": id, "forever": true}},
+		}, &out)
+		switch {
+		case err != nil || status != http.StatusOK:
+			h.add(historyEntry{Kind: "txn", Key: id, Outcome: opInfo})
+		case out.Success:
+			h.add(historyEntry{Kind: "txn", Key: id, Outcome: opOK})
+			txns.Add(1)
+		default:
+			h.add(historyEntry{Kind: "txn", Key: id, Outcome: opFail, Detail: out.Reason})
 		}
-	}()
+	})
 
 	// A KV counter: every acknowledged incr must count, and no more than
 	// the acknowledged plus the unknown ones may (no lost or phantom write).
 	var incrOK, incrInfo atomic.Int64
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			var out struct{ OK bool }
-			status, err := chaosPost(c, "/api/v1/kv", map[string]any{"operations": []map[string]any{{"op": "incr", "ns": "chaos", "key": "counter", "forever": true}}}, &out)
-			if err != nil || status != http.StatusOK || !out.OK {
-				incrInfo.Add(1)
-				continue
-			}
-			incrOK.Add(1)
+	untilStopped(&wg, stop, func(int) {
+		var out struct{ OK bool }
+		status, err := chaosPost(c, "/api/v1/kv", map[string]any{"operations": []map[string]any{{"op": "incr", "ns": "chaos", "key": "counter", "forever": true}}}, &out)
+		if err != nil || status != http.StatusOK || !out.OK {
+			incrInfo.Add(1)
+			return
 		}
-	}()
+		incrOK.Add(1)
+	})
 
 	// A franz-go idempotent producer writes numbered records to topic
 	// chaos-k; acknowledged ones must be stored exactly once, in order.
@@ -448,4 +421,20 @@ func highWatermark(t *testing.T, n *node, topic string) int64 {
 	var f fetchAnswer
 	postJSON(t, n.url("/api/v1/fetch"), map[string]any{"entries": []map[string]any{{"queue": topic, "partition": "0", "offset": 0, "maxBytes": 1}}}, &f)
 	return int64(f.Entries[0].HighWatermark)
+}
+
+// untilStopped runs step(0), step(1), … in a new goroutine until stop closes.
+func untilStopped(wg *sync.WaitGroup, stop <-chan struct{}, step func(i int)) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			step(i)
+		}
+	}()
 }
