@@ -79,15 +79,22 @@ func (c *cluster) live() []*node {
 	return out
 }
 
-// findLeader returns the live node that reports itself leader.
+// findLeader returns the live node that reports itself leader; during a
+// partition a deposed leader may still think it leads for a moment, so the
+// one with the highest term wins.
 func (c *cluster) findLeader() (*node, error) {
+	var leader *node
+	var term uint64
 	for _, n := range c.live() {
 		var h healthAnswer
-		if getJSON(c.t, n.url("/health"), &h) == http.StatusOK && h.Raft.Role == "leader" {
-			return n, nil
+		if getJSON(c.t, n.url("/health"), &h) == http.StatusOK && h.Raft.Role == "leader" && h.Raft.Term >= term {
+			leader, term = n, h.Raft.Term
 		}
 	}
-	return nil, errors.New("no live node is leader")
+	if leader == nil {
+		return nil, errors.New("no live node is leader")
+	}
+	return leader, nil
 }
 
 // leader waits for a leader among the live nodes.

@@ -41,17 +41,19 @@ func TestMain(m *testing.M) {
 
 // node is one waggle process and what it needs to be restarted as itself.
 type node struct {
-	t         testing.TB
-	id        int
-	dataDir   string
-	httpAddr  string
-	raftAddr  string
-	kafkaAddr string
-	extraEnv  []string
-	args      []string // more serve flags: --peers, --join, raft tuning
-	cmd       *exec.Cmd
-	logPath   string
-	exited    chan struct{}
+	t        testing.TB
+	id       int
+	dataDir  string
+	httpAddr string
+	raftAddr string
+	// raftAdvertise, when set, is the address peers dial (a proxy).
+	raftAdvertise string
+	kafkaAddr     string
+	extraEnv      []string
+	args          []string // more serve flags: --peers, --join, raft tuning
+	cmd           *exec.Cmd
+	logPath       string
+	exited        chan struct{}
 }
 
 // freeAddr returns a loopback address with a port nobody listens on now.
@@ -94,6 +96,9 @@ func (n *node) start() {
 		"--http-addr", n.httpAddr,
 		"--raft-addr", n.raftAddr,
 		"--kafka-addr", n.kafkaAddr)
+	if n.raftAdvertise != "" {
+		n.cmd.Args = append(n.cmd.Args, "--advertise-raft", n.raftAdvertise)
+	}
 	n.cmd.Args = append(n.cmd.Args, n.args...)
 	if addr := os.Getenv("WAGGLE_TEST_PPROF"); addr != "" {
 		n.cmd.Args = append(n.cmd.Args, "--pprof-addr", addr)

@@ -57,9 +57,12 @@ func ParsePeers(s string) ([]Peer, error) {
 // NodeConfig says where a node keeps its raft state and how it reaches peers.
 type NodeConfig struct {
 	ID       string
-	RaftAddr string // listen and advertised address of the raft transport
-	Dir      string // raft log and snapshots live in Dir/raft
-	Peers    []Peer // empty: a single node
+	RaftAddr string // listen address of the raft transport
+	// RaftAdvertise is the address peers dial to reach this node (RaftAddr
+	// when empty); it is this node's address in the cluster configuration.
+	RaftAdvertise string
+	Dir           string // raft log and snapshots live in Dir/raft
+	Peers         []Peer // empty: a single node
 	// Join starts the node without bootstrapping: it waits to be added to
 	// an existing cluster as a voter.
 	Join   bool
@@ -101,6 +104,9 @@ type Node struct {
 // there are no peers); every node of a static cluster bootstraps the same
 // configuration, which raft allows.
 func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
+	if cfg.RaftAdvertise == "" {
+		cfg.RaftAdvertise = cfg.RaftAddr
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn})
 	}
@@ -136,13 +142,9 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 	}
 	n.FSM = fsm
 
-	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
+	n.transport, err = newTransport(cfg.RaftAddr, cfg.RaftAdvertise, cfg.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("raft address %q: %w", cfg.RaftAddr, err)
-	}
-	n.transport, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, addr, 8, 10*time.Second, cfg.Logger)
-	if err != nil {
-		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
+		return nil, err
 	}
 
 	rc := raftConfig(cfg)
@@ -186,7 +188,7 @@ func raftConfig(cfg NodeConfig) *raft.Config {
 func clusterConfig(cfg NodeConfig) raft.Configuration {
 	peers := cfg.Peers
 	if len(peers) == 0 {
-		peers = []Peer{{ID: cfg.ID, Addr: cfg.RaftAddr}}
+		peers = []Peer{{ID: cfg.ID, Addr: cfg.RaftAdvertise}}
 	}
 	var c raft.Configuration
 	for _, p := range peers {

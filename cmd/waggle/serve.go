@@ -27,16 +27,17 @@ import (
 )
 
 type serveOptions struct {
-	dataDir   string
-	nodeID    uint32
-	httpAddr  string
-	kafkaAddr string
-	raftAddr  string
-	peers     string
-	join      bool
-	logLevel  string
-	logFormat string
-	pprofAddr string
+	dataDir       string
+	nodeID        uint32
+	httpAddr      string
+	kafkaAddr     string
+	raftAddr      string
+	advertiseRaft string
+	peers         string
+	join          bool
+	logLevel      string
+	logFormat     string
+	pprofAddr     string
 
 	advertiseHTTP  string
 	advertiseKafka string
@@ -65,7 +66,8 @@ func newServeCmd() *cobra.Command {
 	f.Uint32Var(&o.nodeID, "node-id", 1, "this node's id in the cluster (a positive number)")
 	f.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:6632", "listen address of the HTTP API")
 	f.StringVar(&o.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "listen address of the Kafka protocol")
-	f.StringVar(&o.raftAddr, "raft-addr", "127.0.0.1:7400", "listen and advertised address of raft")
+	f.StringVar(&o.raftAddr, "raft-addr", "127.0.0.1:7400", "listen address of raft")
+	f.StringVar(&o.advertiseRaft, "advertise-raft", "", "raft address peers dial (default: --raft-addr)")
 	f.StringVar(&o.peers, "peers", "", `static cluster, "1=host:port,2=host:port,3=host:port" (raft addresses); empty: a single node`)
 	f.BoolVar(&o.join, "join", false, "start empty and wait to be added to a running cluster (POST /api/v1/cluster/nodes)")
 	f.StringVar(&o.advertiseHTTP, "advertise-http", "", "HTTP address other nodes and clients use for this node (default: --http-addr)")
@@ -117,6 +119,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	node, err := raftfsm.StartNode(raftfsm.NodeConfig{
 		ID:                id,
 		RaftAddr:          o.raftAddr,
+		RaftAdvertise:     o.advertiseRaft,
 		Dir:               o.dataDir,
 		Peers:             peers,
 		Join:              o.join,
