@@ -3,9 +3,11 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -15,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -84,7 +87,12 @@ func chaosPost(c *cluster, path string, body any, out any) (int, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	if out != nil && resp.StatusCode < 300 {
+	if resp.StatusCode >= 300 {
+		var e errorAnswer
+		json.NewDecoder(resp.Body).Decode(&e)
+		return resp.StatusCode, &apiError{status: resp.StatusCode, code: e.Code}
+	}
+	if out != nil {
 		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 			return 0, err
 		}
@@ -92,12 +100,33 @@ func chaosPost(c *cluster, path string, body any, out any) (int, error) {
 	return resp.StatusCode, nil
 }
 
+// apiError is an error answer from the broker.
+type apiError struct {
+	status int
+	code   string
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("status %d %s", e.status, e.code) }
+
+// notApplied reports whether a failed request certainly changed nothing:
+// it never reached a node, or the broker said so (no_leader, a 4xx).
+// Anything else (a timeout, a broken connection, outcome_unknown) may
+// have been applied.
+func notApplied(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var api *apiError
+	return errors.As(err, &api) && (api.code == "no_leader" || api.status < 500)
+}
+
 func TestChaos(t *testing.T) {
 	seconds := 20
 	if v, err := strconv.Atoi(os.Getenv("WAGGLE_CHAOS_SECONDS")); err == nil && v > 0 {
 		seconds = v
 	}
-	c := startCluster(t, 3)
+	c, links := startPartitionableCluster(t, 3)
 	h := &history{}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -195,11 +224,20 @@ func TestChaos(t *testing.T) {
 		var out struct{ OK bool }
 		status, err := chaosPost(c, "/api/v1/kv", map[string]any{"operations": []map[string]any{{"op": "incr", "ns": "chaos", "key": "counter", "forever": true}}}, &out)
 		if err != nil || status != http.StatusOK || !out.OK {
-			incrInfo.Add(1)
+			if !notApplied(err) {
+				incrInfo.Add(1)
+			}
 			return
 		}
 		incrOK.Add(1)
 	})
+
+	// KV register clients: three per key, checked by porcupine at the end.
+	reg := &registerHistory{start: time.Now()}
+	for client := range 6 {
+		key := fmt.Sprint("reg-", client%2)
+		untilStopped(&wg, stop, func(i int) { reg.registerStep(c, client, key, i) })
+	}
 
 	// A franz-go idempotent producer writes numbered records to topic
 	// chaos-k; acknowledged ones must be stored exactly once, in order.
@@ -250,7 +288,7 @@ func TestChaos(t *testing.T) {
 		time.Sleep(1500 * time.Millisecond)
 		before := pushed.Load()
 		start := time.Now()
-		switch round % 4 {
+		switch round % 6 {
 		case 0: // kill -9 the leader, restart it
 			l := c.leader()
 			l.kill9()
@@ -277,6 +315,18 @@ func TestChaos(t *testing.T) {
 			for _, n := range c.nodes {
 				n.start()
 			}
+		case 4: // cut the leader off from both followers for 3 s
+			l := c.leader()
+			links.isolate(c, l.id)
+			faults["partition leader 3 s"]++
+			time.Sleep(3 * time.Second)
+			links.heal()
+		case 5: // cut a follower off for 3 s
+			f := c.followers()[0]
+			links.isolate(c, f.id)
+			faults["partition follower 3 s"]++
+			time.Sleep(3 * time.Second)
+			links.heal()
 		}
 		waitProgress(&pushed, pushed.Load(), 30*time.Second)
 		maxGap = max(maxGap, time.Since(start))
@@ -357,6 +407,14 @@ func TestChaos(t *testing.T) {
 		t.Errorf("counter %d outside [%d acknowledged, %d acknowledged + unknown]", counter, incrOK.Load(), incrOK.Load()+incrInfo.Load())
 	}
 
+	// The KV register: some order of the operations explains every answer.
+	checkStart := time.Now()
+	linearizable := reg.check(t)
+	t.Logf("porcupine checked %d register operations in %v", len(reg.ops), time.Since(checkStart).Round(time.Millisecond))
+	if linearizable != porcupine.Ok {
+		t.Errorf("KV register history of %d operations: %s", len(reg.ops), linearizable)
+	}
+
 	// Kafka: every acknowledged record once, in order.
 	consumer := kafkaClient(t, []string{l.kafkaAddr}, kgo.ConsumeTopics("chaos-k"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	hw := highWatermark(t, l, "chaos-k")
@@ -390,9 +448,9 @@ func TestChaos(t *testing.T) {
 		t.Errorf("Kafka: %d acknowledged records lost, %d stored twice", kafkaLost, kafkaDup)
 	}
 
-	report := fmt.Sprintf("counter %d (incr ok %d, unknown %d); kafka acked %d / failed %d, stored %d, lost %d, dup %d; "+"chaos %ds: push ok %d / info %d; once ok %d / info %d; txn ok %d / fail %d / info %d; faults %v; "+
+	report := fmt.Sprintf("register %d ops (%d unknown): %s; counter %d (incr ok %d, unknown %d); kafka acked %d / failed %d, stored %d, lost %d, dup %d; "+"chaos %ds: push ok %d / info %d; once ok %d / info %d; txn ok %d / fail %d / info %d; faults %v; "+
 		"stored %d, lost %d, duplicates 0, partial txns %d, double once winners %d; longest fault-to-progress %v",
-		counter, incrOK.Load(), incrInfo.Load(), len(kafkaAcked), kafkaFailed, len(seenK), kafkaLost, kafkaDup,
+		len(reg.ops), reg.infos, linearizable, counter, incrOK.Load(), incrInfo.Load(), len(kafkaAcked), kafkaFailed, len(seenK), kafkaLost, kafkaDup,
 		seconds, h.count("push", opOK), h.count("push", opInfo), h.count("once", opOK), h.count("once", opInfo),
 		h.count("txn", opOK), h.count("txn", opFail), h.count("txn", opInfo), faults,
 		len(stored), lost, partial, doubleWinners, maxGap.Round(time.Millisecond))

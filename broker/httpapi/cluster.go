@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"sync"
@@ -45,16 +47,28 @@ func (s *Server) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 			},
 			Transport: forwardTransport,
 			ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-				noLeader(w, "forwarding to the leader at "+addr+" failed: "+err.Error())
+				if neverSent(err) {
+					noLeader(w, "the leader at "+addr+" could not be reached: "+err.Error())
+					return
+				}
+				// The leader may have received the request and applied it
+				// before the connection broke.
+				w.Header().Set("Retry-After", "1")
+				writeError(w, http.StatusServiceUnavailable, "outcome_unknown", "forwarding to the leader at "+addr+" broke off: "+err.Error())
 			},
 		}
 		proxy.ServeHTTP(w, r)
 	}
 }
 
-// noLeader answers 503: nothing was written here; try again shortly. (A
-// forward that failed mid-way may have reached the leader: the push retry
-// with the same transactionId is what makes that safe.)
+// neverSent reports whether a forward failed before any byte of the
+// request could reach the leader: the connection was never made.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// noLeader answers 503: nothing was written; try again shortly.
 func noLeader(w http.ResponseWriter, msg string) {
 	w.Header().Set("Retry-After", "1")
 	writeError(w, http.StatusServiceUnavailable, "no_leader", msg)
