@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -134,6 +135,7 @@ func TestChaos(t *testing.T) {
 	// Pushers: each pushes ids p<w>-<i> in order, retrying each until it is
 	// answered, and records the first and the retried answers.
 	acked := sync.Map{} // id -> offset of its acknowledgement
+	pushClock, kafkaClock := &ackClock{}, &ackClock{}
 	var pushed atomic.Int64
 	for w := range 4 {
 		wg.Add(1)
@@ -167,6 +169,7 @@ func TestChaos(t *testing.T) {
 					}
 					h.add(historyEntry{Kind: "push", Key: id, Outcome: opOK, Detail: strconv.FormatUint(off, 10)})
 					pushed.Add(1)
+					pushClock.add()
 					break
 				}
 			}
@@ -273,6 +276,7 @@ func TestChaos(t *testing.T) {
 					return
 				}
 				kafkaAcked[v] = true
+				kafkaClock.add()
 			})
 			if i%200 == 199 {
 				time.Sleep(20 * time.Millisecond)
@@ -282,6 +286,11 @@ func TestChaos(t *testing.T) {
 
 	// The nemesis: a fault every few seconds, healed before the next.
 	faults := map[string]int{}
+	// A quarter of the run without faults first: the throughput to compare
+	// the faulty part with.
+	runStart := time.Now()
+	time.Sleep(time.Duration(seconds) * time.Second / 4)
+	calmEnd := time.Now()
 	var maxGap time.Duration
 	deadline := time.Now().Add(time.Duration(seconds) * time.Second)
 	for round := 0; time.Now().Before(deadline); round++ {
@@ -331,8 +340,12 @@ func TestChaos(t *testing.T) {
 		waitProgress(&pushed, pushed.Load(), 30*time.Second)
 		maxGap = max(maxGap, time.Since(start))
 	}
+	faultEnd := time.Now()
 	close(stop)
 	wg.Wait()
+	t.Logf("throughput without faults: %.0f pushes/s, %.0f Kafka records/s; with faults: %.0f pushes/s, %.0f Kafka records/s; longest stretch without an acknowledged push %v",
+		pushClock.rate(runStart, calmEnd), kafkaClock.rate(runStart, calmEnd), pushClock.rate(calmEnd, faultEnd), kafkaClock.rate(calmEnd, faultEnd),
+		pushClock.longestGap(calmEnd, faultEnd).Round(time.Millisecond))
 
 	// Heal and read back from the leader.
 	l := c.leader()
@@ -455,6 +468,49 @@ func TestChaos(t *testing.T) {
 		h.count("txn", opOK), h.count("txn", opFail), h.count("txn", opInfo), faults,
 		len(stored), lost, partial, doubleWinners, maxGap.Round(time.Millisecond))
 	t.Log(report)
+}
+
+// ackClock records when operations were acknowledged.
+type ackClock struct {
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (a *ackClock) add() {
+	a.mu.Lock()
+	a.times = append(a.times, time.Now())
+	a.mu.Unlock()
+}
+
+// rate is the acknowledgements per second between from and to.
+func (a *ackClock) rate(from, to time.Time) float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, at := range a.times {
+		if !at.Before(from) && at.Before(to) {
+			n++
+		}
+	}
+	return float64(n) / to.Sub(from).Seconds()
+}
+
+// longestGap is the longest stretch between from and to with no
+// acknowledgement: the worst unavailability a client saw.
+func (a *ackClock) longestGap(from, to time.Time) time.Duration {
+	a.mu.Lock()
+	times := slices.Clone(a.times)
+	a.mu.Unlock()
+	slices.SortFunc(times, func(x, y time.Time) int { return x.Compare(y) })
+	var gap time.Duration
+	last := from
+	for _, at := range times {
+		if at.After(from) && at.Before(to) {
+			gap = max(gap, at.Sub(last))
+			last = at
+		}
+	}
+	return max(gap, to.Sub(last))
 }
 
 // waitProgress waits until the pushers acknowledged more than before, or

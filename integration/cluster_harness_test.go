@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -20,19 +21,34 @@ type cluster struct {
 // HTTP address (every node has registered).
 func startCluster(t testing.TB, size int, extra ...string) *cluster {
 	t.Helper()
+	c := newCluster(t, size)
+	c.start(extra...)
+	return c
+}
+
+// newCluster prepares size nodes without starting them, so a test can
+// change one (its data directory, its raft addresses) first.
+func newCluster(t testing.TB, size int) *cluster {
 	c := &cluster{t: t}
-	var peers []string
 	for i := 1; i <= size; i++ {
-		n := newNode(t, i)
-		c.nodes = append(c.nodes, n)
-		peers = append(peers, fmt.Sprintf("%d=%s", i, n.raftAddr))
+		c.nodes = append(c.nodes, newNode(t, i))
+	}
+	return c
+}
+
+// start starts every node with the same --peers list and extra serve
+// flags, and waits until all have registered.
+func (c *cluster) start(extra ...string) {
+	c.t.Helper()
+	var peers []string
+	for _, n := range c.nodes {
+		peers = append(peers, fmt.Sprintf("%d=%s", n.id, cmp.Or(n.raftAdvertise, n.raftAddr)))
 	}
 	for _, n := range c.nodes {
 		n.args = append([]string{"--peers", strings.Join(peers, ",")}, extra...)
 		n.start()
 	}
-	c.waitRegistered(size)
-	return c
+	c.waitRegistered(len(c.nodes))
 }
 
 // waitRegistered waits until the leader lists want members, each with a

@@ -85,7 +85,9 @@ func (n *node) url(path string) string { return "http://" + n.httpAddr + path }
 
 func (n *node) start() {
 	n.t.Helper()
-	n.logPath = filepath.Join(n.dataDir, fmt.Sprintf("node-%d.log", n.id))
+	if n.logPath == "" {
+		n.logPath = filepath.Join(n.dataDir, fmt.Sprintf("node-%d.log", n.id))
+	}
 	logFile, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		n.t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strings"
 	"sync"
 	"testing"
 )
@@ -29,20 +28,12 @@ func linkKey(a, b int) [2]int { return [2]int{min(a, b), max(a, b)} }
 func startPartitionableCluster(t testing.TB, size int, extra ...string) (*cluster, *links) {
 	t.Helper()
 	l := &links{t: t, cut: map[[2]int]bool{}, conns: map[[2]int]map[net.Conn]bool{}}
-	c := &cluster{t: t}
-	var peers []string
-	for i := 1; i <= size; i++ {
-		n := newNode(t, i)
-		n.raftAddr = freeAddrOn(t, nodeIP(i))
-		n.raftAdvertise = l.proxy(i, n.raftAddr)
-		c.nodes = append(c.nodes, n)
-		peers = append(peers, fmt.Sprintf("%d=%s", i, n.raftAdvertise))
-	}
+	c := newCluster(t, size)
 	for _, n := range c.nodes {
-		n.args = append([]string{"--peers", strings.Join(peers, ",")}, extra...)
-		n.start()
+		n.raftAddr = freeAddrOn(t, nodeIP(n.id))
+		n.raftAdvertise = l.proxy(n.id, n.raftAddr)
 	}
-	c.waitRegistered(size)
+	c.start(extra...)
 	return c, l
 }
 

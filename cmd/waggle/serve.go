@@ -44,6 +44,7 @@ type serveOptions struct {
 
 	snapshotThreshold uint64
 	trailingLogs      uint64
+	minFreeDiskMiB    uint64
 
 	kafka kafka.Config
 }
@@ -74,6 +75,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&o.advertiseKafka, "advertise-kafka", "", "Kafka address clients use for this node (default: --kafka-addr)")
 	f.Uint64Var(&o.snapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (0: the built-in default)")
 	f.Uint64Var(&o.trailingLogs, "raft-trailing-logs", 0, "log entries kept behind a snapshot (0: the built-in default)")
+	f.Uint64Var(&o.minFreeDiskMiB, "min-free-disk-mib", 64, "stop (and refuse to start) when the data directory's disk has less free space (0: never)")
 	o.kafka = defaultKafkaConfig()
 	f.Int32Var(&o.kafka.MaxFrameBytes, "kafka-max-frame-bytes", o.kafka.MaxFrameBytes, "largest Kafka request accepted; a larger one closes the connection")
 	f.BoolVar(&o.kafka.AutoCreateTopics, "kafka-auto-create-topics", o.kafka.AutoCreateTopics, "create unknown topics on Metadata and Produce")
@@ -110,6 +112,13 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	id := strconv.FormatUint(uint64(o.nodeID), 10)
 
+	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
+		return err
+	}
+	minFree := o.minFreeDiskMiB << 20
+	if err := checkFreeSpace(o.dataDir, minFree); err != nil {
+		return err
+	}
 	st, err := store.Open(filepath.Join(o.dataDir, "state"))
 	if err != nil {
 		return err
@@ -174,11 +183,18 @@ func serve(ctx context.Context, o serveOptions) error {
 	self := registration{ID: id, HTTPAddr: orDefault(o.advertiseHTTP, ln.Addr().String()), KafkaAddr: o.kafka.AdvertisedAddr}
 	go registerSelf(ctx, "http://"+ln.Addr().String(), self, log)
 
+	var diskLow <-chan error
+	if minFree > 0 {
+		diskLow = watchFreeSpace(ctx, o.dataDir, minFree, 250*time.Millisecond)
+	}
+	var stopErr error
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
 	case err := <-httpDone:
 		return fmt.Errorf("http server: %w", err)
+	case stopErr = <-diskLow:
+		log.Error("stopping", "err", stopErr)
 	}
 	// Hand leadership over while this node still forwards writes, so
 	// clients see a short stall instead of an election timeout.
@@ -190,7 +206,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return srv.Shutdown(shutCtx)
+	return errors.Join(stopErr, srv.Shutdown(shutCtx))
 }
 
 func orDefault(v, def string) string {
