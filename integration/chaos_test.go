@@ -237,9 +237,9 @@ func TestChaos(t *testing.T) {
 
 	// KV register clients: three per key, checked by porcupine at the end.
 	reg := &registerHistory{start: time.Now()}
-	for client := range 6 {
-		key := fmt.Sprint("reg-", client%2)
-		untilStopped(&wg, stop, func(i int) { reg.registerStep(c, client, key, i) })
+	for id := range 6 {
+		rc := &registerClient{id: id, h: reg}
+		untilStopped(&wg, stop, func(i int) { rc.step(c, i) })
 	}
 
 	// A franz-go idempotent producer writes numbered records to topic
@@ -461,9 +461,9 @@ func TestChaos(t *testing.T) {
 		t.Errorf("Kafka: %d acknowledged records lost, %d stored twice", kafkaLost, kafkaDup)
 	}
 
-	report := fmt.Sprintf("register %d ops (%d unknown): %s; counter %d (incr ok %d, unknown %d); kafka acked %d / failed %d, stored %d, lost %d, dup %d; "+"chaos %ds: push ok %d / info %d; once ok %d / info %d; txn ok %d / fail %d / info %d; faults %v; "+
+	report := fmt.Sprintf("register %d ops (%d unknown, %d cas applied): %s; counter %d (incr ok %d, unknown %d); kafka acked %d / failed %d, stored %d, lost %d, dup %d; "+"chaos %ds: push ok %d / info %d; once ok %d / info %d; txn ok %d / fail %d / info %d; faults %v; "+
 		"stored %d, lost %d, duplicates 0, partial txns %d, double once winners %d; longest fault-to-progress %v",
-		len(reg.ops), reg.infos, linearizable, counter, incrOK.Load(), incrInfo.Load(), len(kafkaAcked), kafkaFailed, len(seenK), kafkaLost, kafkaDup,
+		len(reg.ops), reg.infos, reg.casWins(), linearizable, counter, incrOK.Load(), incrInfo.Load(), len(kafkaAcked), kafkaFailed, len(seenK), kafkaLost, kafkaDup,
 		seconds, h.count("push", opOK), h.count("push", opInfo), h.count("once", opOK), h.count("once", opInfo),
 		h.count("txn", opOK), h.count("txn", opFail), h.count("txn", opInfo), faults,
 		len(stored), lost, partial, doubleWinners, maxGap.Round(time.Millisecond))
