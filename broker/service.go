@@ -46,7 +46,7 @@ func (s *Service) applyAsync(cmd []byte) func() (any, error) {
 		return func() (any, error) { return nil, ErrNotLeader }
 	}
 	start := time.Now()
-	f := s.node.Raft.Apply(cmd, s.ApplyTimeout)
+	f := s.node.Raft.Apply(raftfsm.Seal(cmd), s.ApplyTimeout)
 	return func() (any, error) {
 		err := f.Error()
 		s.Metrics.Applied(time.Since(start).Seconds())

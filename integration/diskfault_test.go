@@ -87,3 +87,131 @@ func mountTmpfs(t *testing.T, size string) string {
 	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
 	return dir
 }
+
+// A file damaged on one node while it was stopped (a flipped bit, a file
+// cut short) is found when the node starts: the node moves its data aside,
+// takes the state from its peers, never applies or serves the damaged
+// bytes, and votes again once it has caught up.
+func TestDamagedFileIsDetectedAndRepairedFromPeers(t *testing.T) {
+	for name, damage := range map[string]func(t *testing.T, dir string){
+		"bit flip in a badger table": func(t *testing.T, dir string) { flipByte(t, largestFile(t, filepath.Join(dir, "state"), ".sst"), -1) },
+		"badger table cut short":     func(t *testing.T, dir string) { truncateHalf(t, largestFile(t, filepath.Join(dir, "state"), ".sst")) },
+		"bit flip in a raft log entry": func(t *testing.T, dir string) {
+			path := filepath.Join(dir, "raft", "raft.db")
+			b, _ := os.ReadFile(path)
+			at := strings.Index(string(b), "canary-0777")
+			if at < 0 {
+				t.Fatal("the pushed payload is not in the raft log file")
+			}
+			flipByte(t, path, at+3)
+		},
+		"snapshot cut short": func(t *testing.T, dir string) {
+			truncateHalf(t, largestFile(t, filepath.Join(dir, "raft", "snapshots"), "state.bin"))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := startCluster(t, 3)
+			pushCanaries(c, 0, 2000)
+			c.snapshotAll()
+			victim := c.followers()[0]
+			c.waitCaughtUp(victim)
+			victim.stop()
+			damage(t, victim.dataDir)
+			pushCanaries(c, 2000, 2100)
+
+			victim.start()
+			c.waitCaughtUp(victim)
+			log, _ := os.ReadFile(victim.logPath)
+			if !strings.Contains(string(log), "the data directory is damaged") {
+				t.Fatalf("node %d did not report the damage:\n%s", victim.id, victim.logTail())
+			}
+			if aside, _ := filepath.Glob(filepath.Join(victim.dataDir, "damaged-*")); len(aside) != 1 {
+				t.Fatalf("damaged files not moved aside: %v", aside)
+			}
+			if got := idSet(victim.fetchAll("dmg", "Default")); len(got) != 2100 {
+				t.Fatalf("repaired node %d holds %d messages, want 2100", victim.id, len(got))
+			}
+			// It votes again: with the leader gone, it and the third node
+			// elect a new one, which holds every message.
+			c.leader().kill9()
+			l := c.leader()
+			pushCanaries(c, 2100, 2101)
+			if got := idSet(l.fetchAll("dmg", "Default")); len(got) != 2101 {
+				t.Fatalf("after the old leader's loss the new leader %d holds %d messages, want 2101", l.id, len(got))
+			}
+		})
+	}
+}
+
+// pushCanaries pushes ids canary-<from>…canary-<to-1>, 100 per request.
+func pushCanaries(c *cluster, from, to int) {
+	for start := from; start < to; start += 100 {
+		var items []pushItem
+		for i := start; i < min(start+100, to); i++ {
+			id := fmt.Sprintf("canary-%04d", i)
+			items = append(items, pushItem{Queue: "dmg", TransactionID: id, Payload: id})
+		}
+		c.pushUntilAccepted(20*time.Second, items...)
+	}
+}
+
+// largestFile finds the largest file under dir whose name ends in suffix.
+func largestFile(t *testing.T, dir, suffix string) string {
+	var best string
+	var size int64 = -1
+	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, suffix) {
+			if info, err := d.Info(); err == nil && info.Size() > size {
+				best, size = path, info.Size()
+			}
+		}
+		return nil
+	})
+	if best == "" {
+		t.Fatalf("no %s file under %s", suffix, dir)
+	}
+	return best
+}
+
+// flipByte flips one bit of the byte at offset (the middle when negative).
+func flipByte(t *testing.T, path string, offset int) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if offset < 0 {
+		offset = len(b) / 2
+	}
+	b[offset] ^= 0x04
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func truncateHalf(t *testing.T, path string) {
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, info.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A single node has no peers to repair from: it refuses to start on a
+// damaged directory instead of serving from it.
+func TestDamagedSingleNodeRefusesToStart(t *testing.T) {
+	n := startSingle(t)
+	pushCanaries(&cluster{t: t, nodes: []*node{n}}, 0, 1000)
+	n.stop()
+	truncateHalf(t, largestFile(t, filepath.Join(n.dataDir, "state"), ".sst"))
+	n.start()
+	select {
+	case <-n.exited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("a single node started on a damaged data directory")
+	}
+	if log, _ := os.ReadFile(n.logPath); !strings.Contains(string(log), "no peers to repair it from") {
+		t.Fatalf("the refusal does not say why:\n%s", n.logTail())
+	}
+}

@@ -109,7 +109,13 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			tx = f.store.BeginWrite()
 		}
 		if l.Type == raft.LogCommand {
-			answers[i] = f.proc.Apply(tx, &meta, l.Data)
+			cmd, err := unseal(l.Data)
+			if err != nil {
+				// Applying it could make this replica diverge; a restart
+				// checks the log and repairs it from the peers.
+				panic(fmt.Sprintf("raftfsm: log entry %d: %v", l.Index, err))
+			}
+			answers[i] = f.proc.Apply(tx, &meta, cmd)
 		}
 		meta.AppliedIndex, meta.AppliedTerm = l.Index, l.Term
 	}

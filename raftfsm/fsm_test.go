@@ -3,6 +3,7 @@ package raftfsm
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -35,7 +36,7 @@ func newFSM(t *testing.T) *FSM {
 func logs(first uint64, cmds ...[]byte) []*raft.Log {
 	out := make([]*raft.Log, len(cmds))
 	for i, c := range cmds {
-		out[i] = &raft.Log{Index: first + uint64(i), Term: 1, Type: raft.LogCommand, Data: c}
+		out[i] = &raft.Log{Index: first + uint64(i), Term: 1, Type: raft.LogCommand, Data: Seal(c)}
 	}
 	return out
 }
@@ -308,7 +309,7 @@ func TestUndecodableEntryPanics(t *testing.T) {
 					t.Fatal("no panic")
 				}
 			}()
-			newFSM(t).Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data})
+			newFSM(t).Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: Seal(data)})
 		})
 	}
 }
@@ -333,3 +334,16 @@ func (m *memSink) reader() nopCloser {
 type nopCloser struct{ *bytes.Reader }
 
 func (nopCloser) Close() error { return nil }
+
+// A flipped bit in a log entry is refused, never applied as some other
+// command.
+func TestEntryWithAFlippedBitIsRefused(t *testing.T) {
+	data := Seal(push(1, item("q", "p", "a", 1)))
+	data[len(data)/2] ^= 0x08
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "checksum") {
+			t.Fatalf("applied or refused for another reason: %v", r)
+		}
+	}()
+	newFSM(t).Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data})
+}

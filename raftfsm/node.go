@@ -157,9 +157,19 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 			return nil, fmt.Errorf("bootstrap: %w", err)
 		}
 	}
-	n.Raft, err = raft.NewRaft(rc, fsm, cached, logs, snaps, n.transport)
+	var transport raft.Transport = n.transport
+	var guard *voteGuard
+	if through, _ := logs.GetUint64(keyNoVoteThroughTerm); through > 0 {
+		guard = newVoteGuard(n.transport, raft.ServerID(cfg.ID), logs, through)
+		transport = guard
+		cfg.Logger.Warn("repaired from peers: withholding votes until the log holds an entry past term", "term", through)
+	}
+	n.Raft, err = raft.NewRaft(rc, fsm, cached, logs, snaps, transport)
 	if err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	if guard != nil {
+		guard.raft.Store(n.Raft)
 	}
 	ok = true
 	return n, nil

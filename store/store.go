@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 
 	"github.com/waggle-mq/waggle/dedup"
 )
@@ -26,7 +27,10 @@ func Open(dir string) (*Store, error) {
 	opts := badger.DefaultOptions(dir).
 		WithLoggingLevel(badger.WARNING).
 		WithSyncWrites(false).
-		WithDetectConflicts(false) // the state machine is the only writer
+		WithDetectConflicts(false). // the state machine is the only writer
+		// A damaged block or value is refused when read, never served.
+		WithChecksumVerificationMode(options.OnBlockRead).
+		WithVerifyValueChecksum(true)
 	db, err := badger.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
@@ -600,4 +604,18 @@ func (t *Tx) scan(prefix, seek []byte, fn func(k, v []byte) (bool, error)) error
 		}
 	}
 	return nil
+}
+
+// Verify opens the badger database in dir, checks every table's block
+// checksums, and closes it. It is for a stopped node's start-up check.
+func Verify(dir string) error {
+	db, err := badger.Open(badger.DefaultOptions(dir).WithLoggingLevel(badger.ERROR).WithDetectConflicts(false))
+	if err != nil {
+		return fmt.Errorf("open badger at %s: %w", dir, err)
+	}
+	verr := db.VerifyChecksum()
+	if err := db.Close(); verr == nil && err != nil {
+		verr = fmt.Errorf("close badger at %s: %w", dir, err)
+	}
+	return verr
 }

@@ -119,6 +119,20 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err := checkFreeSpace(o.dataDir, minFree); err != nil {
 		return err
 	}
+	if err := verifyDataDir(o.dataDir); err != nil {
+		if !errors.As(err, new(*damageError)) {
+			return err
+		}
+		if len(peers) == 0 && !o.join {
+			return fmt.Errorf("the data directory is damaged and a single node has no peers to repair it from (restore a backup): %w", err)
+		}
+		log.Error("the data directory is damaged: moving it aside and repairing this node from its peers", "err", err)
+		aside, err := raftfsm.PrepareRepair(o.dataDir)
+		if err != nil {
+			return err
+		}
+		log.Warn("damaged files moved aside", "to", aside)
+	}
 	st, err := store.Open(filepath.Join(o.dataDir, "state"))
 	if err != nil {
 		return err

@@ -1,0 +1,206 @@
+package raftfsm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/waggle-mq/waggle/store"
+)
+
+// A node checks its data directory before it starts. Damage anywhere (a
+// badger table that fails its checksums, a raft log whose pages or command
+// entries do not check out, a snapshot that fails its CRC, a file cut
+// short) makes it move the whole directory aside and start over empty,
+// taking the state from its peers: the leader sends it a snapshot or its
+// whole log.
+//
+// Raft's safety rests on a voter keeping what it acknowledged. A node that
+// threw its log away must not help elect a leader that lacks entries it
+// once acknowledged, so it keeps its term and vote, moves to the next term
+// (which makes the current leader step down and the others elect a leader
+// of a newer term), and grants no vote until its log holds an entry of a
+// term newer than the one it had: by the log matching property it then
+// holds every entry it may have acknowledged before.
+
+// Keys in raft's stable store (raft-boltdb's "conf" bucket).
+var (
+	keyCurrentTerm  = []byte("CurrentTerm")  // raft's own
+	keyLastVoteTerm = []byte("LastVoteTerm") // raft's own
+	keyLastVoteCand = []byte("LastVoteCand") // raft's own
+	// keyNoVoteThroughTerm is waggle's: while set, this node grants no vote
+	// until its log's last term is above it.
+	keyNoVoteThroughTerm = []byte("WaggleNoVoteThroughTerm")
+)
+
+// VerifyDataDir checks a stopped node's store, raft log and newest snapshot
+// under dir and returns the first damage found (nil for a new directory).
+func VerifyDataDir(dir string) error {
+	checks := []struct {
+		what string
+		path string
+		fn   func(path string) error
+	}{
+		{"store", filepath.Join(dir, "state"), store.Verify},
+		{"raft log", filepath.Join(dir, "raft", "raft.db"), verifyRaftLog},
+		{"snapshots", filepath.Join(dir, "raft"), verifySnapshots},
+	}
+	for _, c := range checks {
+		if _, err := os.Stat(c.path); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err := faultsAsErrors(func() error { return c.fn(c.path) }); err != nil {
+			return fmt.Errorf("%s at %s: %w", c.what, c.path, err)
+		}
+	}
+	return nil
+}
+
+// faultsAsErrors runs fn on its own goroutine, turning a panic, or a
+// memory fault in a memory-mapped file cut short, into an error.
+func faultsAsErrors(fn func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		debug.SetPanicOnFault(true)
+		defer func() {
+			if r := recover(); r != nil {
+				done <- fmt.Errorf("damaged: %v", r)
+			}
+		}()
+		done <- fn()
+	}()
+	return <-done
+}
+
+// verifyRaftLog checks the bolt file's pages, then every command entry's
+// checksum.
+func verifyRaftLog(path string) error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return err
+	}
+	err = db.View(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			return err
+		}
+		return nil
+	})
+	db.Close()
+	if err != nil {
+		return err
+	}
+	logs, err := raftboltdb.New(raftboltdb.Options{Path: path})
+	if err != nil {
+		return err
+	}
+	defer logs.Close()
+	first, err := logs.FirstIndex()
+	if err != nil {
+		return err
+	}
+	last, err := logs.LastIndex()
+	if err != nil {
+		return err
+	}
+	for i := first; i <= last && last > 0; i++ {
+		var l raft.Log
+		if err := logs.GetLog(i, &l); err != nil {
+			return fmt.Errorf("entry %d: %w", i, err)
+		}
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		if _, err := unseal(l.Data); err != nil {
+			return fmt.Errorf("entry %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// verifySnapshots opens the newest snapshot, which checks its CRC.
+func verifySnapshots(dir string) error {
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hclog.NewNullLogger())
+	if err != nil {
+		return err
+	}
+	list, err := snaps.List()
+	if err != nil || len(list) == 0 {
+		return err
+	}
+	_, rc, err := snaps.Open(list[0].ID)
+	if err != nil {
+		return fmt.Errorf("snapshot %s: %w", list[0].ID, err)
+	}
+	return rc.Close()
+}
+
+// PrepareRepair moves a damaged node's state and raft directories into
+// dir/damaged-<time> and leaves a raft log holding only its term and vote,
+// one term on, with its vote withheld (see above). It returns the folder
+// the damaged files went to. Without a readable term and vote the node
+// cannot safely come back as itself; the error says what to do instead.
+func PrepareRepair(dir string) (string, error) {
+	raftDir := filepath.Join(dir, "raft")
+	var term, voteTerm uint64
+	var voteCand []byte
+	err := faultsAsErrors(func() error {
+		db, err := bolt.Open(filepath.Join(raftDir, "raft.db"), 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return db.View(func(tx *bolt.Tx) error {
+			conf := tx.Bucket([]byte("conf"))
+			if conf == nil {
+				return errors.New("no conf bucket")
+			}
+			term, voteTerm = decodeUint64(conf.Get(keyCurrentTerm)), decodeUint64(conf.Get(keyLastVoteTerm))
+			voteCand = append([]byte(nil), conf.Get(keyLastVoteCand)...)
+			return nil
+		})
+	})
+	if err != nil || term == 0 {
+		return "", fmt.Errorf("the raft term and vote in %s cannot be read (%v): this node cannot rejoin as itself; "+
+			"remove it (waggle cluster remove), empty its data directory and add it back as a new node with --join", raftDir, err)
+	}
+	aside := filepath.Join(dir, fmt.Sprintf("damaged-%d", time.Now().Unix()))
+	if err := os.MkdirAll(aside, 0o755); err != nil {
+		return "", err
+	}
+	for _, sub := range []string{"state", "raft"} {
+		if err := os.Rename(filepath.Join(dir, sub), filepath.Join(aside, sub)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
+	}
+	if err := os.MkdirAll(raftDir, 0o755); err != nil {
+		return "", err
+	}
+	logs, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(raftDir, "raft.db")})
+	if err != nil {
+		return "", err
+	}
+	defer logs.Close()
+	return aside, errors.Join(
+		logs.SetUint64(keyCurrentTerm, term+1),
+		logs.SetUint64(keyLastVoteTerm, voteTerm),
+		logs.Set(keyLastVoteCand, voteCand),
+		logs.SetUint64(keyNoVoteThroughTerm, term),
+	)
+}
+
+// decodeUint64 reads raft-boltdb's big-endian uint64 (0 when absent).
+func decodeUint64(b []byte) uint64 {
+	var v uint64
+	for _, c := range b {
+		v = v<<8 | uint64(c)
+	}
+	return v
+}
