@@ -251,6 +251,8 @@ func TestChaos(t *testing.T) {
 	producer := kafkaClient(t, brokers, kgo.DefaultProduceTopic("chaos-k"), kgo.RecordRetries(math.MaxInt32),
 		kgo.RecordDeliveryTimeout(60*time.Second), kgo.ProducerLinger(5*time.Millisecond))
 	createTopic(t, producer, "chaos-k", 1, nil)
+	groups := &groupCheck{consumed: map[int64]bool{}}
+	groups.startGroupConsumers(c, &wg, stop, "chaos-g", "chaos-k", 2)
 	var kmu sync.Mutex
 	kafkaAcked := map[string]bool{}
 	kafkaFailed := 0
@@ -446,6 +448,12 @@ func TestChaos(t *testing.T) {
 			last = v
 		}
 	}
+	final, _ := committedOffset(c, l, "chaos-g")
+	for _, v := range groups.check(final) {
+		t.Errorf("Kafka group: %s", v)
+	}
+	t.Logf("Kafka group: 2 members, %d assignments, %d records consumed, final committed offset %d, %d commit samples",
+		groups.assignments, len(groups.consumed), final, len(groups.commits))
 	kafkaLost, kafkaDup := 0, 0
 	for v := range kafkaAcked {
 		if seenK[v] == 0 {

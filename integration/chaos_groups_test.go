@@ -1,0 +1,133 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// groupCheck follows franz-go group consumers through the chaos run:
+// within one assignment a consumer's offsets go up by exactly one (no skip,
+// no step back without a seek), the group's committed offset as one
+// replica sees it never moves back, and every offset below the final
+// committed one was consumed by some member.
+type groupCheck struct {
+	mu          sync.Mutex
+	consumed    map[int64]bool
+	violations  []string
+	assignments int
+	commits     []int64 // committed offsets in the order one replica showed them
+}
+
+// startGroupConsumers starts members consumers of topic in group; they
+// stop with stop.
+func (g *groupCheck) startGroupConsumers(c *cluster, wg *sync.WaitGroup, stop <-chan struct{}, group, topic string, members int) {
+	var brokers []string
+	for _, n := range c.nodes {
+		brokers = append(brokers, n.kafkaAddr)
+	}
+	for m := range members {
+		last := int64(-1) // the last offset consumed in this assignment
+		reset := func(context.Context, *kgo.Client, map[string][]int32) {
+			g.mu.Lock()
+			last = -1
+			g.assignments++
+			g.mu.Unlock()
+		}
+		cl := kafkaClient(c.t, brokers, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.AutoCommitInterval(500*time.Millisecond),
+			kgo.OnPartitionsAssigned(reset), kgo.OnPartitionsRevoked(reset), kgo.OnPartitionsLost(reset))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					cl.CommitUncommittedOffsets(ctx)
+					cancel()
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				fetches := cl.PollFetches(ctx)
+				cancel()
+				g.mu.Lock()
+				for _, r := range fetches.Records() {
+					if last >= 0 && r.Offset != last+1 {
+						g.violations = append(g.violations, fmt.Sprintf("member %d read offset %d after %d in one assignment", m, r.Offset, last))
+					}
+					last = r.Offset
+					g.consumed[r.Offset] = true
+				}
+				g.mu.Unlock()
+			}
+		}()
+	}
+	// One replica's view of the committed offset, sampled while it runs.
+	watched := c.nodes[0]
+	untilStopped(wg, stop, func(int) {
+		time.Sleep(100 * time.Millisecond)
+		if off, ok := committedOffset(c, watched, group); ok {
+			g.mu.Lock()
+			if n := len(g.commits); n > 0 && off < g.commits[n-1] {
+				g.violations = append(g.violations, fmt.Sprintf("committed offset moved back from %d to %d on node %d", g.commits[n-1], off, watched.id))
+			}
+			g.commits = append(g.commits, off)
+			g.mu.Unlock()
+		}
+	})
+}
+
+// committedOffset is group's committed offset of partition 0 as n has
+// applied it; ok is false when n does not answer (it may be down).
+func committedOffset(c *cluster, n *node, group string) (int64, bool) {
+	var g struct {
+		Cursors []struct {
+			Partition string `json:"partition"`
+			Offset    int64  `json:"offset"`
+		} `json:"cursors"`
+	}
+	select {
+	case <-n.exited:
+		return 0, false
+	default:
+	}
+	resp, err := chaosHTTP.Get(n.url("/api/v1/consumer-groups/" + group))
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&g) != nil {
+		return 0, false
+	}
+	for _, cur := range g.Cursors {
+		if cur.Partition == "0" {
+			return cur.Offset, true
+		}
+	}
+	return 0, false
+}
+
+// check reports violations and offsets below the final committed one that
+// nobody consumed.
+func (g *groupCheck) check(final int64) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := g.violations
+	missing := 0
+	for off := range final {
+		if !g.consumed[off] {
+			missing++
+		}
+	}
+	if missing > 0 {
+		out = append(out, fmt.Sprintf("%d offsets below the committed %d were never consumed", missing, final))
+	}
+	return out
+}
