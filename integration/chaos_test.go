@@ -295,52 +295,60 @@ func TestChaos(t *testing.T) {
 	calmEnd := time.Now()
 	var maxGap time.Duration
 	deadline := time.Now().Add(time.Duration(seconds) * time.Second)
-	for round := 0; time.Now().Before(deadline); round++ {
-		time.Sleep(1500 * time.Millisecond)
-		before := pushed.Load()
-		start := time.Now()
-		switch round % 6 {
-		case 0: // kill -9 the leader, restart it
+	nemesis := []struct {
+		name   string
+		inject func()
+	}{
+		{"kill -9 leader", func() { // restarted once writes flow again
+			before := pushed.Load()
 			l := c.leader()
 			l.kill9()
-			faults["kill -9 leader"]++
 			waitProgress(&pushed, before, 20*time.Second)
 			l.start()
-		case 1: // pause the leader (SIGSTOP) for 2 s
+		}},
+		{"SIGSTOP leader 2 s", func() {
 			l := c.leader()
 			l.cmd.Process.Signal(syscall.SIGSTOP)
-			faults["SIGSTOP leader 2 s"]++
 			time.Sleep(2 * time.Second)
 			l.cmd.Process.Signal(syscall.SIGCONT)
-		case 2: // kill -9 a follower, restart it
+		}},
+		{"kill -9 follower", func() { // restarted after 1 s
 			f := c.followers()[0]
 			f.kill9()
-			faults["kill -9 follower"]++
 			time.Sleep(time.Second)
 			f.start()
-		case 3: // stop every node at once, start them again
+		}},
+		{"kill -9 all nodes", func() {
 			for _, n := range c.live() {
 				n.kill9()
 			}
-			faults["kill -9 all nodes"]++
 			for _, n := range c.nodes {
 				n.start()
 			}
-		case 4: // cut the leader off from both followers for 3 s
-			l := c.leader()
-			links.isolate(c, l.id)
-			faults["partition leader 3 s"]++
+		}},
+		{"partition leader 3 s", func() { // cut off from both followers
+			links.isolate(c, c.leader().id)
 			time.Sleep(3 * time.Second)
 			links.heal()
-		case 5: // cut a follower off for 3 s
-			f := c.followers()[0]
-			links.isolate(c, f.id)
-			faults["partition follower 3 s"]++
+		}},
+		{"partition follower 3 s", func() {
+			links.isolate(c, c.followers()[0].id)
 			time.Sleep(3 * time.Second)
 			links.heal()
-		}
+		}},
+	}
+	for round := 0; time.Now().Before(deadline); round++ {
+		time.Sleep(1500 * time.Millisecond)
+		fault := nemesis[round%len(nemesis)]
+		start := time.Now()
+		fault.inject()
+		faults[fault.name]++
 		waitProgress(&pushed, pushed.Load(), 30*time.Second)
-		maxGap = max(maxGap, time.Since(start))
+		gap := time.Since(start)
+		maxGap = max(maxGap, gap)
+		if gap > 8*time.Second {
+			t.Logf("slow recovery: %s at %s took %v\n%s", fault.name, start.Format("15:04:05.000"), gap.Round(time.Millisecond), c.diagnose())
+		}
 	}
 	faultEnd := time.Now()
 	close(stop)

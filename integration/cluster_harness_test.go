@@ -196,3 +196,19 @@ type clusterAnswer struct {
 		Applied  *uint64 `json:"applied"`
 	} `json:"members"`
 }
+
+// diagnose describes every node for a log: its health and its log's end.
+func (c *cluster) diagnose() string {
+	var b strings.Builder
+	for _, n := range c.nodes {
+		var h healthAnswer
+		status := getJSON(c.t, n.url("/health"), &h)
+		fmt.Fprintf(&b, "node %d: status %d %+v\n", n.id, status, h.Raft)
+		tail := n.logTail()
+		if i := strings.LastIndex(tail[:max(0, len(tail)-1500)], "\n"); i >= 0 {
+			tail = tail[i+1:]
+		}
+		b.WriteString(tail)
+	}
+	return b.String()
+}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // A follower whose disk fills up stops by itself with a clear reason
@@ -213,5 +215,39 @@ func TestDamagedSingleNodeRefusesToStart(t *testing.T) {
 	}
 	if log, _ := os.ReadFile(n.logPath); !strings.Contains(string(log), "no peers to repair it from") {
 		t.Fatalf("the refusal does not say why:\n%s", n.logTail())
+	}
+}
+
+// Regression (found by the chaos run): a node killed during its start-up
+// check left the check's process holding its files; the next start read
+// the lock as damage and threw a healthy directory away. A directory held
+// by another process is now "in use": the node refuses to start and
+// repairs nothing.
+func TestDataDirInUseIsNotMistakenForDamage(t *testing.T) {
+	c := startCluster(t, 3)
+	pushCanaries(c, 0, 100)
+	n := c.followers()[0]
+	n.stop()
+	held, err := bolt.Open(filepath.Join(n.dataDir, "raft", "raft.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.start()
+	select {
+	case <-n.exited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the node started while another process held its raft log")
+	}
+	held.Close()
+	if log, _ := os.ReadFile(n.logPath); !strings.Contains(string(log), "in use by another process") {
+		t.Fatalf("the refusal does not say why:\n%s", n.logTail())
+	}
+	if aside, _ := filepath.Glob(filepath.Join(n.dataDir, "damaged-*")); len(aside) != 0 {
+		t.Fatalf("a healthy directory was moved aside: %v", aside)
+	}
+	n.start()
+	c.waitCaughtUp(n)
+	if got := idSet(n.fetchAll("dmg", "Default")); len(got) != 100 {
+		t.Fatalf("node %d holds %d messages, want 100", n.id, len(got))
 	}
 }

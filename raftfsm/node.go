@@ -82,6 +82,7 @@ type NodeConfig struct {
 const (
 	defaultSnapshotThreshold = 16384
 	defaultTrailingLogs      = 20480
+	snapshotInterval         = 5 * time.Second
 	// Loopback and LAN clusters: a dead leader is noticed after 0.5–1 s
 	// (raft randomises between one and two heartbeat timeouts).
 	heartbeatTimeout = 500 * time.Millisecond
@@ -186,6 +187,9 @@ func raftConfig(cfg NodeConfig) *raft.Config {
 	rc.BatchApplyCh = true
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = heartbeatTimeout, electionTimeout, leaderLease
 	rc.SnapshotThreshold, rc.TrailingLogs = defaultSnapshotThreshold, defaultTrailingLogs
+	// Look for a due snapshot often (the look is cheap): with raft's 120 s
+	// default a node restarted more often than that never compacts its log.
+	rc.SnapshotInterval = snapshotInterval
 	if cfg.SnapshotThreshold > 0 {
 		rc.SnapshotThreshold = cfg.SnapshotThreshold
 	}

@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	bolt "go.etcd.io/bbolt"
@@ -41,8 +43,13 @@ var (
 	keyNoVoteThroughTerm = []byte("WaggleNoVoteThroughTerm")
 )
 
+// ErrDataDirInUse reports a data directory whose files another process
+// holds locked: that is no damage, and no reason to repair.
+var ErrDataDirInUse = errors.New("the data directory is in use by another process")
+
 // VerifyDataDir checks a stopped node's store, raft log and newest snapshot
-// under dir and returns the first damage found (nil for a new directory).
+// under dir and returns the first damage found (nil for a new directory),
+// or ErrDataDirInUse.
 func VerifyDataDir(dir string) error {
 	checks := []struct {
 		what string
@@ -57,7 +64,11 @@ func VerifyDataDir(dir string) error {
 		if _, err := os.Stat(c.path); errors.Is(err, os.ErrNotExist) {
 			continue
 		}
-		if err := faultsAsErrors(func() error { return c.fn(c.path) }); err != nil {
+		err := faultsAsErrors(func() error { return c.fn(c.path) })
+		if errors.Is(err, bolt.ErrTimeout) || errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("%w: %s at %s: %v", ErrDataDirInUse, c.what, c.path, err)
+		}
+		if err != nil {
 			return fmt.Errorf("%s at %s: %w", c.what, c.path, err)
 		}
 	}
@@ -81,48 +92,35 @@ func faultsAsErrors(fn func() error) error {
 }
 
 // verifyRaftLog checks the bolt file's pages, then every command entry's
-// checksum.
+// checksum, in one read transaction.
 func verifyRaftLog(path string) error {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
 	if err != nil {
 		return err
 	}
-	err = db.View(func(tx *bolt.Tx) error {
+	defer db.Close()
+	return db.View(func(tx *bolt.Tx) error {
 		for err := range tx.Check() {
 			return err
 		}
-		return nil
+		logs := tx.Bucket([]byte("logs"))
+		if logs == nil {
+			return nil
+		}
+		return logs.ForEach(func(k, v []byte) error {
+			var l raft.Log
+			if err := codec.NewDecoderBytes(v, &codec.MsgpackHandle{}).Decode(&l); err != nil {
+				return fmt.Errorf("entry %x: %w", k, err)
+			}
+			if l.Type != raft.LogCommand {
+				return nil
+			}
+			if _, err := unseal(l.Data); err != nil {
+				return fmt.Errorf("entry %d: %w", l.Index, err)
+			}
+			return nil
+		})
 	})
-	db.Close()
-	if err != nil {
-		return err
-	}
-	logs, err := raftboltdb.New(raftboltdb.Options{Path: path})
-	if err != nil {
-		return err
-	}
-	defer logs.Close()
-	first, err := logs.FirstIndex()
-	if err != nil {
-		return err
-	}
-	last, err := logs.LastIndex()
-	if err != nil {
-		return err
-	}
-	for i := first; i <= last && last > 0; i++ {
-		var l raft.Log
-		if err := logs.GetLog(i, &l); err != nil {
-			return fmt.Errorf("entry %d: %w", i, err)
-		}
-		if l.Type != raft.LogCommand {
-			continue
-		}
-		if _, err := unseal(l.Data); err != nil {
-			return fmt.Errorf("entry %d: %w", i, err)
-		}
-	}
-	return nil
 }
 
 // verifySnapshots opens the newest snapshot, which checks its CRC.

@@ -74,7 +74,10 @@ func newVerifyCmd() *cobra.Command {
 		Short: "Check a stopped node's store, raft log and snapshots for damage",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := raftfsm.VerifyDataDir(dir); err != nil {
+			if err := raftfsm.VerifyDataDir(dir); errors.Is(err, raftfsm.ErrDataDirInUse) {
+				fmt.Fprintln(cmd.ErrOrStderr(), "waggle:", err)
+				os.Exit(exitInUse)
+			} else if err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "ok:", dir)
@@ -94,17 +97,25 @@ var verifyDataDir = func(dir string) error {
 	if err != nil {
 		return fmt.Errorf("cannot run the start-up check: %w", err)
 	}
-	out, err := exec.Command(self, "verify", "--data-dir", dir).CombinedOutput()
+	check := exec.Command(self, "verify", "--data-dir", dir)
+	check.SysProcAttr = dieWithParent() // a killed node must leave no check holding its files
+	out, err := check.CombinedOutput()
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &exit) && exit.ExitCode() == exitInUse:
+		return fmt.Errorf("%s: %w", firstLines(string(out), 3), raftfsm.ErrDataDirInUse)
 	case errors.As(err, &exit):
 		return &damageError{detail: firstLines(string(out), 12)}
 	default:
 		return fmt.Errorf("cannot run the start-up check: %w", err)
 	}
 }
+
+// exitInUse is the check's exit code for a data directory another process
+// holds (EX_TEMPFAIL): not damage.
+const exitInUse = 75
 
 // damageError is what the start-up check found.
 type damageError struct{ detail string }

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package main
+
+import "syscall"
+
+// dieWithParent has no portable equivalent outside Linux.
+func dieWithParent() *syscall.SysProcAttr { return nil }
