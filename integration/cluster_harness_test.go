@@ -45,7 +45,7 @@ func (c *cluster) start(extra ...string) {
 		peers = append(peers, fmt.Sprintf("%d=%s", n.id, cmp.Or(n.raftAdvertise, n.raftAddr)))
 	}
 	for _, n := range c.nodes {
-		n.args = append([]string{"--peers", strings.Join(peers, ",")}, extra...)
+		n.args = append(append([]string{"--peers", strings.Join(peers, ",")}, extra...), n.ownArgs...)
 		n.start()
 	}
 	c.waitRegistered(len(c.nodes))

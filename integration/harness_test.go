@@ -4,15 +4,19 @@ package integration
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -51,20 +55,46 @@ type node struct {
 	kafkaAddr     string
 	extraEnv      []string
 	args          []string // more serve flags: --peers, --join, raft tuning
+	ownArgs       []string // flags of this node alone (its certificate, say)
+	scheme        string   // of its HTTP listener: http (default) or https
 	cmd           *exec.Cmd
 	logPath       string
 	exited        chan struct{}
 }
 
 // freeAddr returns a loopback address with a port nobody listens on now.
-func freeAddr(t testing.TB) string {
+func freeAddr(t testing.TB) string { return freeAddrOn(t, "127.0.0.1") }
+
+// Ports handed to nodes come from below Linux's ephemeral range (32768 and
+// up): a port from that range, free when picked, can be taken by some
+// outgoing connection before the node binds it ("address already in use"
+// seen in CI). handedOut keeps one port from being handed out twice.
+var (
+	portMu    sync.Mutex
+	handedOut = map[int]bool{}
+)
+
+// freeAddrOn returns an address on host with a port nobody listens on now
+// and no other test was given.
+func freeAddrOn(t testing.TB, host string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portMu.Lock()
+	defer portMu.Unlock()
+	for range 1000 {
+		port := 20000 + rand.IntN(12000)
+		if handedOut[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		handedOut[port] = true
+		return ln.Addr().String()
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free port below the ephemeral range")
+	return ""
 }
 
 // startSingle starts a single-node cluster and waits until it leads.
@@ -81,7 +111,7 @@ func newNode(t testing.TB, id int) *node {
 	return &node{t: t, id: id, dataDir: t.TempDir(), httpAddr: freeAddr(t), raftAddr: freeAddr(t), kafkaAddr: freeAddr(t)}
 }
 
-func (n *node) url(path string) string { return "http://" + n.httpAddr + path }
+func (n *node) url(path string) string { return cmp.Or(n.scheme, "http") + "://" + n.httpAddr + path }
 
 func (n *node) start() {
 	n.t.Helper()

@@ -40,17 +40,6 @@ func startPartitionableCluster(t testing.TB, size int, extra ...string) (*cluste
 // nodeIP is the loopback address node id listens and dials from.
 func nodeIP(id int) string { return fmt.Sprintf("127.0.0.%d", id+1) }
 
-// freeAddrOn returns an address on host with a port nobody listens on now.
-func freeAddrOn(t testing.TB, host string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", host+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // proxy listens for connections to node dst and forwards those whose link
 // is not cut to target; it returns the address peers should dial.
 func (l *links) proxy(dst int, target string) string {

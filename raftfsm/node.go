@@ -17,6 +17,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/waggle-mq/waggle/store"
+	"github.com/waggle-mq/waggle/tlsconf"
 )
 
 // Peer is one voting member of a static cluster.
@@ -61,6 +62,8 @@ type NodeConfig struct {
 	// RaftAdvertise is the address peers dial to reach this node (RaftAddr
 	// when empty); it is this node's address in the cluster configuration.
 	RaftAdvertise string
+	// TLS, when set, makes raft traffic mutual TLS (see transport.go).
+	TLS *tlsconf.Config
 	Dir           string // raft log and snapshots live in Dir/raft
 	Peers         []Peer // empty: a single node
 	// Join starts the node without bootstrapping: it waits to be added to
@@ -143,7 +146,7 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 	}
 	n.FSM = fsm
 
-	n.transport, err = newTransport(cfg.RaftAddr, cfg.RaftAdvertise, cfg.Logger)
+	n.transport, err = newTransport(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}

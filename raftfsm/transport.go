@@ -1,12 +1,15 @@
 package raftfsm
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/waggle-mq/waggle/tlsconf"
 )
 
 // streamLayer carries raft's TCP connections. Unlike raft's own TCP stream
@@ -14,10 +17,16 @@ import (
 // partition proxy) sees connections come from the node's own address, and
 // it advertises an address of its own choosing: the one peers dial, which
 // may be a proxy or a NAT address in front of the listener.
+//
+// With TLS it is mutual TLS: the listener requires a certificate the
+// cluster's CA signed, and the dialer presents its own and checks the
+// peer's, so a node without the cluster's certificate can neither join nor
+// send a raft message.
 type streamLayer struct {
 	net.Listener
 	advertise net.Addr
 	dialer    net.Dialer
+	tls       *tlsconf.Config // nil: plain TCP
 }
 
 // Addr is the advertised address, the one the cluster configuration names.
@@ -27,11 +36,24 @@ func (s *streamLayer) Addr() net.Addr { return s.advertise }
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := s.dialer
 	d.Timeout = timeout
-	return d.Dial("tcp", string(address))
+	conn, err := d.Dial("tcp", string(address))
+	if err != nil || s.tls == nil {
+		return conn, err
+	}
+	host, _, _ := net.SplitHostPort(string(address))
+	tc := tls.Client(conn, s.tls.ClientFor(host))
+	tc.SetDeadline(time.Now().Add(timeout))
+	if err := tc.Handshake(); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("raft TLS handshake with %s: %w", address, err)
+	}
+	tc.SetDeadline(time.Time{})
+	return tc, nil
 }
 
-// newTransport listens on bind and advertises advertise.
-func newTransport(bind, advertise string, logger hclog.Logger) (*raft.NetworkTransport, error) {
+// newTransport listens on bind and advertises advertise; tlsConf nil means
+// plain TCP.
+func newTransport(bind, advertise string, tlsConf *tlsconf.Config, logger hclog.Logger) (*raft.NetworkTransport, error) {
 	adv, err := net.ResolveTCPAddr("tcp", advertise)
 	if err != nil {
 		return nil, fmt.Errorf("raft advertise address %q: %w", advertise, err)
@@ -43,7 +65,10 @@ func newTransport(bind, advertise string, logger hclog.Logger) (*raft.NetworkTra
 	if err != nil {
 		return nil, fmt.Errorf("raft listener on %s: %w", bind, err)
 	}
-	layer := &streamLayer{Listener: ln, advertise: adv}
+	layer := &streamLayer{Listener: ln, advertise: adv, tls: tlsConf}
+	if tlsConf != nil {
+		layer.Listener = tls.NewListener(ln, tlsConf.Peer)
+	}
 	if local := ln.Addr().(*net.TCPAddr); !local.IP.IsUnspecified() {
 		layer.dialer.LocalAddr = &net.TCPAddr{IP: local.IP}
 	}

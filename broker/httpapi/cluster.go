@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"net"
@@ -18,9 +19,23 @@ import (
 // never loop between nodes.
 const forwardedHeader = "X-Waggle-Forwarded-By"
 
-// forwardTransport is shared by all forwarded requests so connections to
-// the leader are kept alive.
-var forwardTransport = &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
+// peerLinks is how this node talks HTTP to other nodes.
+type peerLinks struct {
+	scheme string // http or https
+	// forward is shared by all forwarded requests so connections to the
+	// leader are kept alive.
+	forward *http.Transport
+	health  *http.Client // asks members for their /health
+}
+
+func newPeerLinks(tlsConf *tls.Config) peerLinks {
+	l := peerLinks{scheme: "http", forward: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second, TLSClientConfig: tlsConf}}
+	if tlsConf != nil {
+		l.scheme = "https"
+	}
+	l.health = &http.Client{Timeout: peerHealthTimeout, Transport: &http.Transport{TLSClientConfig: tlsConf}}
+	return l
+}
 
 // leaderOnly serves h on the leader. Elsewhere it forwards the request,
 // body and headers unchanged, to the leader's registered HTTP address and
@@ -42,10 +57,10 @@ func (s *Server) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 		}
 		proxy := &httputil.ReverseProxy{
 			Rewrite: func(pr *httputil.ProxyRequest) {
-				pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", addr, addr
+				pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = s.peers.scheme, addr, addr
 				pr.Out.Header.Set(forwardedHeader, s.svc.NodeID())
 			},
-			Transport: forwardTransport,
+			Transport: s.peers.forward,
 			ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 				if neverSent(err) {
 					noLeader(w, "the leader at "+addr+" could not be reached: "+err.Error())
@@ -96,8 +111,6 @@ type clusterJSON struct {
 // member's /health.
 const peerHealthTimeout = time.Second
 
-var peerClient = &http.Client{Timeout: peerHealthTimeout}
-
 func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 	members, err := s.svc.Members()
 	if err != nil {
@@ -125,7 +138,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 		wg.Add(1)
 		go func(mj *memberJSON) {
 			defer wg.Done()
-			if peer, ok := fetchHealth(r, mj.HTTPAddr); ok {
+			if peer, ok := s.fetchHealth(r, mj.HTTPAddr); ok {
 				mj.Role, mj.Applied = peer.Raft.Role, ptr(peer.Raft.Applied)
 			}
 		}(&out.Members[i])
@@ -134,13 +147,13 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func fetchHealth(r *http.Request, addr string) (healthJSON, bool) {
+func (s *Server) fetchHealth(r *http.Request, addr string) (healthJSON, bool) {
 	var h healthJSON
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://"+addr+"/health", nil)
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, s.peers.scheme+"://"+addr+"/health", nil)
 	if err != nil {
 		return h, false
 	}
-	resp, err := peerClient.Do(req)
+	resp, err := s.peers.health.Do(req)
 	if err != nil {
 		return h, false
 	}

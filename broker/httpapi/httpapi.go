@@ -5,6 +5,7 @@ package httpapi
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,12 +29,22 @@ type Server struct {
 	mux     *http.ServeMux
 	log     *slog.Logger
 	metrics *metrics.Metrics
+	peers   peerLinks
 }
 
-// New returns the HTTP API over svc; m (may be nil) records requests and
-// is served at /metrics.
-func New(svc *broker.Service, log *slog.Logger, m *metrics.Metrics) *Server {
-	s := &Server{svc: svc, mux: http.NewServeMux(), log: log, metrics: m}
+// Options are the HTTP API's optional parts.
+type Options struct {
+	// Metrics records requests and is served at /metrics; nil: none.
+	Metrics *metrics.Metrics
+	// PeerTLS, when set, is how this node reaches other nodes' HTTP
+	// listeners (forwarded writes, their /health): HTTPS, trusting the
+	// cluster's CA. Nil: plain HTTP.
+	PeerTLS *tls.Config
+}
+
+// New returns the HTTP API over svc.
+func New(svc *broker.Service, log *slog.Logger, opts Options) *Server {
+	s := &Server{svc: svc, mux: http.NewServeMux(), log: log, metrics: opts.Metrics, peers: newPeerLinks(opts.PeerTLS)}
 	s.routes()
 	return s
 }

@@ -25,7 +25,7 @@ func newRootCmd() *cobra.Command {
 	}
 	o := &clientOptions{}
 	o.addFlags(root)
-	root.AddCommand(newServeCmd(), newVerifyCmd(), newVersionCmd(), newQueueCmd(o), newTopicCmd(o), newPushCmd(o), newPopCmd(o),
+	root.AddCommand(newServeCmd(), newVerifyCmd(), newCertsCmd(), newVersionCmd(), newQueueCmd(o), newTopicCmd(o), newPushCmd(o), newPopCmd(o),
 		newKVCmd(o), newGroupCmd(o), newClusterCmd(o), newDLQCmd(o), newBenchCmd(o))
 	return root
 }

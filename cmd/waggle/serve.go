@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"github.com/waggle-mq/waggle/metrics"
 	"github.com/waggle-mq/waggle/raftfsm"
 	"github.com/waggle-mq/waggle/store"
+	"github.com/waggle-mq/waggle/tlsconf"
 )
 
 type serveOptions struct {
@@ -45,6 +47,8 @@ type serveOptions struct {
 	snapshotThreshold uint64
 	trailingLogs      uint64
 	minFreeDiskMiB    uint64
+
+	tls tlsconf.Files
 
 	kafka kafka.Config
 }
@@ -76,6 +80,9 @@ func newServeCmd() *cobra.Command {
 	f.Uint64Var(&o.snapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (0: the built-in default)")
 	f.Uint64Var(&o.trailingLogs, "raft-trailing-logs", 0, "log entries kept behind a snapshot (0: the built-in default)")
 	f.Uint64Var(&o.minFreeDiskMiB, "min-free-disk-mib", 64, "stop (and refuse to start) when the data directory's disk has less free space (0: never)")
+	f.StringVar(&o.tls.Cert, "tls-cert", "", "PEM certificate of this node: TLS on the HTTP, Kafka and raft listeners")
+	f.StringVar(&o.tls.Key, "tls-key", "", "PEM key of --tls-cert")
+	f.StringVar(&o.tls.CA, "tls-ca", "", "PEM CA that signed every node's certificate (raft is mutual TLS)")
 	o.kafka = defaultKafkaConfig()
 	f.Int32Var(&o.kafka.MaxFrameBytes, "kafka-max-frame-bytes", o.kafka.MaxFrameBytes, "largest Kafka request accepted; a larger one closes the connection")
 	f.BoolVar(&o.kafka.AutoCreateTopics, "kafka-auto-create-topics", o.kafka.AutoCreateTopics, "create unknown topics on Metadata and Produce")
@@ -139,10 +146,17 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	defer st.Close()
 
+	var tlsConf *tlsconf.Config
+	if o.tls.Enabled() {
+		if tlsConf, err = tlsconf.Load(o.tls); err != nil {
+			return err
+		}
+	}
 	node, err := raftfsm.StartNode(raftfsm.NodeConfig{
 		ID:                id,
 		RaftAddr:          o.raftAddr,
 		RaftAdvertise:     o.advertiseRaft,
+		TLS:               tlsConf,
 		Dir:               o.dataDir,
 		Peers:             peers,
 		Join:              o.join,
@@ -179,11 +193,16 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("kafka listener: %w", err)
 	}
+	scheme, peerTLS := "http", (*tls.Config)(nil)
+	if tlsConf != nil {
+		ln, kln = tls.NewListener(ln, tlsConf.Server), tls.NewListener(kln, tlsConf.Server)
+		scheme, peerTLS = "https", tlsConf.Client
+	}
 	o.kafka.AdvertisedAddr = orDefault(o.advertiseKafka, kln.Addr().String())
 	o.kafka.Metrics = m
 	ks := kafka.New(svc, o.kafka, log)
 	defer ks.Close()
-	srv := &http.Server{Handler: httpapi.New(svc, log, m), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: httpapi.New(svc, log, httpapi.Options{Metrics: m, PeerTLS: peerTLS}), ReadHeaderTimeout: 10 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
 	go func() {
@@ -195,7 +214,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		"raft", o.raftAddr, "data", o.dataDir, "peers", len(peers))
 
 	self := registration{ID: id, HTTPAddr: orDefault(o.advertiseHTTP, ln.Addr().String()), KafkaAddr: o.kafka.AdvertisedAddr}
-	go registerSelf(ctx, "http://"+ln.Addr().String(), self, log)
+	go registerSelf(ctx, scheme+"://"+ln.Addr().String(), peerTLS, self, log)
 
 	var diskLow <-chan error
 	if minFree > 0 {
@@ -242,9 +261,9 @@ type registration struct {
 // added) the answer is 503 and it tries again. Once registered it checks
 // now and then that the registry still holds its addresses (a node removed
 // and added back loses them) and registers again if not.
-func registerSelf(ctx context.Context, base string, self registration, log *slog.Logger) {
+func registerSelf(ctx context.Context, base string, tlsConf *tls.Config, self registration, log *slog.Logger) {
 	body, _ := json.Marshal(self)
-	client := &http.Client{Timeout: 5 * time.Second}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConf}}
 	wait := 250 * time.Millisecond
 	for {
 		if !registered(ctx, client, base, self) {
