@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -41,6 +42,9 @@ func validateKVOp(i int, op KVOp) error {
 	}
 	if op.NS == "" || len(op.NS) > maxKVNSBytes {
 		return bad("ns must be 1 to %d bytes", maxKVNSBytes)
+	}
+	if strings.HasPrefix(op.NS, reservedNSPrefix) {
+		return bad("namespaces starting with %q are waggle's own", reservedNSPrefix)
 	}
 	keys := op.Keys
 	if op.Op == raftfsm.KVGetMany {
@@ -96,6 +100,11 @@ func (s *Service) KV(ops []KVOp) (KVCallResult, error) {
 	if err := validateKVOps(ops); err != nil {
 		return KVCallResult{}, err
 	}
+	return s.applyKV(ops)
+}
+
+// applyKV applies validated KV ops in one raft entry.
+func (s *Service) applyKV(ops []KVOp) (KVCallResult, error) {
 	cmd := raftfsm.KVCommand{NowMs: s.now().UnixMilli(), Ops: ops}
 	answer, err := s.apply(cmd.Encode())
 	if err != nil {

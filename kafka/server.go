@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/metrics"
 )
@@ -36,11 +37,27 @@ type Config struct {
 	IdleTimeout  time.Duration
 	// Metrics records requests per API; nil records nothing.
 	Metrics *metrics.Metrics
+	// Auth makes clients authenticate with SASL before anything else.
+	Auth AuthConfig
 	// AdvertisedAddr is the address clients are told for this node. The
 	// node lists itself under it even before its registration in the
 	// replicated state has landed, so Metadata is never without brokers.
 	AdvertisedAddr string
 }
+
+// AuthConfig is the listener's SASL settings.
+type AuthConfig struct {
+	// Enabled requires SASL: before it succeeds only ApiVersions,
+	// SaslHandshake and SaslAuthenticate are served, in frames of at most
+	// preAuthMaxFrame bytes; anything else closes the connection.
+	Enabled bool
+	// AllowPlain offers PLAIN (TLS on, or --insecure).
+	AllowPlain bool
+}
+
+// preAuthMaxFrame caps a frame before authentication: nobody unknown gets
+// to make the broker allocate more.
+const preAuthMaxFrame = 64 << 10
 
 // DefaultConfig is what `waggle serve` uses unless told otherwise.
 func DefaultConfig() Config {
@@ -124,7 +141,17 @@ type conn struct {
 	s        *Server
 	nc       net.Conn
 	clientID string // from the latest request header
+
+	// SASL state (see 17_sasl_handshake.go, 36_sasl_authenticate.go).
+	mechanism string
+	scram     *auth.ScramConversation
+	principal *auth.Principal // nil until authenticated
+	closing   bool            // close once the answers so far are written
 }
+
+// authenticated reports whether the connection may make requests beyond
+// the SASL ones.
+func (c *conn) authenticated() bool { return !c.s.cfg.Auth.Enabled || c.principal != nil }
 
 // coordinating reports whether this node coordinates groups now (it leads
 // raft); a node that stopped leading forgets its groups' membership.
@@ -197,8 +224,12 @@ func (c *conn) read(pending chan<- pendingReply) error {
 			return err
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		if size < 8 || size > c.s.cfg.MaxFrameBytes {
-			return fmt.Errorf("%w: frame size %d outside [8, %d]", errBadFrame, size, c.s.cfg.MaxFrameBytes)
+		limit := c.s.cfg.MaxFrameBytes
+		if !c.authenticated() {
+			limit = min(limit, preAuthMaxFrame)
+		}
+		if size < 8 || size > limit {
+			return fmt.Errorf("%w: frame size %d outside [8, %d]", errBadFrame, size, limit)
 		}
 		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
 		body := make([]byte, size)
@@ -210,6 +241,9 @@ func (c *conn) read(pending chan<- pendingReply) error {
 			return err
 		}
 		pending <- p
+		if c.closing {
+			return errClosing
+		}
 	}
 }
 
@@ -225,11 +259,25 @@ func (c *conn) handle(body []byte) (pendingReply, error) {
 		return pendingReply{}, err
 	}
 	c.clientID = h.clientID
+	if !c.authenticated() && !preAuthAPIs[h.key] {
+		return pendingReply{}, fmt.Errorf("%s before SASL authentication", kmsg.NameForKey(h.key))
+	}
 	wait, err := apis[h.key].handle(c, req)
 	return pendingReply{h: h, wait: wait, start: start}, err
 }
 
 var errUnsupportedAPIVersions = errors.New("ApiVersions at an unsupported version")
+
+// errClosing ends a connection after a failed authentication, once its
+// answer is written.
+var errClosing = errors.New("closing after a failed authentication")
+
+// preAuthAPIs are served before authentication.
+var preAuthAPIs = map[int16]bool{
+	kmsg.ApiVersions.Int16():      true,
+	kmsg.SASLHandshake.Int16():    true,
+	kmsg.SASLAuthenticate.Int16(): true,
+}
 
 // decodeRequest parses a frame body: header, then the request of a
 // registered API at a registered version. It allocates nothing sized by a

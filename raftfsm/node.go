@@ -63,9 +63,9 @@ type NodeConfig struct {
 	// when empty); it is this node's address in the cluster configuration.
 	RaftAdvertise string
 	// TLS, when set, makes raft traffic mutual TLS (see transport.go).
-	TLS *tlsconf.Config
-	Dir           string // raft log and snapshots live in Dir/raft
-	Peers         []Peer // empty: a single node
+	TLS   *tlsconf.Config
+	Dir   string // raft log and snapshots live in Dir/raft
+	Peers []Peer // empty: a single node
 	// Join starts the node without bootstrapping: it waits to be added to
 	// an existing cluster as a voter.
 	Join   bool

@@ -26,7 +26,8 @@ func (f Files) Enabled() bool { return f.Cert != "" || f.Key != "" || f.CA != ""
 // Config is a node's TLS settings.
 type Config struct {
 	// Server is for the HTTP and Kafka listeners: clients check the node's
-	// certificate; a client certificate is not asked for.
+	// certificate; a client certificate is optional, and one the cluster's
+	// CA signed makes its holder an admin on HTTP (other nodes are).
 	Server *tls.Config
 	// Peer is for the raft listener: it requires a client certificate
 	// signed by the cluster's CA.
@@ -55,7 +56,8 @@ func Load(f Files) (*Config, error) {
 	}
 	certs := []tls.Certificate{cert}
 	return &Config{
-		Server: &tls.Config{MinVersion: tls.VersionTLS12, Certificates: certs},
+		Server: &tls.Config{MinVersion: tls.VersionTLS12, Certificates: certs,
+			ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool},
 		Peer: &tls.Config{MinVersion: tls.VersionTLS12, Certificates: certs,
 			ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool},
 		Client: &tls.Config{MinVersion: tls.VersionTLS12, Certificates: certs, RootCAs: pool},

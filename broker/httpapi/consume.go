@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
 )
 
@@ -28,6 +29,9 @@ type poppedJSON struct {
 func (s *Server) pop(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	req := broker.PopRequest{Queue: r.PathValue("queue"), Partition: r.PathValue("partition"), Group: q.Get("consumerGroup")}
+	if req.Group != "" && !s.allow(w, r, auth.Read, auth.Group, req.Group) {
+		return
+	}
 	var err error
 	if req.Batch, err = intParam(q.Get("batch"), 0); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request", "batch: "+err.Error())

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/metrics"
 )
@@ -30,6 +31,7 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics.Metrics
 	peers   peerLinks
+	auth    AuthConfig
 }
 
 // Options are the HTTP API's optional parts.
@@ -40,11 +42,13 @@ type Options struct {
 	// listeners (forwarded writes, their /health): HTTPS, trusting the
 	// cluster's CA. Nil: plain HTTP.
 	PeerTLS *tls.Config
+	// Auth turns authentication and authorization on.
+	Auth AuthConfig
 }
 
 // New returns the HTTP API over svc.
 func New(svc *broker.Service, log *slog.Logger, opts Options) *Server {
-	s := &Server{svc: svc, mux: http.NewServeMux(), log: log, metrics: opts.Metrics, peers: newPeerLinks(opts.PeerTLS)}
+	s := &Server{svc: svc, mux: http.NewServeMux(), log: log, metrics: opts.Metrics, peers: newPeerLinks(opts.PeerTLS), auth: opts.Auth}
 	s.routes()
 	return s
 }
@@ -68,60 +72,78 @@ func (r *statusRecorder) Flush() {
 }
 
 func (s *Server) routes() {
-	byPath := map[string]map[string]http.HandlerFunc{}
-	handle := func(method, path string, h http.HandlerFunc) {
-		if byPath[path] == nil {
-			byPath[path] = map[string]http.HandlerFunc{}
-		}
-		byPath[path][method] = h
+	type route struct {
+		perm permission
+		h    http.HandlerFunc
 	}
+	byPath := map[string]map[string]route{}
+	handle := func(method, path string, perm permission, h http.HandlerFunc) {
+		if byPath[path] == nil {
+			byPath[path] = map[string]route{}
+		}
+		byPath[path][method] = route{perm, h}
+	}
+	const (
+		read, write, manage  = auth.Read, auth.Write, auth.Manage
+		queue, group, global = auth.Queue, auth.Group, auth.Cluster
+	)
 	// Writes go through leaderOnly: a follower forwards them. Reads are
-	// answered from this node's store.
-	handle(http.MethodPost, "/api/v1/push", s.leaderOnly(s.push))
-	handle(http.MethodPost, "/api/v1/fetch", s.fetch)
-	handle(http.MethodPost, "/api/v1/configure", s.leaderOnly(s.configure))
-	handle(http.MethodGet, "/api/v1/resources/queues", s.listQueues)
-	handle(http.MethodGet, "/api/v1/resources/queues/{queue}", s.getQueue)
-	handle(http.MethodDelete, "/api/v1/resources/queues/{queue}", s.leaderOnly(s.deleteQueue))
-	handle(http.MethodGet, "/api/v1/pop/queue/{queue}", s.leaderOnly(s.pop))
-	handle(http.MethodGet, "/api/v1/pop/queue/{queue}/partition/{partition}", s.leaderOnly(s.pop))
-	handle(http.MethodPost, "/api/v1/ack", s.leaderOnly(s.ack))
-	handle(http.MethodPost, "/api/v1/ack/batch", s.leaderOnly(s.ackBatch))
-	handle(http.MethodPost, "/api/v1/lease/{leaseId}/extend", s.leaderOnly(s.extendLease))
-	handle(http.MethodGet, "/api/v1/dlq", s.listDeadLetters)
-	handle(http.MethodPost, "/api/v1/dlq/{id}/replay", s.leaderOnly(s.replayDeadLetter))
-	handle(http.MethodPost, "/api/v1/consumer-groups/{group}/queues/{queue}/seek", s.leaderOnly(s.seek))
-	handle(http.MethodDelete, "/api/v1/consumer-groups/{group}", s.leaderOnly(s.deleteGroup))
-	handle(http.MethodPost, "/api/v1/transaction", s.leaderOnly(s.transaction))
-	handle(http.MethodPost, "/api/v1/kv", s.leaderOnly(s.kv))
-	handle(http.MethodPost, "/api/v1/kv/once", s.leaderOnly(s.once))
-	handle(http.MethodGet, "/api/v1/kv/{ns}/{key}", s.kvGet)
-	handle(http.MethodPut, "/api/v1/kv/{ns}/{key}", s.leaderOnly(s.kvPut))
-	handle(http.MethodDelete, "/api/v1/kv/{ns}/{key}", s.leaderOnly(s.kvDelete))
-	handle(http.MethodPost, "/api/v1/timers", s.leaderOnly(s.timers))
-	handle(http.MethodGet, "/api/v1/timers/{queue}", s.listTimers)
-	handle(http.MethodDelete, "/api/v1/timers/{queue}/{timerKey}", s.leaderOnly(s.cancelTimer))
-	handle(http.MethodGet, "/api/v1/consumer-groups", s.listGroups)
-	handle(http.MethodGet, "/api/v1/consumer-groups/{group}", s.getGroup)
-	handle(http.MethodGet, "/api/v1/cluster", s.cluster)
-	handle(http.MethodPost, "/api/v1/cluster/nodes", s.leaderOnly(s.addNode))
-	handle(http.MethodDelete, "/api/v1/cluster/nodes/{id}", s.leaderOnly(s.removeNode))
-	handle(http.MethodPost, "/api/v1/cluster/register", s.leaderOnly(s.register))
-	handle(http.MethodPost, "/api/v1/cluster/snapshot", s.snapshot)
-	handle(http.MethodGet, "/health", s.health)
+	// answered from this node's store. Each route names what it needs
+	// (see authn.go); an empty param means the body names the resources.
+	handle(http.MethodPost, "/api/v1/push", need(write, queue, ""), s.leaderOnly(s.push))
+	handle(http.MethodPost, "/api/v1/fetch", need(read, queue, ""), s.fetch)
+	handle(http.MethodPost, "/api/v1/configure", need(manage, queue, ""), s.leaderOnly(s.configure))
+	handle(http.MethodGet, "/api/v1/resources/queues", need(read, global, ""), s.listQueues)
+	handle(http.MethodGet, "/api/v1/resources/queues/{queue}", need(read, queue, "queue"), s.getQueue)
+	handle(http.MethodDelete, "/api/v1/resources/queues/{queue}", need(manage, queue, "queue"), s.leaderOnly(s.deleteQueue))
+	handle(http.MethodGet, "/api/v1/pop/queue/{queue}", need(read, queue, "queue"), s.leaderOnly(s.pop))
+	handle(http.MethodGet, "/api/v1/pop/queue/{queue}/partition/{partition}", need(read, queue, "queue"), s.leaderOnly(s.pop))
+	handle(http.MethodPost, "/api/v1/ack", need(read, queue, ""), s.leaderOnly(s.ack))
+	handle(http.MethodPost, "/api/v1/ack/batch", need(read, queue, ""), s.leaderOnly(s.ackBatch))
+	handle(http.MethodPost, "/api/v1/lease/{leaseId}/extend", need(read, queue, ""), s.leaderOnly(s.extendLease))
+	handle(http.MethodGet, "/api/v1/dlq", need(read, global, ""), s.listDeadLetters)
+	handle(http.MethodPost, "/api/v1/dlq/{id}/replay", need(write, queue, ""), s.leaderOnly(s.replayDeadLetter))
+	handle(http.MethodPost, "/api/v1/consumer-groups/{group}/queues/{queue}/seek", need(read, group, "group"), s.leaderOnly(s.seek))
+	handle(http.MethodDelete, "/api/v1/consumer-groups/{group}", need(manage, group, "group"), s.leaderOnly(s.deleteGroup))
+	handle(http.MethodPost, "/api/v1/transaction", need(write, queue, ""), s.leaderOnly(s.transaction))
+	handle(http.MethodPost, "/api/v1/kv", need(write, global, ""), s.leaderOnly(s.kv))
+	handle(http.MethodPost, "/api/v1/kv/once", need(write, global, ""), s.leaderOnly(s.once))
+	handle(http.MethodGet, "/api/v1/kv/{ns}/{key}", need(read, global, ""), s.kvGet)
+	handle(http.MethodPut, "/api/v1/kv/{ns}/{key}", need(write, global, ""), s.leaderOnly(s.kvPut))
+	handle(http.MethodDelete, "/api/v1/kv/{ns}/{key}", need(write, global, ""), s.leaderOnly(s.kvDelete))
+	handle(http.MethodPost, "/api/v1/timers", need(write, global, ""), s.leaderOnly(s.timers))
+	handle(http.MethodGet, "/api/v1/timers/{queue}", need(read, queue, "queue"), s.listTimers)
+	handle(http.MethodDelete, "/api/v1/timers/{queue}/{timerKey}", need(write, queue, "queue"), s.leaderOnly(s.cancelTimer))
+	handle(http.MethodGet, "/api/v1/consumer-groups", need(read, global, ""), s.listGroups)
+	handle(http.MethodGet, "/api/v1/consumer-groups/{group}", need(read, group, "group"), s.getGroup)
+	handle(http.MethodGet, "/api/v1/cluster", need(read, global, ""), s.cluster)
+	handle(http.MethodPost, "/api/v1/cluster/nodes", need(manage, global, ""), s.leaderOnly(s.addNode))
+	handle(http.MethodDelete, "/api/v1/cluster/nodes/{id}", need(manage, global, ""), s.leaderOnly(s.removeNode))
+	handle(http.MethodPost, "/api/v1/cluster/register", need(manage, global, ""), s.leaderOnly(s.register))
+	handle(http.MethodPost, "/api/v1/cluster/snapshot", need(manage, global, ""), s.snapshot)
+	handle(http.MethodGet, "/api/v1/auth/users", need(manage, global, ""), s.listUsers)
+	handle(http.MethodPost, "/api/v1/auth/users", need(manage, global, ""), s.leaderOnly(s.putUser))
+	handle(http.MethodDelete, "/api/v1/auth/users/{name}", need(manage, global, ""), s.leaderOnly(s.deleteUser))
+	handle(http.MethodGet, "/api/v1/auth/tokens", need(manage, global, ""), s.listTokens)
+	handle(http.MethodPost, "/api/v1/auth/tokens", need(manage, global, ""), s.leaderOnly(s.createToken))
+	handle(http.MethodDelete, "/api/v1/auth/tokens/{name}", need(manage, global, ""), s.leaderOnly(s.deleteToken))
+	handle(http.MethodGet, "/api/v1/auth/whoami", need(read, global, ""), s.whoami)
+	handle(http.MethodGet, "/health", public, s.health)
 
-	handle(http.MethodGet, "/{$}", s.dashboard)
+	handle(http.MethodGet, "/{$}", public, s.dashboard)
 	if s.metrics != nil {
 		metricsHandler := s.metrics.Handler()
-		handle(http.MethodGet, "/metrics", metricsHandler.ServeHTTP)
+		handle(http.MethodGet, "/metrics", need(read, global, ""), metricsHandler.ServeHTTP)
 	}
 
 	for path, methods := range byPath {
 		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
 			rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-			if h := methods[r.Method]; h != nil {
-				h(rec, r)
+			if rt, ok := methods[r.Method]; ok {
+				if r, ok = s.authorize(rec, r, rt.perm); ok {
+					rt.h(rec, r)
+				}
 			} else {
 				writeError(rec, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+path)
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
 )
 
@@ -38,6 +39,9 @@ func (s *Server) push(w http.ResponseWriter, r *http.Request) {
 	}
 	items := make([]broker.PushItem, len(req.Items))
 	for i, it := range req.Items {
+		if !s.allow(w, r, auth.Write, auth.Queue, it.Queue) {
+			return
+		}
 		items[i] = broker.PushItem{Queue: it.Queue, Partition: it.Partition, TransactionID: it.TransactionID, Payload: it.Payload}
 	}
 	results, err := s.svc.Push(items)
@@ -148,6 +152,9 @@ func (s *Server) fetch(w http.ResponseWriter, r *http.Request) {
 	}
 	reqs := make([]broker.FetchRequest, len(req.Entries))
 	for i, e := range req.Entries {
+		if !s.allow(w, r, auth.Read, auth.Queue, e.Queue) {
+			return
+		}
 		reqs[i] = broker.FetchRequest{Queue: e.Queue, Partition: e.Partition, Offset: e.Offset, MaxBytes: e.MaxBytes}
 	}
 	results, err := s.svc.Fetch(reqs)

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
 )
 
@@ -63,7 +64,7 @@ func toQueueJSON(q broker.QueueInfo) queueJSON {
 
 func (s *Server) configure(w http.ResponseWriter, r *http.Request) {
 	var req configureRequest
-	if !decodeBody(w, r, &req) {
+	if !decodeBody(w, r, &req) || !s.allow(w, r, auth.Manage, auth.Queue, req.Queue) {
 		return
 	}
 	o := req.Options

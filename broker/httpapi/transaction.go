@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
 )
 
@@ -49,7 +50,13 @@ func (s *Server) transaction(w http.ResponseWriter, r *http.Request) {
 	for _, op := range req.Operations {
 		t := broker.TxnOp{Type: op.Type, Group: op.ConsumerGroup,
 			Ack: broker.AckRequest{TransactionID: op.TransactionID, PartitionID: op.PartitionID, LeaseID: op.LeaseID, Status: op.Status, Error: op.Error}}
+		if op.ConsumerGroup != "" && !s.allow(w, r, auth.Read, auth.Group, op.ConsumerGroup) {
+			return
+		}
 		for _, it := range op.Items {
+			if !s.allow(w, r, auth.Write, auth.Queue, it.Queue) {
+				return
+			}
 			t.Items = append(t.Items, broker.PushItem{Queue: it.Queue, Partition: it.Partition, TransactionID: it.TransactionID, Payload: it.Payload})
 		}
 		treq.Ops = append(treq.Ops, t)

@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -16,8 +19,9 @@ import (
 
 // apiClient talks to a waggle node's HTTP API for the admin commands.
 type apiClient struct {
-	base string
-	http *http.Client
+	base  string
+	token string // sent as a bearer token when set
+	http  *http.Client
 }
 
 func newAPIClient(server string) *apiClient {
@@ -54,6 +58,9 @@ func (c *apiClient) call(method, path string, in, out any) (int, error) {
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		var uerr *url.Error
@@ -84,14 +91,28 @@ func (c *apiClient) call(method, path string, in, out any) (int, error) {
 type clientOptions struct {
 	server string
 	output string
+	token  string
+	caFile string
 }
 
 func (o *clientOptions) addFlags(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&o.server, "server", "http://127.0.0.1:6632", "a waggle node's HTTP address (env WAGGLE_SERVER)")
 	cmd.PersistentFlags().StringVarP(&o.output, "output", "o", "table", "table or json")
+	cmd.PersistentFlags().StringVar(&o.token, "token", "", "bearer token for a node with --auth (env WAGGLE_TOKEN)")
+	cmd.PersistentFlags().StringVar(&o.caFile, "ca-file", "", "PEM CA to trust for an https --server (env WAGGLE_CA_FILE)")
 }
 
-func (o *clientOptions) client() *apiClient { return newAPIClient(o.server) }
+func (o *clientOptions) client() *apiClient {
+	c := newAPIClient(o.server)
+	c.token = o.token
+	if o.caFile != "" {
+		pool := x509.NewCertPool()
+		if pem, err := os.ReadFile(o.caFile); err == nil && pool.AppendCertsFromPEM(pem) {
+			c.http.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+		}
+	}
+	return c
+}
 
 // print writes v as indented JSON with -o json, else calls table.
 func (o *clientOptions) print(cmd *cobra.Command, v any, table func(t *tableWriter)) error {

@@ -26,7 +26,8 @@ func newRootCmd() *cobra.Command {
 	o := &clientOptions{}
 	o.addFlags(root)
 	root.AddCommand(newServeCmd(), newVerifyCmd(), newCertsCmd(), newVersionCmd(), newQueueCmd(o), newTopicCmd(o), newPushCmd(o), newPopCmd(o),
-		newKVCmd(o), newGroupCmd(o), newClusterCmd(o), newDLQCmd(o), newBenchCmd(o))
+		newKVCmd(o), newGroupCmd(o), newClusterCmd(o), newDLQCmd(o), newBenchCmd(o),
+		newUserCmd(o), newTokenCmd(o))
 	return root
 }
 

@@ -50,6 +50,13 @@ type serveOptions struct {
 
 	tls tlsconf.Files
 
+	authOn             bool
+	bootstrapTokenFile string
+	jwtHS256KeyFile    string
+	jwtPublicKeyFile   string
+	jwtAudience        string
+	insecure           bool
+
 	kafka kafka.Config
 }
 
@@ -83,6 +90,12 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&o.tls.Cert, "tls-cert", "", "PEM certificate of this node: TLS on the HTTP, Kafka and raft listeners")
 	f.StringVar(&o.tls.Key, "tls-key", "", "PEM key of --tls-cert")
 	f.StringVar(&o.tls.CA, "tls-ca", "", "PEM CA that signed every node's certificate (raft is mutual TLS)")
+	f.BoolVar(&o.authOn, "auth", false, "require authentication: HTTP bearer tokens or JWTs, Kafka SASL (SCRAM-SHA-256/512, PLAIN)")
+	f.StringVar(&o.bootstrapTokenFile, "bootstrap-token-file", "", "file holding an admin bearer token (to create the first users and tokens; give every node the same)")
+	f.StringVar(&o.jwtHS256KeyFile, "jwt-hs256-key-file", "", "accept HS256 JWTs signed with the secret in this file")
+	f.StringVar(&o.jwtPublicKeyFile, "jwt-public-key-file", "", "accept RS256 or EdDSA JWTs signed by the PEM public key in this file")
+	f.StringVar(&o.jwtAudience, "jwt-audience", "", "the aud claim a JWT must carry (empty: not checked)")
+	f.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback listener without auth or TLS, and SASL PLAIN without TLS")
 	o.kafka = defaultKafkaConfig()
 	f.Int32Var(&o.kafka.MaxFrameBytes, "kafka-max-frame-bytes", o.kafka.MaxFrameBytes, "largest Kafka request accepted; a larger one closes the connection")
 	f.BoolVar(&o.kafka.AutoCreateTopics, "kafka-auto-create-topics", o.kafka.AutoCreateTopics, "create unknown topics on Metadata and Produce")
@@ -152,6 +165,13 @@ func serve(ctx context.Context, o serveOptions) error {
 			return err
 		}
 	}
+	if err := checkExposure(o, tlsConf != nil); err != nil {
+		return err
+	}
+	authConf, err := loadAuth(o)
+	if err != nil {
+		return err
+	}
 	node, err := raftfsm.StartNode(raftfsm.NodeConfig{
 		ID:                id,
 		RaftAddr:          o.raftAddr,
@@ -200,9 +220,10 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	o.kafka.AdvertisedAddr = orDefault(o.advertiseKafka, kln.Addr().String())
 	o.kafka.Metrics = m
+	o.kafka.Auth = kafka.AuthConfig{Enabled: o.authOn, AllowPlain: tlsConf != nil || o.insecure}
 	ks := kafka.New(svc, o.kafka, log)
 	defer ks.Close()
-	srv := &http.Server{Handler: httpapi.New(svc, log, httpapi.Options{Metrics: m, PeerTLS: peerTLS}), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: httpapi.New(svc, log, httpapi.Options{Metrics: m, PeerTLS: peerTLS, Auth: authConf}), ReadHeaderTimeout: 10 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
 	go func() {
@@ -214,7 +235,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		"raft", o.raftAddr, "data", o.dataDir, "peers", len(peers))
 
 	self := registration{ID: id, HTTPAddr: orDefault(o.advertiseHTTP, ln.Addr().String()), KafkaAddr: o.kafka.AdvertisedAddr}
-	go registerSelf(ctx, scheme+"://"+ln.Addr().String(), peerTLS, self, log)
+	go registerSelf(ctx, scheme+"://"+ln.Addr().String(), nodeClient(peerTLS, authConf.BootstrapToken), self, log)
 
 	var diskLow <-chan error
 	if minFree > 0 {
@@ -261,9 +282,8 @@ type registration struct {
 // added) the answer is 503 and it tries again. Once registered it checks
 // now and then that the registry still holds its addresses (a node removed
 // and added back loses them) and registers again if not.
-func registerSelf(ctx context.Context, base string, tlsConf *tls.Config, self registration, log *slog.Logger) {
+func registerSelf(ctx context.Context, base string, client *http.Client, self registration, log *slog.Logger) {
 	body, _ := json.Marshal(self)
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConf}}
 	wait := 250 * time.Millisecond
 	for {
 		if !registered(ctx, client, base, self) {

@@ -1,0 +1,113 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/waggle-mq/waggle/auth"
+)
+
+// AuthConfig turns authentication on for every route but /health and the
+// dashboard's page. Callers present "Authorization: Bearer <token>": a
+// token made by `waggle token create`, a JWT when JWT is set, or the
+// bootstrap token. A client certificate the cluster's CA signed (other
+// nodes present theirs) is an admin.
+type AuthConfig struct {
+	Enabled bool
+	// BootstrapToken, when set, is an admin token given in the node's
+	// configuration: the way to create the first users and tokens.
+	BootstrapToken string
+	// JWT, when set, accepts JSON Web Tokens it verifies.
+	JWT *auth.JWTVerifier
+}
+
+// permission is what a route needs: an action on a resource, named by a
+// path value (param) or, when param is empty, by the request body, which
+// the handler checks item by item with s.allow.
+type permission struct {
+	public bool
+	action auth.Action
+	kind   auth.Kind
+	param  string
+}
+
+var public = permission{public: true}
+
+func need(action auth.Action, kind auth.Kind, param string) permission {
+	return permission{action: action, kind: kind, param: param}
+}
+
+type principalKey struct{}
+
+// authorize answers 401 or 403 for a request perm does not let through,
+// and reports whether it may go on; the principal rides in the context.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, perm permission) (*http.Request, bool) {
+	if !s.auth.Enabled || perm.public {
+		return r, true
+	}
+	p, err := s.authenticate(r)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="waggle"`)
+		writeError(w, http.StatusUnauthorized, "unauthenticated", err.Error())
+		return r, false
+	}
+	name := ""
+	if perm.param != "" {
+		name = r.PathValue(perm.param)
+	}
+	if !p.Allows(perm.action, perm.kind, name) && !(perm.param == "" && roleAllows(p, perm.action, perm.kind)) {
+		writeError(w, http.StatusForbidden, "forbidden", "principal "+p.Name+" ("+string(p.Role)+") may not do this")
+		return r, false
+	}
+	return r.WithContext(context.WithValue(r.Context(), principalKey{}, p)), true
+}
+
+// roleAllows is the check before the body is read: the role may do the
+// action on some name of the kind.
+func roleAllows(p auth.Principal, action auth.Action, kind auth.Kind) bool {
+	p.Queues, p.Groups = nil, nil
+	return p.Allows(action, kind, "")
+}
+
+// allow checks one body-named resource against the request's principal
+// and answers 403 when it may not; true means go on.
+func (s *Server) allow(w http.ResponseWriter, r *http.Request, action auth.Action, kind auth.Kind, name string) bool {
+	p, ok := r.Context().Value(principalKey{}).(auth.Principal)
+	if !s.auth.Enabled || !ok || p.Allows(action, kind, name) {
+		return true
+	}
+	writeError(w, http.StatusForbidden, "forbidden", "principal "+p.Name+" ("+string(p.Role)+") may not do this on "+name)
+	return false
+}
+
+// authenticate finds the request's principal.
+func (s *Server) authenticate(r *http.Request) (auth.Principal, error) {
+	header := r.Header.Get("Authorization")
+	// A bearer token wins over a client certificate: a follower forwards a
+	// client's request with the client's token over its own connection,
+	// and the leader must judge the client, not the follower.
+	if header == "" && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		return auth.Principal{Name: "cert:" + r.TLS.VerifiedChains[0][0].Subject.CommonName, Role: auth.Admin}, nil
+	}
+	scheme, token, _ := strings.Cut(header, " ")
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return auth.Principal{}, errors.New("an Authorization: Bearer token is needed")
+	}
+	if b := s.auth.BootstrapToken; b != "" && subtle.ConstantTimeCompare([]byte(token), []byte(b)) == 1 {
+		return auth.Principal{Name: "bootstrap", Role: auth.Admin}, nil
+	}
+	if strings.Count(token, ".") == 2 {
+		if s.auth.JWT == nil {
+			return auth.Principal{}, errors.New("JWTs are not accepted here")
+		}
+		return s.auth.JWT.Verify(token)
+	}
+	p, found, err := s.svc.TokenPrincipal(token)
+	if err != nil || !found {
+		return auth.Principal{}, errors.New("unknown token")
+	}
+	return p, nil
+}

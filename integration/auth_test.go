@@ -1,0 +1,225 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+const bootstrapToken = "bootstrap-token-for-tests-0123456789"
+
+// startSecured starts a single node with --auth, the bootstrap token and
+// the extra flags, and waits until it leads.
+func startSecured(t *testing.T, extra ...string) *node {
+	tokenFile := filepath.Join(t.TempDir(), "bootstrap")
+	if err := os.WriteFile(tokenFile, []byte(bootstrapToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := newNode(t, 1)
+	n.args = append([]string{"--auth", "--bootstrap-token-file", tokenFile}, extra...)
+	n.start()
+	n.waitLeader()
+	return n
+}
+
+// authDo sends a request with a bearer token (none when empty) and returns
+// the status, decoding a JSON answer into out.
+func authDo(t *testing.T, method, url, token string, in, out any) int {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, jsonBody(t, in))
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		decodeJSON(t, resp, out)
+	}
+	return resp.StatusCode
+}
+
+// createToken makes a token with the bootstrap admin token.
+func createToken(t *testing.T, n *node, name, role string, queues ...string) string {
+	var out struct{ Token string }
+	if status := authDo(t, http.MethodPost, n.url("/api/v1/auth/tokens"), bootstrapToken, map[string]any{"name": name, "role": role, "queues": queues}, &out); status != http.StatusOK || out.Token == "" {
+		t.Fatalf("create token %s: status %d", name, status)
+	}
+	return out.Token
+}
+
+func pushAs(t *testing.T, n *node, token, queue string) int {
+	return authDo(t, http.MethodPost, n.url("/api/v1/push"), token, map[string]any{"items": []pushItem{{Queue: queue, TransactionID: fmt.Sprint(time.Now().UnixNano()), Payload: "x"}}}, nil)
+}
+
+func fetchAs(t *testing.T, n *node, token, queue string) int {
+	return authDo(t, http.MethodPost, n.url("/api/v1/fetch"), token, map[string]any{"entries": []map[string]any{{"queue": queue, "partition": "Default", "offset": 0}}}, nil)
+}
+
+// HTTP with --auth: 401 without or with a bad token, 403 for a role or a
+// name pattern that does not allow the call, /health stays public.
+func TestHTTPTokensAndRoles(t *testing.T) {
+	n := startSecured(t)
+	if status := authDo(t, http.MethodGet, n.url("/health"), "", nil, nil); status != http.StatusOK {
+		t.Fatalf("/health without a token: %d, want 200", status)
+	}
+	for name, token := range map[string]string{"no token": "", "unknown token": "wgl_0000", "bad JWT": "a.b.c"} {
+		if status := pushAs(t, n, token, "orders.eu"); status != http.StatusUnauthorized {
+			t.Errorf("push with %s: %d, want 401", name, status)
+		}
+	}
+	reader := createToken(t, n, "reader", "read-only")
+	writer := createToken(t, n, "writer", "write-only")
+	orders := createToken(t, n, "orders", "read-write", "orders.*")
+	for _, c := range []struct {
+		what   string
+		status int
+		want   int
+	}{
+		{"write-only pushes", pushAs(t, n, writer, "orders.eu"), http.StatusCreated},
+		{"read-only pushes", pushAs(t, n, reader, "orders.eu"), http.StatusForbidden},
+		{"read-only fetches", fetchAs(t, n, reader, "orders.eu"), http.StatusOK},
+		{"write-only fetches", fetchAs(t, n, writer, "orders.eu"), http.StatusForbidden},
+		{"orders.* pushes to orders.us", pushAs(t, n, orders, "orders.us"), http.StatusCreated},
+		{"orders.* pushes to payroll", pushAs(t, n, orders, "payroll"), http.StatusForbidden},
+		{"orders.* fetches payroll", fetchAs(t, n, orders, "payroll"), http.StatusForbidden},
+		{"read-write configures a queue", authDo(t, http.MethodPost, n.url("/api/v1/configure"), orders, map[string]any{"queue": "orders.eu", "options": map[string]any{}}, nil), http.StatusForbidden},
+		{"read-write makes a token", authDo(t, http.MethodPost, n.url("/api/v1/auth/tokens"), orders, map[string]any{"name": "x", "role": "admin"}, nil), http.StatusForbidden},
+		{"admin configures a queue", authDo(t, http.MethodPost, n.url("/api/v1/configure"), bootstrapToken, map[string]any{"queue": "orders.eu", "options": map[string]any{}}, nil), http.StatusOK},
+		{"read-write uses the KV store's reserved namespace", authDo(t, http.MethodPost, n.url("/api/v1/kv"), orders, map[string]any{"operations": []map[string]any{{"op": "get", "ns": "__waggle.auth", "key": "n/reader"}}}, nil), http.StatusBadRequest},
+	} {
+		if c.status != c.want {
+			t.Errorf("%s: %d, want %d", c.what, c.status, c.want)
+		}
+	}
+	// A revoked token stops working.
+	if status := authDo(t, http.MethodDelete, n.url("/api/v1/auth/tokens/writer"), bootstrapToken, nil, nil); status != http.StatusOK {
+		t.Fatalf("revoke: %d", status)
+	}
+	if status := pushAs(t, n, writer, "orders.eu"); status != http.StatusUnauthorized {
+		t.Fatalf("push with a revoked token: %d, want 401", status)
+	}
+}
+
+// JWTs signed with the configured HS256 secret are accepted while valid;
+// expired ones, ones for another audience and unsigned ("none") ones are
+// refused.
+func TestHTTPJWT(t *testing.T) {
+	secret := []byte("a-shared-secret-of-at-least-32-bytes!!")
+	keyFile := filepath.Join(t.TempDir(), "jwt.key")
+	os.WriteFile(keyFile, secret, 0o600)
+	n := startSecured(t, "--jwt-hs256-key-file", keyFile, "--jwt-audience", "waggle")
+	sign := func(method jwt.SigningMethod, key any, claims jwt.MapClaims) string {
+		s, err := jwt.NewWithClaims(method, claims).SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	valid := jwt.MapClaims{"sub": "svc-a", "role": "write-only", "aud": "waggle", "exp": time.Now().Add(time.Hour).Unix()}
+	expired := jwt.MapClaims{"sub": "svc-a", "role": "write-only", "aud": "waggle", "exp": time.Now().Add(-time.Minute).Unix()}
+	otherAud := jwt.MapClaims{"sub": "svc-a", "role": "write-only", "aud": "someone-else", "exp": time.Now().Add(time.Hour).Unix()}
+	for _, c := range []struct {
+		what  string
+		token string
+		want  int
+	}{
+		{"valid HS256", sign(jwt.SigningMethodHS256, secret, valid), http.StatusCreated},
+		{"expired", sign(jwt.SigningMethodHS256, secret, expired), http.StatusUnauthorized},
+		{"other audience", sign(jwt.SigningMethodHS256, secret, otherAud), http.StatusUnauthorized},
+		{"alg none", sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, valid), http.StatusUnauthorized},
+		{"wrong secret", sign(jwt.SigningMethodHS256, []byte("another-secret-of-at-least-32-bytes!!!"), valid), http.StatusUnauthorized},
+	} {
+		if status := pushAs(t, n, c.token, "jwt-q"); status != c.want {
+			t.Errorf("%s: %d, want %d", c.what, status, c.want)
+		}
+	}
+	if status := fetchAs(t, n, sign(jwt.SigningMethodHS256, secret, valid), "jwt-q"); status != http.StatusForbidden {
+		t.Errorf("a write-only JWT fetches: %d, want 403", status)
+	}
+}
+
+// Kafka SASL over TLS: SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN with the
+// right password work; a wrong password, an unknown user, no SASL at all
+// and plaintext to the TLS port fail cleanly; kcat with SASL_SSL works.
+func TestKafkaSASLOverTLS(t *testing.T) {
+	certs := devCerts(t, 1)
+	clientTLS := trustCA(t, certs)
+	n := newNode(t, 1)
+	useCerts(n, certs, 1)
+	tokenFile := filepath.Join(t.TempDir(), "bootstrap")
+	os.WriteFile(tokenFile, []byte(bootstrapToken), 0o600)
+	n.args = append([]string{"--auth", "--bootstrap-token-file", tokenFile}, n.ownArgs...)
+	n.start()
+	n.waitLeader()
+	if status := authDo(t, http.MethodPost, n.url("/api/v1/auth/users"), bootstrapToken, map[string]any{"name": "alice", "password": "alice-secret", "role": "read-write"}, nil); status != http.StatusOK {
+		t.Fatalf("add user: %d", status)
+	}
+	connect := func(mech sasl.Mechanism, extra ...kgo.Opt) *kgo.Client {
+		opts := append([]kgo.Opt{kgo.DialTLSConfig(clientTLS), kgo.RetryTimeout(3 * time.Second), kgo.RequestRetries(1)}, extra...)
+		if mech != nil {
+			opts = append(opts, kgo.SASL(mech))
+		}
+		return kafkaClient(t, []string{n.kafkaAddr}, opts...)
+	}
+	alice := scram.Auth{User: "alice", Pass: "alice-secret"}
+	for name, mech := range map[string]sasl.Mechanism{
+		"SCRAM-SHA-256": alice.AsSha256Mechanism(),
+		"SCRAM-SHA-512": alice.AsSha512Mechanism(),
+		"PLAIN":         plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism(),
+	} {
+		topic := "sasl-" + strings.ToLower(strings.ReplaceAll(name, "-", ""))
+		cl := connect(mech, kgo.DefaultProduceTopic(topic), kgo.ConsumeTopics(topic), kgo.AllowAutoTopicCreation())
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(name)}).FirstErr(); err != nil {
+			t.Fatalf("%s: produce: %v", name, err)
+		}
+		if recs := cl.PollFetches(ctx).Records(); len(recs) != 1 || string(recs[0].Value) != name {
+			t.Fatalf("%s: consume: %v", name, recs)
+		}
+		cancel()
+	}
+	for name, cl := range map[string]*kgo.Client{
+		"wrong password": connect(scram.Auth{User: "alice", Pass: "guess"}.AsSha256Mechanism()),
+		"unknown user":   connect(scram.Auth{User: "mallory", Pass: "alice-secret"}.AsSha512Mechanism()),
+		"PLAIN, wrong":   connect(plain.Auth{User: "alice", Pass: "guess"}.AsMechanism()),
+		"no SASL":        connect(nil),
+		"plaintext":      kafkaClient(t, []string{n.kafkaAddr}, kgo.RetryTimeout(3*time.Second), kgo.RequestRetries(1)),
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := cl.Ping(ctx); err == nil {
+			t.Errorf("%s: the broker served the client", name)
+		}
+		cancel()
+	}
+
+	// kcat (librdkafka) with SASL_SSL and SCRAM-SHA-256.
+	kcat := func(args ...string) ([]byte, error) {
+		base := []string{"-b", n.kafkaAddr, "-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=SCRAM-SHA-256",
+			"-X", "sasl.username=alice", "-X", "sasl.password=alice-secret", "-X", "ssl.ca.location=" + filepath.Join(certs, "ca.pem")}
+		cmd := exec.Command("kcat", append(base, args...)...)
+		cmd.Stdin = strings.NewReader("from kcat\n")
+		return cmd.CombinedOutput()
+	}
+	if out, err := kcat("-P", "-t", "sasl-kcat"); err != nil {
+		t.Fatalf("kcat produce over SASL_SSL: %v %s\n%s", err, out, n.logTail())
+	}
+	if out, err := kcat("-C", "-t", "sasl-kcat", "-o", "beginning", "-c", "1", "-e"); err != nil || !strings.Contains(string(out), "from kcat") {
+		t.Fatalf("kcat consume over SASL_SSL: %v %s", err, out)
+	}
+}
