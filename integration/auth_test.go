@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -12,7 +13,9 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -52,6 +55,17 @@ func authDo(t *testing.T, method, url, token string, in, out any) int {
 		decodeJSON(t, resp, out)
 	}
 	return resp.StatusCode
+}
+
+// addUser adds a SASL user whose password is <name>-secret.
+func addUser(t *testing.T, n *node, name, role string, queuesAndGroups ...[]string) {
+	body := map[string]any{"name": name, "password": name + "-secret", "role": role}
+	if len(queuesAndGroups) == 2 {
+		body["queues"], body["groups"] = queuesAndGroups[0], queuesAndGroups[1]
+	}
+	if status := authDo(t, http.MethodPost, n.url("/api/v1/auth/users"), bootstrapToken, body, nil); status != http.StatusOK {
+		t.Fatalf("add user %s: %d", name, status)
+	}
 }
 
 // createToken makes a token with the bootstrap admin token.
@@ -167,15 +181,18 @@ func TestKafkaSASLOverTLS(t *testing.T) {
 	n.args = append([]string{"--auth", "--bootstrap-token-file", tokenFile}, n.ownArgs...)
 	n.start()
 	n.waitLeader()
-	if status := authDo(t, http.MethodPost, n.url("/api/v1/auth/users"), bootstrapToken, map[string]any{"name": "alice", "password": "alice-secret", "role": "read-write"}, nil); status != http.StatusOK {
-		t.Fatalf("add user: %d", status)
-	}
+	addUser(t, n, "alice", "read-write")
+	addUser(t, n, "root", "admin")
 	connect := func(mech sasl.Mechanism, extra ...kgo.Opt) *kgo.Client {
 		opts := append([]kgo.Opt{kgo.DialTLSConfig(clientTLS), kgo.RetryTimeout(3 * time.Second), kgo.RequestRetries(1)}, extra...)
 		if mech != nil {
 			opts = append(opts, kgo.SASL(mech))
 		}
 		return kafkaClient(t, []string{n.kafkaAddr}, opts...)
+	}
+	root := connect(scram.Auth{User: "root", Pass: "root-secret"}.AsSha512Mechanism())
+	for _, topic := range []string{"sasl-scramsha256", "sasl-scramsha512", "sasl-plain", "sasl-kcat"} {
+		createTopic(t, root, topic, 1, nil)
 	}
 	alice := scram.Auth{User: "alice", Pass: "alice-secret"}
 	for name, mech := range map[string]sasl.Mechanism{
@@ -184,7 +201,7 @@ func TestKafkaSASLOverTLS(t *testing.T) {
 		"PLAIN":         plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism(),
 	} {
 		topic := "sasl-" + strings.ToLower(strings.ReplaceAll(name, "-", ""))
-		cl := connect(mech, kgo.DefaultProduceTopic(topic), kgo.ConsumeTopics(topic), kgo.AllowAutoTopicCreation())
+		cl := connect(mech, kgo.DefaultProduceTopic(topic), kgo.ConsumeTopics(topic))
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(name)}).FirstErr(); err != nil {
 			t.Fatalf("%s: produce: %v", name, err)
@@ -222,4 +239,129 @@ func TestKafkaSASLOverTLS(t *testing.T) {
 	if out, err := kcat("-C", "-t", "sasl-kcat", "-o", "beginning", "-c", "1", "-e"); err != nil || !strings.Contains(string(out), "from kcat") {
 		t.Fatalf("kcat consume over SASL_SSL: %v %s", err, out)
 	}
+}
+
+// Kafka authorization: a user limited to orders.* and group billing
+// produces and consumes there, is refused other topics (and does not see
+// them in Metadata) and other groups, and cannot create topics.
+func TestKafkaAuthorization(t *testing.T) {
+	n := startSecured(t)
+	addUser(t, n, "root", "admin")
+	addUser(t, n, "bob", "read-write", []string{"orders.*"}, []string{"billing"})
+	sasl := func(user string, opts ...kgo.Opt) *kgo.Client {
+		m := scram.Auth{User: user, Pass: user + "-secret"}.AsSha256Mechanism()
+		return kafkaClient(t, []string{n.kafkaAddr}, append([]kgo.Opt{kgo.SASL(m), kgo.RetryTimeout(3 * time.Second)}, opts...)...)
+	}
+	root := sasl("root")
+	createTopic(t, root, "orders.eu", 1, nil)
+	createTopic(t, root, "payroll", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	bob := sasl("bob")
+	if err := bob.ProduceSync(ctx, &kgo.Record{Topic: "orders.eu", Value: []byte("ok")}).FirstErr(); err != nil {
+		t.Fatalf("bob produces to orders.eu: %v", err)
+	}
+	if err := bob.ProduceSync(ctx, &kgo.Record{Topic: "payroll", Value: []byte("no")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("bob produces to payroll: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	meta := kmsg.NewPtrMetadataRequest()
+	resp, err := meta.RequestWith(ctx, bob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range resp.Topics {
+		if tp.Topic != nil && *tp.Topic == "payroll" {
+			t.Fatal("Metadata shows bob the payroll topic")
+		}
+	}
+	create := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "orders.new", 1, 1
+	create.Topics = append(create.Topics, ct)
+	if cr, err := create.RequestWith(ctx, bob); err != nil || cr.Topics[0].ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("bob creates a topic: %v %+v", err, cr)
+	}
+
+	billing := sasl("bob", kgo.ConsumerGroup("billing"), kgo.ConsumeTopics("orders.eu"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if recs := billing.PollFetches(ctx).Records(); len(recs) != 1 || string(recs[0].Value) != "ok" {
+		t.Fatalf("bob consumes orders.eu in group billing: %v", recs)
+	}
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Group, join.ProtocolType, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = "other", "consumer", 10000, 10000
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range"}}
+	if jr, err := join.RequestWith(ctx, bob); err != nil || jr.ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Fatalf("bob joins group other: %v %+v", err, jr)
+	}
+}
+
+// In a cluster with TLS and auth, a follower forwards a client's write
+// with the client's token, and the leader judges the client, not the
+// follower whose certificate carried it: a token limited to orders.*
+// cannot push elsewhere through a follower.
+func TestAuthThroughAFollowerJudgesTheClient(t *testing.T) {
+	certs := devCerts(t, 3)
+	anonymous := &http.Client{Transport: &http.Transport{TLSClientConfig: trustCA(t, certs)}, Timeout: 10 * time.Second}
+	tokenFile := filepath.Join(t.TempDir(), "bootstrap")
+	os.WriteFile(tokenFile, []byte(bootstrapToken), 0o600)
+	c := newCluster(t, 3)
+	for i, n := range c.nodes {
+		useCerts(n, certs, i+1)
+	}
+	c.start("--auth", "--bootstrap-token-file", tokenFile)
+	l := c.leader()
+	orders := createToken(t, l, "orders", "read-write", "orders.*")
+	f := c.followers()[0]
+	waitFor(t, 10*time.Second, func() error { // the token reaches the follower's store
+		if status := authDo(t, http.MethodGet, f.url("/api/v1/auth/whoami"), orders, nil, nil); status != http.StatusOK {
+			return fmt.Errorf("whoami on the follower: %d", status)
+		}
+		return nil
+	})
+	if status := pushAs(t, f, orders, "orders.eu"); status != http.StatusCreated {
+		t.Fatalf("push to orders.eu through a follower: %d, want 201", status)
+	}
+	if status := pushAs(t, f, orders, "payroll"); status != http.StatusForbidden {
+		t.Fatalf("push to payroll through a follower: %d, want 403", status)
+	}
+	resp, err := anonymous.Post(f.url("/api/v1/push"), "application/json", strings.NewReader(`{"items":[{"queue":"orders.eu","transactionId":"x","payload":"x"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("push without a token or certificate through a follower: %d, want 401", resp.StatusCode)
+	}
+}
+
+// The safe default: a listener reachable from other machines with no auth
+// makes serve refuse to start, unless --insecure; raft between machines
+// also needs TLS.
+func TestExposedListenerWithoutAuthRefusesToStart(t *testing.T) {
+	port := strings.TrimPrefix(freeAddr(t), "127.0.0.1:")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--http-addr", "0.0.0.0:" + port}, "--auth is off"},
+		{[]string{"--auth", "--raft-addr", "0.0.0.0:" + port}, "without TLS"},
+	} {
+		args := append([]string{"serve", "--data-dir", t.TempDir(), "--kafka-addr", freeAddr(t), "--raft-addr", freeAddr(t), "--http-addr", freeAddr(t)}, c.args...)
+		out, err := exec.Command(waggleBinary, args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), c.want) {
+			t.Errorf("serve %v: %v, %s; want a refusal saying %q", c.args, err, out, c.want)
+		}
+	}
+	// With --insecure it starts (and is stopped at once).
+	n := newNode(t, 1)
+	n.httpAddr = "0.0.0.0:" + port
+	n.args = []string{"--insecure"}
+	n.start()
+	waitFor(t, 15*time.Second, func() error {
+		var h healthAnswer
+		if getJSON(t, "http://127.0.0.1:"+port+"/health", &h) != http.StatusOK {
+			return errors.New("not serving yet")
+		}
+		return nil
+	}, n.logTail)
 }

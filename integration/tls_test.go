@@ -27,7 +27,9 @@ func devCerts(t *testing.T, nodes int) string {
 }
 
 // trustCA makes the harness's HTTP client trust the CAs in dirs for the
-// rest of the test, and returns a TLS client configuration that does too.
+// rest of the test, and present the first one's client certificate (which
+// makes it an admin of a node with --auth), and returns a TLS client
+// configuration that trusts the CAs and presents no certificate.
 func trustCA(t *testing.T, dirs ...string) *tls.Config {
 	pool := x509.NewCertPool()
 	for _, dir := range dirs {
@@ -37,9 +39,15 @@ func trustCA(t *testing.T, dirs ...string) *tls.Config {
 		}
 		pool.AppendCertsFromPEM(pem)
 	}
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dirs[0], "client.pem"), filepath.Join(dirs[0], "client-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	conf := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	withCert := conf.Clone()
+	withCert.Certificates = []tls.Certificate{cert}
 	old := client.Transport
-	client.Transport = &http.Transport{TLSClientConfig: conf}
+	client.Transport = &http.Transport{TLSClientConfig: withCert}
 	t.Cleanup(func() { client.Transport = old })
 	return conf
 }
@@ -100,7 +108,9 @@ func TestTLSClusterServesHTTPSAndKafkaOverTLS(t *testing.T) {
 // applies an entry, and the cluster goes on without it.
 func TestNodeWithForeignCertificateCannotJoin(t *testing.T) {
 	certs, foreign := devCerts(t, 3), devCerts(t, 3)
-	trustCA(t, certs, foreign)
+	// The harness's client certificate is from certs; the intruder, which
+	// trusts only foreign, is asked with no certificate at all.
+	anonymous := &http.Client{Transport: &http.Transport{TLSClientConfig: trustCA(t, certs, foreign)}, Timeout: 5 * time.Second}
 	c := newCluster(t, 3)
 	for i, n := range c.nodes[:2] {
 		useCerts(n, certs, i+1)
@@ -128,9 +138,15 @@ func TestNodeWithForeignCertificateCannotJoin(t *testing.T) {
 		}
 		return nil
 	})
+	resp, err := anonymous.Get(intruder.url("/health"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var h healthAnswer
-	if status := getJSON(t, intruder.url("/health"), &h); status != http.StatusServiceUnavailable || h.Raft.Applied > 0 || h.Raft.LeaderHTTP != "" {
-		t.Fatalf("the intruder is part of the cluster: status %d %+v", status, h.Raft)
+	decodeJSON(t, resp, &h)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || h.Raft.Applied > 0 || h.Raft.LeaderHTTP != "" {
+		t.Fatalf("the intruder is part of the cluster: status %d %+v", resp.StatusCode, h.Raft)
 	}
 	if got := idSet(l.fetchAll("tls", "Default")); !got["a"] {
 		t.Fatal("the cluster lost its write")

@@ -6,6 +6,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/waggle-mq/waggle/auth"
+
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/recordbatch"
 )
@@ -47,7 +49,11 @@ func handleProduce(c *conn, kreq kmsg.Request) (reply, error) {
 			p := &t.Partitions[j]
 			*p = kmsg.NewProduceResponseTopicPartition()
 			p.Partition = rp.Partition
-			if code := c.checkProduce(req.Acks, name); code != 0 {
+			code := c.topicDenied(auth.Write, name)
+			if code == 0 {
+				code = c.checkProduce(req.Acks, name)
+			}
+			if code != 0 {
 				p.ErrorCode = code
 				continue
 			}
@@ -109,7 +115,7 @@ func (c *conn) producePartition(topic string, rp kmsg.ProduceRequestTopicPartiti
 		return nil
 	}
 	var autoCreate int32
-	if c.s.cfg.AutoCreateTopics {
+	if c.s.cfg.AutoCreateTopics && c.may(auth.Manage, auth.Queue, topic) { // creating takes the right to manage
 		autoCreate = c.s.cfg.DefaultPartitions
 	}
 	wait := c.s.svc.ProduceAsync(topic, rp.Partition, autoCreate, batches)

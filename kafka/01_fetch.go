@@ -6,6 +6,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/waggle-mq/waggle/auth"
+
 	"github.com/waggle-mq/waggle/broker"
 )
 
@@ -97,6 +99,8 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest, byID map[[16]byte]broker.TopicI
 			switch {
 			case !known:
 				p.ErrorCode = kerr.UnknownTopicID.Code
+			case c.topicDenied(auth.Read, name) != 0:
+				p.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case !leader:
 				p.ErrorCode = kerr.NotLeaderForPartition.Code
 			default:

@@ -3,6 +3,8 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/auth"
 )
 
 func init() { register(kmsg.ListOffsets.Int16(), 0, 10, answerNow(handleListOffsets)) }
@@ -23,7 +25,9 @@ func handleListOffsets(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		for _, rp := range rt.Partitions {
 			p := kmsg.NewListOffsetsResponseTopicPartition()
 			p.Partition, p.Offset, p.Timestamp = rp.Partition, -1, -1
-			if !leader {
+			if p.ErrorCode = c.topicDenied(auth.Read, rt.Topic); p.ErrorCode != 0 {
+				// not told where it is
+			} else if !leader {
 				p.ErrorCode = kerr.NotLeaderForPartition.Code
 			} else {
 				c.listOffset(rt.Topic, rp, &p)

@@ -4,6 +4,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/waggle-mq/waggle/auth"
+
 	"github.com/waggle-mq/waggle/broker"
 )
 
@@ -29,7 +31,9 @@ func handleMetadata(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			return nil, err
 		}
 		for _, t := range topics {
-			resp.Topics = append(resp.Topics, topicMetadata(t, leader))
+			if c.describable(t.Name) { // others are left out, as Kafka does
+				resp.Topics = append(resp.Topics, topicMetadata(t, leader))
+			}
 		}
 		return resp, nil
 	}
@@ -49,10 +53,24 @@ func handleMetadata(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 				resp.Topics = append(resp.Topics, mt)
 				continue
 			}
+			if !c.describable(t.Name) {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.TopicID, mt.ErrorCode = rt.TopicID, kerr.TopicAuthorizationFailed.Code
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
 			resp.Topics = append(resp.Topics, topicMetadata(t, leader))
 			continue
 		}
-		resp.Topics = append(resp.Topics, c.namedTopicMetadata(*rt.Topic, req.AllowAutoTopicCreation || req.Version < 4, leader))
+		if !c.describable(*rt.Topic) {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic, mt.ErrorCode = rt.Topic, kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
+		// Creating a topic on the fly takes the right to manage it.
+		create := (req.AllowAutoTopicCreation || req.Version < 4) && c.may(auth.Manage, auth.Queue, *rt.Topic)
+		resp.Topics = append(resp.Topics, c.namedTopicMetadata(*rt.Topic, create, leader))
 	}
 	return resp, nil
 }

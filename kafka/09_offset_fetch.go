@@ -4,6 +4,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/waggle-mq/waggle/auth"
+
 	"github.com/waggle-mq/waggle/broker"
 )
 
@@ -15,6 +17,10 @@ func handleOffsetFetch(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.OffsetFetchRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if req.Version < 8 {
+		if code := c.groupDenied(auth.Read, req.Group); code != 0 {
+			resp.ErrorCode = code
+			return resp, nil
+		}
 		topics, code := c.fetchGroupOffsets(req.Group, asGroupTopics(req.Topics))
 		resp.ErrorCode = code
 		for _, t := range topics {
@@ -32,7 +38,9 @@ func handleOffsetFetch(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	for _, g := range req.Groups {
 		rg := kmsg.NewOffsetFetchResponseGroup()
 		rg.Group = g.Group
-		rg.Topics, rg.ErrorCode = c.fetchGroupOffsets(g.Group, g.Topics)
+		if rg.ErrorCode = c.groupDenied(auth.Read, g.Group); rg.ErrorCode == 0 {
+			rg.Topics, rg.ErrorCode = c.fetchGroupOffsets(g.Group, g.Topics)
+		}
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return resp, nil

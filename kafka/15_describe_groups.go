@@ -3,6 +3,8 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/auth"
 )
 
 func init() { register(kmsg.DescribeGroups.Int16(), 0, 5, answerNow(handleDescribeGroups)) }
@@ -14,8 +16,10 @@ func handleDescribeGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	for _, name := range req.Groups {
 		g := kmsg.NewDescribeGroupsResponseGroup()
 		g.Group = name
-		if !leader {
-			g.ErrorCode = kerr.NotCoordinator.Code
+		if g.ErrorCode = c.groupDenied(auth.Read, name); g.ErrorCode != 0 || !leader {
+			if g.ErrorCode == 0 {
+				g.ErrorCode = kerr.NotCoordinator.Code
+			}
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}

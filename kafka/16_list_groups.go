@@ -3,6 +3,8 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/auth"
 )
 
 func init() { register(kmsg.ListGroups.Int16(), 0, 4, answerNow(handleListGroups)) }
@@ -22,7 +24,7 @@ func handleListGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	}
 	seen := map[string]bool{}
 	add := func(name, protocolType, state string) {
-		if seen[name] || (len(wanted) > 0 && !wanted[state]) {
+		if seen[name] || (len(wanted) > 0 && !wanted[state]) || !c.may(auth.Read, auth.Group, name) {
 			return
 		}
 		seen[name] = true

@@ -6,6 +6,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/waggle-mq/waggle/auth"
+
 	"github.com/waggle-mq/waggle/broker"
 )
 
@@ -24,7 +26,10 @@ func handleCreateTopics(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	for _, rt := range req.Topics {
 		t := kmsg.NewCreateTopicsResponseTopic()
 		t.Topic = rt.Topic
-		code, msg := c.createTopic(rt, req.ValidateOnly)
+		code, msg := c.topicDenied(auth.Manage, rt.Topic), ""
+		if code == 0 {
+			code, msg = c.createTopic(rt, req.ValidateOnly)
+		}
 		t.ErrorCode = code
 		if msg != "" {
 			t.ErrorMessage = kmsg.StringPtr(msg)

@@ -3,6 +3,8 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/auth"
 )
 
 func init() { register(kmsg.DeleteTopics.Int16(), 0, 6, answerNow(handleDeleteTopics)) }
@@ -36,6 +38,8 @@ func handleDeleteTopics(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		switch {
 		case name == "":
 			rt.ErrorCode = kerr.UnknownTopicID.Code
+		case c.topicDenied(auth.Manage, name) != 0:
+			rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
 		case !c.s.svc.IsLeader():
 			rt.ErrorCode = kerr.NotController.Code
 		default:

@@ -19,6 +19,9 @@ func handleInitProducerID(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	switch {
 	case req.TransactionalID != nil:
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+	case c.s.cfg.Auth.Enabled && !c.principal.AllowsAnyWrite():
+		// An idempotent producer needs the right to write somewhere (KIP-679).
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 	case !c.s.svc.IsLeader():
 		resp.ErrorCode = kerr.NotCoordinator.Code
 	case req.ProducerID >= 0 && req.ProducerEpoch >= 0:

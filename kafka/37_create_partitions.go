@@ -3,6 +3,8 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/auth"
 )
 
 func init() { register(kmsg.CreatePartitions.Int16(), 0, 3, answerNow(handleCreatePartitions)) }
@@ -14,6 +16,8 @@ func handleCreatePartitions(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		t := kmsg.NewCreatePartitionsResponseTopic()
 		t.Topic = rt.Topic
 		switch {
+		case c.topicDenied(auth.Manage, rt.Topic) != 0:
+			t.ErrorCode = kerr.TopicAuthorizationFailed.Code
 		case !c.s.svc.IsLeader():
 			t.ErrorCode = kerr.NotController.Code
 		case req.ValidateOnly:

@@ -3,6 +3,8 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/auth"
 )
 
 func init() { register(kmsg.DeleteGroups.Int16(), 0, 2, answerNow(handleDeleteGroups)) }
@@ -18,6 +20,8 @@ func handleDeleteGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		g.Group = name
 		_, inMemory := c.s.groups.describe(name)
 		switch {
+		case c.groupDenied(auth.Manage, name) != 0:
+			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		case !leader:
 			g.ErrorCode = kerr.NotCoordinator.Code
 		case !c.s.groups.forget(name):

@@ -262,6 +262,10 @@ func (c *conn) handle(body []byte) (pendingReply, error) {
 	if !c.authenticated() && !preAuthAPIs[h.key] {
 		return pendingReply{}, fmt.Errorf("%s before SASL authentication", kmsg.NameForKey(h.key))
 	}
+	if denial := c.groupDenial(req); denial != nil {
+		wait, _ := ready(denial, nil)
+		return pendingReply{h: h, wait: wait, start: start}, nil
+	}
 	wait, err := apis[h.key].handle(c, req)
 	return pendingReply{h: h, wait: wait, start: start}, err
 }
