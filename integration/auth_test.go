@@ -121,6 +121,20 @@ func TestHTTPTokensAndRoles(t *testing.T) {
 			t.Errorf("%s: %d, want %d", c.what, c.status, c.want)
 		}
 	}
+	// The CLI: `waggle token create` with the bootstrap token prints a
+	// token that works with its role.
+	out, err := exec.Command(waggleBinary, "token", "create", "cli-reader", "--role", "read-only",
+		"--server", "http://"+n.httpAddr, "--token", bootstrapToken).Output()
+	if err != nil {
+		t.Fatalf("waggle token create: %v", err)
+	}
+	cliToken := strings.TrimSpace(string(out))
+	if fetchAs(t, n, cliToken, "orders.eu") != http.StatusOK || pushAs(t, n, cliToken, "orders.eu") != http.StatusForbidden {
+		t.Fatal("the CLI-made read-only token does not act read-only")
+	}
+	if out, err := exec.Command(waggleBinary, "token", "list", "--server", "http://"+n.httpAddr, "--token", cliToken).CombinedOutput(); err == nil {
+		t.Fatalf("a read-only token listed tokens: %s", out)
+	}
 	// A revoked token stops working.
 	if status := authDo(t, http.MethodDelete, n.url("/api/v1/auth/tokens/writer"), bootstrapToken, nil, nil); status != http.StatusOK {
 		t.Fatalf("revoke: %d", status)
