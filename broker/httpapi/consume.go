@@ -187,7 +187,7 @@ func (s *Server) seek(w http.ResponseWriter, r *http.Request) {
 		Offset    *int64 `json:"offset"`
 		Timestamp *int64 `json:"timestamp"` // Unix milliseconds
 	}
-	if !decodeBody(w, r, &req) {
+	if !decodeBody(w, r, &req) || !s.allow(w, r, auth.Read, auth.Queue, r.PathValue("queue")) {
 		return
 	}
 	err := s.svc.Seek(r.PathValue("group"), r.PathValue("queue"), broker.SeekRequest{ToEnd: req.ToEnd, Offset: req.Offset, TimestampMs: req.Timestamp})
