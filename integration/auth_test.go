@@ -304,8 +304,13 @@ func TestKafkaAuthorization(t *testing.T) {
 	join := kmsg.NewPtrJoinGroupRequest()
 	join.Group, join.ProtocolType, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = "other", "consumer", 10000, 10000
 	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range"}}
-	if jr, err := join.RequestWith(ctx, bob); err != nil || jr.ErrorCode != kerr.GroupAuthorizationFailed.Code {
-		t.Fatalf("bob joins group other: %v %+v", err, jr)
+	// The client asks FindCoordinator first, which refuses already; sent
+	// to the broker directly, JoinGroup is refused too.
+	if _, err := join.RequestWith(ctx, bob); !errors.Is(err, kerr.GroupAuthorizationFailed) {
+		t.Fatalf("bob joins group other: %v, want GROUP_AUTHORIZATION_FAILED", err)
+	}
+	if resp, err := bob.Broker(1).Request(ctx, join); err != nil || resp.(*kmsg.JoinGroupResponse).ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Fatalf("bob's JoinGroup sent to the broker: %v %+v", err, resp)
 	}
 }
 

@@ -3,6 +3,8 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/auth"
 )
 
 func init() { register(kmsg.FindCoordinator.Int16(), 0, 5, answerNow(handleFindCoordinator)) }
@@ -18,10 +20,12 @@ func handleFindCoordinator(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			coord = &brokers[i]
 		}
 	}
-	fill := func(code *int16, id *int32, host *string, port *int32) {
+	fill := func(key string, code *int16, id *int32, host *string, port *int32) {
 		switch {
 		case req.CoordinatorType != 0:
 			*code = kerr.InvalidRequest.Code // transactions are not supported
+		case c.groupDenied(auth.Read, key) != 0:
+			*code = kerr.GroupAuthorizationFailed.Code
 		case coord == nil:
 			*code = kerr.CoordinatorNotAvailable.Code
 		default:
@@ -30,13 +34,13 @@ func handleFindCoordinator(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	}
 	if req.Version < 4 {
 		resp.NodeID = -1
-		fill(&resp.ErrorCode, &resp.NodeID, &resp.Host, &resp.Port)
+		fill(req.CoordinatorKey, &resp.ErrorCode, &resp.NodeID, &resp.Host, &resp.Port)
 		return resp, nil
 	}
 	for _, key := range req.CoordinatorKeys {
 		cd := kmsg.NewFindCoordinatorResponseCoordinator()
 		cd.Key, cd.NodeID = key, -1
-		fill(&cd.ErrorCode, &cd.NodeID, &cd.Host, &cd.Port)
+		fill(key, &cd.ErrorCode, &cd.NodeID, &cd.Host, &cd.Port)
 		resp.Coordinators = append(resp.Coordinators, cd)
 	}
 	return resp, nil

@@ -22,6 +22,10 @@ func handleDescribeConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		r.ResourceType, r.ResourceName = rr.ResourceType, rr.ResourceName
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
+			if !c.describable(rr.ResourceName) {
+				r.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				break
+			}
 			infos, err := c.s.svc.Topics([]string{rr.ResourceName})
 			if err != nil || len(infos) == 0 {
 				r.ErrorCode = kerr.UnknownTopicOrPartition.Code
