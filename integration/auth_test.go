@@ -301,6 +301,46 @@ func TestKafkaAuthorization(t *testing.T) {
 	if recs := billing.PollFetches(ctx).Records(); len(recs) != 1 || string(recs[0].Value) != "ok" {
 		t.Fatalf("bob consumes orders.eu in group billing: %v", recs)
 	}
+	billing.Close() // leaves the group empty, for the plain commit below
+
+	// A commit naming an allowed and a refused topic commits the allowed
+	// one only.
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Group, commit.Generation = "billing", -1
+	for _, topic := range []string{"orders.eu", "payroll"} {
+		ct := kmsg.NewOffsetCommitRequestTopic()
+		ct.Topic = topic
+		cp := kmsg.NewOffsetCommitRequestTopicPartition()
+		cp.Partition, cp.Offset = 0, 1
+		ct.Partitions = append(ct.Partitions, cp)
+		commit.Topics = append(commit.Topics, ct)
+	}
+	cresp, err := bob.Broker(1).Request(ctx, commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := map[string]int16{}
+	for _, ct := range cresp.(*kmsg.OffsetCommitResponse).Topics {
+		codes[ct.Topic] = ct.Partitions[0].ErrorCode
+	}
+	if codes["orders.eu"] != 0 || codes["payroll"] != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("mixed commit answered %v, want orders.eu 0 and payroll TOPIC_AUTHORIZATION_FAILED", codes)
+	}
+	var g struct {
+		Cursors []struct {
+			Queue  string `json:"queue"`
+			Offset int64  `json:"offset"`
+		} `json:"cursors"`
+	}
+	authDo(t, http.MethodGet, n.url("/api/v1/consumer-groups/billing"), bootstrapToken, nil, &g)
+	committed := map[string]int64{}
+	for _, cur := range g.Cursors {
+		committed[cur.Queue] = cur.Offset
+	}
+	if _, refused := committed["payroll"]; refused || committed["orders.eu"] != 1 {
+		t.Fatalf("after the mixed commit the group holds %v, want orders.eu at 1 and no payroll", committed)
+	}
+
 	join := kmsg.NewPtrJoinGroupRequest()
 	join.Group, join.ProtocolType, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = "other", "consumer", 10000, 10000
 	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range"}}

@@ -43,60 +43,85 @@ func (c *conn) groupDenial(req kmsg.Request) kmsg.Response {
 	if !c.s.cfg.Auth.Enabled {
 		return nil
 	}
-	code := int16(0)
 	switch r := req.(type) {
 	case *kmsg.JoinGroupRequest:
-		if code = c.groupDenied(auth.Read, r.Group); code != 0 {
+		return c.refuseGroup(auth.Read, r.Group, func(code int16) kmsg.Response {
 			resp := r.ResponseKind().(*kmsg.JoinGroupResponse)
 			resp.ErrorCode, resp.MemberID = code, r.MemberID
 			return resp
-		}
+		})
 	case *kmsg.SyncGroupRequest:
-		if code = c.groupDenied(auth.Read, r.Group); code != 0 {
-			resp := r.ResponseKind().(*kmsg.SyncGroupResponse)
-			resp.ErrorCode = code
-			return resp
-		}
+		return c.refuseGroup(auth.Read, r.Group, func(code int16) kmsg.Response {
+			return &kmsg.SyncGroupResponse{Version: r.Version, ErrorCode: code}
+		})
 	case *kmsg.HeartbeatRequest:
-		if code = c.groupDenied(auth.Read, r.Group); code != 0 {
-			resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
-			resp.ErrorCode = code
-			return resp
-		}
+		return c.refuseGroup(auth.Read, r.Group, func(code int16) kmsg.Response {
+			return &kmsg.HeartbeatResponse{Version: r.Version, ErrorCode: code}
+		})
 	case *kmsg.LeaveGroupRequest:
-		if code = c.groupDenied(auth.Read, r.Group); code != 0 {
-			resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
-			resp.ErrorCode = code
-			return resp
-		}
+		return c.refuseGroup(auth.Read, r.Group, func(code int16) kmsg.Response {
+			return &kmsg.LeaveGroupResponse{Version: r.Version, ErrorCode: code}
+		})
 	case *kmsg.OffsetDeleteRequest:
-		if code = c.groupDenied(auth.Manage, r.Group); code != 0 {
-			resp := r.ResponseKind().(*kmsg.OffsetDeleteResponse)
-			resp.ErrorCode = code
-			return resp
-		}
+		return c.refuseGroup(auth.Manage, r.Group, func(code int16) kmsg.Response {
+			return &kmsg.OffsetDeleteResponse{Version: r.Version, ErrorCode: code}
+		})
 	case *kmsg.OffsetCommitRequest:
-		// Committing needs the group, and reading each topic committed.
-		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
-		denied := c.groupDenied(auth.Read, r.Group) != 0
-		for _, rt := range r.Topics {
-			t := kmsg.NewOffsetCommitResponseTopic()
-			t.Topic = rt.Topic
-			code := kerr.GroupAuthorizationFailed.Code
-			if !denied {
-				code = c.topicDenied(auth.Read, rt.Topic)
-			}
-			denied = denied || code != 0
-			for _, rp := range rt.Partitions {
-				p := kmsg.NewOffsetCommitResponseTopicPartition()
-				p.Partition, p.ErrorCode = rp.Partition, code
-				t.Partitions = append(t.Partitions, p)
-			}
-			resp.Topics = append(resp.Topics, t)
-		}
-		if denied {
-			return resp // nothing committed: a commit is all its partitions or none
-		}
+		return c.refuseGroup(auth.Read, r.Group, func(code int16) kmsg.Response {
+			return offsetCommitErrors(r, r.Topics, code)
+		})
 	}
 	return nil
+}
+
+// refuseGroup returns answer's response when the principal may not do
+// action on group, else nil.
+func (c *conn) refuseGroup(action auth.Action, group string, answer func(code int16) kmsg.Response) kmsg.Response {
+	if code := c.groupDenied(action, group); code != 0 {
+		return answer(code)
+	}
+	return nil
+}
+
+// withoutDeniedTopics splits an OffsetCommit into the topics the principal
+// may read, which go on, and the others, answered TOPIC_AUTHORIZATION_FAILED
+// by the returned function adding them to the response.
+func (c *conn) withoutDeniedTopics(req kmsg.Request) (kmsg.Request, func(kmsg.Response)) {
+	r, ok := req.(*kmsg.OffsetCommitRequest)
+	if !ok || !c.s.cfg.Auth.Enabled {
+		return req, nil
+	}
+	var allowed, denied []kmsg.OffsetCommitRequestTopic
+	for _, t := range r.Topics {
+		if c.topicDenied(auth.Read, t.Topic) != 0 {
+			denied = append(denied, t)
+		} else {
+			allowed = append(allowed, t)
+		}
+	}
+	if len(denied) == 0 {
+		return req, nil
+	}
+	rest := *r
+	rest.Topics = allowed
+	return &rest, func(resp kmsg.Response) {
+		out := resp.(*kmsg.OffsetCommitResponse)
+		out.Topics = append(out.Topics, offsetCommitErrors(r, denied, kerr.TopicAuthorizationFailed.Code).Topics...)
+	}
+}
+
+// offsetCommitErrors answers every partition of topics with code.
+func offsetCommitErrors(r *kmsg.OffsetCommitRequest, topics []kmsg.OffsetCommitRequestTopic, code int16) *kmsg.OffsetCommitResponse {
+	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+	for _, rt := range topics {
+		t := kmsg.NewOffsetCommitResponseTopic()
+		t.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewOffsetCommitResponseTopicPartition()
+			p.Partition, p.ErrorCode = rp.Partition, code
+			t.Partitions = append(t.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp
 }

@@ -266,7 +266,18 @@ func (c *conn) handle(body []byte) (pendingReply, error) {
 		wait, _ := ready(denial, nil)
 		return pendingReply{h: h, wait: wait, start: start}, nil
 	}
+	req, addDenied := c.withoutDeniedTopics(req)
 	wait, err := apis[h.key].handle(c, req)
+	if addDenied != nil && err == nil {
+		inner := wait
+		wait = func() (kmsg.Response, error) {
+			resp, err := inner()
+			if err == nil && resp != nil {
+				addDenied(resp)
+			}
+			return resp, err
+		}
+	}
 	return pendingReply{h: h, wait: wait, start: start}, err
 }
 
