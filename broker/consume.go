@@ -332,3 +332,25 @@ func (s *Service) ReplayDeadLetter(id string) (PushResult, error) {
 	}
 	return res[0], nil
 }
+
+// LeaseOwner names the group and queue a lease is (or was) on, from this
+// node's store, for checking who may extend it; found is false for an
+// unknown lease.
+func (s *Service) LeaseOwner(leaseID string) (group, queue string, found bool, err error) {
+	err = s.store.View(func(tx *store.Tx) error {
+		g, c, err := tx.LeaseCursor(leaseID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		q, err := tx.QueueByID(c.QueueID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		group, queue, found = g, q.Name, err == nil
+		return err
+	})
+	return group, queue, found, err
+}

@@ -121,6 +121,32 @@ func TestHTTPTokensAndRoles(t *testing.T) {
 			t.Errorf("%s: %d, want %d", c.what, c.status, c.want)
 		}
 	}
+	// Groups: a token limited to group billing may not ack in another.
+	var grp struct{ Token string }
+	authDo(t, http.MethodPost, n.url("/api/v1/auth/tokens"), bootstrapToken, map[string]any{"name": "grp", "role": "read-write", "groups": []string{"billing"}}, &grp)
+	ack := func(group string) int {
+		return authDo(t, http.MethodPost, n.url("/api/v1/ack"), grp.Token, map[string]any{"transactionId": "x", "partitionId": "p", "leaseId": "l", "consumerGroup": group, "status": "completed"}, nil)
+	}
+	if ack("other") != http.StatusForbidden || ack("billing") != http.StatusOK {
+		t.Errorf("acks of a billing-only token: other %d (want 403), billing %d (want 200, an item error)", ack("other"), ack("billing"))
+	}
+
+	// Extending a lease checks the lease's group and queue.
+	var popped popAnswer
+	if status := authDo(t, http.MethodGet, n.url("/api/v1/pop/queue/orders.us?consumerGroup=billing"), grp.Token, nil, &popped); status != http.StatusOK || popped.LeaseID == "" {
+		t.Fatalf("pop orders.us in billing: %d %+v", status, popped)
+	}
+	other := createToken(t, n, "other", "read-write", "other.*")
+	extend := func(token string) int {
+		return authDo(t, http.MethodPost, n.url("/api/v1/lease/"+popped.LeaseID+"/extend"), token, map[string]any{"seconds": 30}, nil)
+	}
+	if got := extend(other); got != http.StatusForbidden {
+		t.Errorf("a token for other.* extends a lease on orders.us: %d, want 403", got)
+	}
+	if got := extend(grp.Token); got != http.StatusOK {
+		t.Errorf("the popping token extends its lease: %d, want 200", got)
+	}
+
 	// The CLI: `waggle token create` with the bootstrap token prints a
 	// token that works with its role.
 	out, err := exec.Command(waggleBinary, "token", "create", "cli-reader", "--role", "read-only",

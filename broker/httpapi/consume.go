@@ -122,7 +122,7 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	s.answerAcks(w, req.ConsumerGroup, []ackJSON{req})
+	s.answerAcks(w, r, req.ConsumerGroup, []ackJSON{req})
 }
 
 func (s *Server) ackBatch(w http.ResponseWriter, r *http.Request) {
@@ -133,14 +133,17 @@ func (s *Server) ackBatch(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	s.answerAcks(w, req.ConsumerGroup, req.Acknowledgments)
+	s.answerAcks(w, r, req.ConsumerGroup, req.Acknowledgments)
 }
 
 // answerAcks applies acks of one group: an item naming another group is
 // refused on its own.
-func (s *Server) answerAcks(w http.ResponseWriter, group string, acks []ackJSON) {
+func (s *Server) answerAcks(w http.ResponseWriter, r *http.Request, group string, acks []ackJSON) {
 	if group == "" && len(acks) > 0 {
 		group = acks[0].ConsumerGroup
+	}
+	if !s.allow(w, r, auth.Read, auth.Group, group) {
+		return
 	}
 	reqs := make([]broker.AckRequest, len(acks))
 	for i, a := range acks {
@@ -166,7 +169,7 @@ func (s *Server) extendLease(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Seconds int64 `json:"seconds"`
 	}
-	if !decodeBody(w, r, &req) {
+	if !decodeBody(w, r, &req) || !s.allowLease(w, r, r.PathValue("leaseId")) {
 		return
 	}
 	res, err := s.svc.ExtendLease(r.PathValue("leaseId"), req.Seconds)
@@ -247,4 +250,18 @@ func (s *Server) replayDeadLetter(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, toPushAnswer(res))
+}
+
+// allowLease checks the group and queue of a lease against the request's
+// principal (an unknown lease is left to the broker to refuse).
+func (s *Server) allowLease(w http.ResponseWriter, r *http.Request, leaseID string) bool {
+	if !s.auth.Enabled {
+		return true
+	}
+	group, queue, found, err := s.svc.LeaseOwner(leaseID)
+	if err != nil {
+		s.writeBrokerError(w, err)
+		return false
+	}
+	return !found || (s.allow(w, r, auth.Read, auth.Group, group) && s.allow(w, r, auth.Read, auth.Queue, queue))
 }
