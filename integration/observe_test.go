@@ -48,32 +48,68 @@ func TestMetricsExposition(t *testing.T) {
 // The dashboard, driven by headless Chromium: a pushed message's queue
 // appears with the right count.
 func TestDashboardShowsQueuesInABrowser(t *testing.T) {
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatal("chromium is not installed (apt-get install -y chromium; .ci/run does this)")
-	}
 	n := startSingle(t)
 	n.push(pushItem{Queue: "dash-q", Payload: 1}, pushItem{Queue: "dash-q", Payload: 2}, pushItem{Queue: "dash-q", Payload: 3})
 	cl := kafkaClient(t, []string{n.kafkaAddr}, kgo.DefaultProduceTopic("dash-t"))
 	createTopic(t, cl, "dash-t", 1, nil)
 
+	want := `<td>dash-q</td><td>Default</td><td class="n">3</td>`
+	waitFor(t, 60*time.Second, func() error {
+		out, err := renderPage(t, n.url("/"))
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, want) || !strings.Contains(out, "(leader)") {
+			return fmt.Errorf("the rendered page lacks the queue row or the leader:\n%.2000s", out)
+		}
+		return nil
+	})
+}
+
+// With --auth the dashboard shows its token form until it has a token;
+// given one (as /#token=…) it shows the queues.
+func TestDashboardWithAuthTakesAToken(t *testing.T) {
+	n := startSecured(t)
+	if status := pushAs(t, n, bootstrapToken, "dash-secure"); status != http.StatusCreated {
+		t.Fatalf("push: %d", status)
+	}
+	waitFor(t, 60*time.Second, func() error {
+		out, err := renderPage(t, n.url("/"))
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, `<form id="login">`) || strings.Contains(out, "dash-secure") {
+			return fmt.Errorf("without a token the page shows no token form, or shows data:\n%.2000s", out)
+		}
+		return nil
+	})
+	waitFor(t, 60*time.Second, func() error {
+		out, err := renderPage(t, n.url("/#token="+bootstrapToken))
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, "<td>dash-secure</td>") || !strings.Contains(out, `<form id="login" hidden="">`) {
+			return fmt.Errorf("with a token the page lacks the queue, or still asks:\n%.2000s", out)
+		}
+		return nil
+	})
+}
+
+// renderPage loads url in headless Chromium and returns the DOM after its
+// scripts ran.
+func renderPage(t *testing.T, url string) (string, error) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatal("chromium is not installed (apt-get install -y chromium; .ci/run does this)")
+	}
 	profile, err := os.MkdirTemp("", "waggle-chromium-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(profile)
-	want := `<td>dash-q</td><td>Default</td><td class="n">3</td>`
-	waitFor(t, 60*time.Second, func() error {
-		cmd := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-			"--disable-background-networking", "--disable-component-update", "--disable-sync", "--user-data-dir="+profile,
-			"--virtual-time-budget=5000", "--dump-dom", n.url("/"))
-		out, err := cmd.Output()
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(string(out), want) || !strings.Contains(string(out), "(leader)") {
-			return fmt.Errorf("the rendered page lacks the queue row or the leader:\n%.2000s", out)
-		}
-		return nil
-	})
+	cmd := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--user-data-dir="+profile,
+		"--virtual-time-budget=5000", "--dump-dom", url)
+	out, err := cmd.Output()
+	return string(out), err
 }
