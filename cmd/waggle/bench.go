@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +17,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // benchRun collects what a load run measured: one latency per request
@@ -98,7 +103,7 @@ func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 			if batch < 1 || clients < 1 || size < 2 || messages < 1 {
 				return errors.New("--batch, --clients, --messages must be positive and --size at least 2")
 			}
-			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 60 * time.Second}
+			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients, TLSClientConfig: o.tlsConfig()}, Timeout: 60 * time.Second}
 			payload := `"` + strings.Repeat("x", size-2) + `"`
 			run := &benchRun{start: time.Now()}
 			stop := make(chan struct{})
@@ -127,7 +132,12 @@ func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 						}
 						body.WriteString(`]}`)
 						t0 := time.Now()
-						resp, err := hc.Post(strings.TrimRight(o.server, "/")+"/api/v1/push", "application/json", &body)
+						req, _ := http.NewRequest(http.MethodPost, strings.TrimRight(o.server, "/")+"/api/v1/push", &body)
+						req.Header.Set("Content-Type", "application/json")
+						if o.token != "" {
+							req.Header.Set("Authorization", "Bearer "+o.token)
+						}
+						resp, err := hc.Do(req)
 						if err != nil {
 							run.errors.Add(n)
 							continue
@@ -162,6 +172,8 @@ func newBenchKafkaCmd(o *clientOptions) *cobra.Command {
 	var records, size int
 	var acks, topic string
 	var brokers []string
+	var useTLS bool
+	var saslMech, saslUser, saslPassword string
 	cmd := &cobra.Command{
 		Use:   "kafka --produce",
 		Short: "Produce with franz-go (idempotent, like kafka-producer-perf-test)",
@@ -180,6 +192,16 @@ func newBenchKafkaCmd(o *clientOptions) *cobra.Command {
 				opts = append(opts, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
 			default:
 				return fmt.Errorf("--acks must be all, 1 or 0")
+			}
+			if useTLS {
+				opts = append(opts, kgo.DialTLSConfig(cmp.Or(o.tlsConfig(), &tls.Config{MinVersion: tls.VersionTLS12})))
+			}
+			if saslMech != "" {
+				m, err := saslMechanism(saslMech, saslUser, saslPassword)
+				if err != nil {
+					return err
+				}
+				opts = append(opts, kgo.SASL(m))
 			}
 			cl, err := kgo.NewClient(opts...)
 			if err != nil {
@@ -219,5 +241,22 @@ func newBenchKafkaCmd(o *clientOptions) *cobra.Command {
 	f.StringVar(&acks, "acks", "all", "all, 1 or 0")
 	f.StringVar(&topic, "topic", "bench", "topic (created if missing)")
 	f.StringSliceVar(&brokers, "brokers", []string{"127.0.0.1:9092"}, "bootstrap brokers")
+	f.BoolVar(&useTLS, "tls", false, "connect with TLS (trusting --ca-file)")
+	f.StringVar(&saslMech, "sasl-mechanism", "", "SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN (empty: no SASL)")
+	f.StringVar(&saslUser, "sasl-user", "", "SASL user")
+	f.StringVar(&saslPassword, "sasl-password", "", "SASL password (env WAGGLE_SASL_PASSWORD)")
 	return cmd
+}
+
+// saslMechanism is franz-go's client side of a SASL mechanism.
+func saslMechanism(name, user, password string) (sasl.Mechanism, error) {
+	switch name {
+	case "SCRAM-SHA-256":
+		return scram.Auth{User: user, Pass: password}.AsSha256Mechanism(), nil
+	case "SCRAM-SHA-512":
+		return scram.Auth{User: user, Pass: password}.AsSha512Mechanism(), nil
+	case "PLAIN":
+		return plain.Auth{User: user, Pass: password}.AsMechanism(), nil
+	}
+	return nil, fmt.Errorf("--sasl-mechanism %q is not SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN", name)
 }

@@ -105,13 +105,22 @@ func (o *clientOptions) addFlags(cmd *cobra.Command) {
 func (o *clientOptions) client() *apiClient {
 	c := newAPIClient(o.server)
 	c.token = o.token
-	if o.caFile != "" {
-		pool := x509.NewCertPool()
-		if pem, err := os.ReadFile(o.caFile); err == nil && pool.AppendCertsFromPEM(pem) {
-			c.http.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
-		}
+	if conf := o.tlsConfig(); conf != nil {
+		c.http.Transport = &http.Transport{TLSClientConfig: conf}
 	}
 	return c
+}
+
+// tlsConfig trusts --ca-file; nil without one (the system's roots).
+func (o *clientOptions) tlsConfig() *tls.Config {
+	if o.caFile == "" {
+		return nil
+	}
+	pool := x509.NewCertPool()
+	if pem, err := os.ReadFile(o.caFile); err == nil && pool.AppendCertsFromPEM(pem) {
+		return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return nil
 }
 
 // print writes v as indented JSON with -o json, else calls table.
