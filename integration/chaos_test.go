@@ -220,6 +220,27 @@ func TestChaos(t *testing.T) {
 		}
 	})
 
+	// A transaction reader: one fetch is one consistent view of a node's
+	// store, and every transaction adds one message to each of chaos-a and
+	// chaos-b or to neither, so in any read the two hold as many.
+	var txnReads, partialReads atomic.Int64
+	untilStopped(&wg, stop, func(int) {
+		defer time.Sleep(10 * time.Millisecond)
+		entry := func(q string) map[string]any {
+			return map[string]any{"queue": q, "partition": "Default", "offset": 0, "maxBytes": 1}
+		}
+		var f fetchAnswer
+		status, err := chaosPost(c, "/api/v1/fetch", map[string]any{"entries": []map[string]any{entry("chaos-a"), entry("chaos-b")}}, &f)
+		if err != nil || status != http.StatusOK || len(f.Entries) != 2 {
+			return // not answered, or the queues do not exist yet
+		}
+		txnReads.Add(1)
+		if a, b := f.Entries[0].HighWatermark, f.Entries[1].HighWatermark; a != b {
+			partialReads.Add(1)
+			h.add(historyEntry{Kind: "txn-read", Outcome: opFail, Detail: fmt.Sprintf("chaos-a %d, chaos-b %d", a, b)})
+		}
+	})
+
 	// A KV counter: every acknowledged incr must count, and no more than
 	// the acknowledged plus the unknown ones may (no lost or phantom write).
 	var incrOK, incrInfo atomic.Int64
@@ -418,6 +439,9 @@ func TestChaos(t *testing.T) {
 	if partial > 0 {
 		t.Errorf("%d transactions are visible in one queue but not the other", partial)
 	}
+	if n := partialReads.Load(); n > 0 || txnReads.Load() == 0 {
+		t.Errorf("%d of %d reads during the run saw a transaction in one queue only", n, txnReads.Load())
+	}
 
 	// The counter lies between the acknowledged incrs and those plus the
 	// unknown ones.
@@ -477,9 +501,9 @@ func TestChaos(t *testing.T) {
 		t.Errorf("Kafka: %d acknowledged records lost, %d stored twice", kafkaLost, kafkaDup)
 	}
 
-	report := fmt.Sprintf("register %d ops (%d unknown, %d cas applied): %s; counter %d (incr ok %d, unknown %d); kafka acked %d / failed %d, stored %d, lost %d, dup %d; "+"chaos %ds: push ok %d / info %d; once ok %d / info %d; txn ok %d / fail %d / info %d; faults %v; "+
+	report := fmt.Sprintf("reads during the run %d, partial %d; register %d ops (%d unknown, %d cas applied): %s; counter %d (incr ok %d, unknown %d); kafka acked %d / failed %d, stored %d, lost %d, dup %d; "+"chaos %ds: push ok %d / info %d; once ok %d / info %d; txn ok %d / fail %d / info %d; faults %v; "+
 		"stored %d, lost %d, duplicates 0, partial txns %d, double once winners %d; longest fault-to-progress %v",
-		len(reg.ops), reg.infos, reg.casWins(), linearizable, counter, incrOK.Load(), incrInfo.Load(), len(kafkaAcked), kafkaFailed, len(seenK), kafkaLost, kafkaDup,
+		txnReads.Load(), partialReads.Load(), len(reg.ops), reg.infos, reg.casWins(), linearizable, counter, incrOK.Load(), incrInfo.Load(), len(kafkaAcked), kafkaFailed, len(seenK), kafkaLost, kafkaDup,
 		seconds, h.count("push", opOK), h.count("push", opInfo), h.count("once", opOK), h.count("once", opInfo),
 		h.count("txn", opOK), h.count("txn", opFail), h.count("txn", opInfo), faults,
 		len(stored), lost, partial, doubleWinners, maxGap.Round(time.Millisecond))
