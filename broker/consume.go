@@ -299,9 +299,27 @@ func (s *Service) DeadLetters(queue string) ([]DeadLetter, error) {
 // The copy's transactionId is derived from the dead letter's id, so a
 // replay repeated inside the queue's dedup window answers duplicate.
 func (s *Service) ReplayDeadLetter(id string) (PushResult, error) {
+	d, err := s.DeadLetter(id)
+	if err != nil {
+		return PushResult{}, err
+	}
+	payload := []byte(d.Payload)
+	if len(payload) == 0 {
+		payload = []byte("null")
+	}
+	res, err := s.Push([]PushItem{{Queue: d.Queue, Partition: d.Partition, TransactionID: "dlq-replay-" + id, Payload: payload}})
+	if err != nil {
+		return PushResult{}, err
+	}
+	return res[0], nil
+}
+
+// DeadLetter reads one dead letter, with its queue's name, from this
+// node's store.
+func (s *Service) DeadLetter(id string) (DeadLetter, error) {
 	n, err := strconv.ParseUint(id, 10, 64)
 	if err != nil {
-		return PushResult{}, fmt.Errorf("dead letter %q: %w", id, ErrNotFound)
+		return DeadLetter{}, fmt.Errorf("dead letter %q: %w", id, ErrNotFound)
 	}
 	var d DeadLetter
 	err = s.store.View(func(tx *store.Tx) error {
@@ -319,18 +337,7 @@ func (s *Service) ReplayDeadLetter(id string) (PushResult, error) {
 		d = DeadLetter{DeadLetter: dl, Queue: q.Name}
 		return err
 	})
-	if err != nil {
-		return PushResult{}, err
-	}
-	payload := []byte(d.Payload)
-	if len(payload) == 0 {
-		payload = []byte("null")
-	}
-	res, err := s.Push([]PushItem{{Queue: d.Queue, Partition: d.Partition, TransactionID: "dlq-replay-" + id, Payload: payload}})
-	if err != nil {
-		return PushResult{}, err
-	}
-	return res[0], nil
+	return d, err
 }
 
 // LeaseOwner names the group and queue a lease is (or was) on, from this

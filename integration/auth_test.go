@@ -147,6 +147,31 @@ func TestHTTPTokensAndRoles(t *testing.T) {
 		t.Errorf("the popping token extends its lease: %d, want 200", got)
 	}
 
+	// Replaying a dead letter checks the queue it goes back to.
+	authDo(t, http.MethodPost, n.url("/api/v1/configure"), bootstrapToken, map[string]any{"queue": "orders.dl", "options": map[string]any{"retryLimit": 1}}, nil)
+	pushAs(t, n, bootstrapToken, "orders.dl")
+	for range 2 {
+		var got popAnswer
+		if status := authDo(t, http.MethodGet, n.url("/api/v1/pop/queue/orders.dl"), bootstrapToken, nil, &got); status != http.StatusOK {
+			t.Fatalf("pop orders.dl: %d", status)
+		}
+		m := got.Messages[0]
+		authDo(t, http.MethodPost, n.url("/api/v1/ack"), bootstrapToken, map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID, "leaseId": m.LeaseID, "status": "failed", "error": "test"}, nil)
+	}
+	var dl struct{ Messages []struct{ ID string } }
+	if authDo(t, http.MethodGet, n.url("/api/v1/dlq?queue=orders.dl"), bootstrapToken, nil, &dl); len(dl.Messages) != 1 {
+		t.Fatalf("dead letters of orders.dl: %+v", dl)
+	}
+	replay := func(token string) int {
+		return authDo(t, http.MethodPost, n.url("/api/v1/dlq/"+dl.Messages[0].ID+"/replay"), token, struct{}{}, nil)
+	}
+	if got := replay(other); got != http.StatusForbidden {
+		t.Errorf("a token for other.* replays into orders.dl: %d, want 403", got)
+	}
+	if got := replay(orders); got != http.StatusOK {
+		t.Errorf("a token for orders.* replays into orders.dl: %d, want 200", got)
+	}
+
 	// The CLI: `waggle token create` with the bootstrap token prints a
 	// token that works with its role.
 	out, err := exec.Command(waggleBinary, "token", "create", "cli-reader", "--role", "read-only",

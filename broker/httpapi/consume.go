@@ -244,6 +244,9 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) replayDeadLetter(w http.ResponseWriter, r *http.Request) {
+	if d, err := s.svc.DeadLetter(r.PathValue("id")); err == nil && !s.allow(w, r, auth.Write, auth.Queue, d.Queue) {
+		return // an unknown id is left to the replay to refuse
+	}
 	res, err := s.svc.ReplayDeadLetter(r.PathValue("id"))
 	if err != nil {
 		s.writeBrokerError(w, err)
