@@ -80,9 +80,10 @@ func (s *Service) CreateToken(p auth.Principal) (string, error) {
 		return "", err
 	}
 	token := auth.NewToken()
-	rec, _ := json.Marshal(Token{Principal: p, Hash: auth.HashToken(token)})
+	hash := auth.HashToken(token)
+	rec, _ := json.Marshal(Token{Principal: p, Hash: hash})
 	ops := []KVOp{
-		{Op: raftfsm.KVPut, NS: authNS, Key: "t/" + auth.HashToken(token), Value: rec, Forever: true},
+		{Op: raftfsm.KVPut, NS: authNS, Key: "t/" + hash, Value: rec, Forever: true},
 		{Op: raftfsm.KVPut, NS: authNS, Key: "n/" + p.Name, Value: rec, Forever: true},
 	}
 	if old, found, err := s.tokenByName(p.Name); err == nil && found {

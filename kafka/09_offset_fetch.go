@@ -5,7 +5,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/waggle-mq/waggle/auth"
-
 	"github.com/waggle-mq/waggle/broker"
 )
 

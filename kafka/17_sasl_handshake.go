@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/waggle-mq/waggle/auth"
@@ -41,19 +43,10 @@ func handleSASLHandshake(c *conn, r kmsg.Request) (kmsg.Response, error) {
 		resp.ErrorCode = illegalSASLState // see above
 	case c.principal != nil || c.mechanism != "":
 		resp.ErrorCode = illegalSASLState
-	case !contains(resp.SupportedMechanisms, req.Mechanism):
+	case !slices.Contains(resp.SupportedMechanisms, req.Mechanism):
 		resp.ErrorCode = unsupportedSASLMechanism
 	default:
 		c.mechanism = req.Mechanism
 	}
 	return resp, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -68,8 +69,7 @@ func (s *Server) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 				}
 				// The leader may have received the request and applied it
 				// before the connection broke.
-				w.Header().Set("Retry-After", "1")
-				writeError(w, http.StatusServiceUnavailable, "outcome_unknown", "forwarding to the leader at "+addr+" broke off: "+err.Error())
+				s.writeBrokerError(w, fmt.Errorf("%w: forwarding to the leader at %s broke off: %v", broker.ErrOutcomeUnknown, addr, err))
 			},
 		}
 		proxy.ServeHTTP(w, r)

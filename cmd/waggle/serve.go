@@ -131,6 +131,21 @@ func serve(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("--peers: %w", err)
 	}
 	id := strconv.FormatUint(uint64(o.nodeID), 10)
+	// Settings are checked before the data directory is: a wrong flag
+	// should not wait for the start-up check.
+	var tlsConf *tlsconf.Config
+	if o.tls.Enabled() {
+		if tlsConf, err = tlsconf.Load(o.tls); err != nil {
+			return err
+		}
+	}
+	if err := checkExposure(o, tlsConf != nil); err != nil {
+		return err
+	}
+	authConf, err := loadAuth(o)
+	if err != nil {
+		return err
+	}
 
 	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
 		return err
@@ -159,19 +174,6 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	defer st.Close()
 
-	var tlsConf *tlsconf.Config
-	if o.tls.Enabled() {
-		if tlsConf, err = tlsconf.Load(o.tls); err != nil {
-			return err
-		}
-	}
-	if err := checkExposure(o, tlsConf != nil); err != nil {
-		return err
-	}
-	authConf, err := loadAuth(o)
-	if err != nil {
-		return err
-	}
 	node, err := raftfsm.StartNode(raftfsm.NodeConfig{
 		ID:                id,
 		RaftAddr:          o.raftAddr,
