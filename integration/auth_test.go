@@ -26,15 +26,25 @@ const bootstrapToken = "bootstrap-token-for-tests-0123456789"
 // startSecured starts a single node with --auth, the bootstrap token and
 // the extra flags, and waits until it leads.
 func startSecured(t *testing.T, extra ...string) *node {
+	return startSecuredNode(t, newNode(t, 1), extra...)
+}
+
+// startSecuredNode starts n (with its own flags, a certificate say) the
+// way startSecured does.
+func startSecuredNode(t *testing.T, n *node, extra ...string) *node {
+	n.args = append(append(authFlags(t), extra...), n.ownArgs...)
+	n.start()
+	n.waitLeader()
+	return n
+}
+
+// authFlags turn --auth on with the bootstrap token in a file.
+func authFlags(t *testing.T) []string {
 	tokenFile := filepath.Join(t.TempDir(), "bootstrap")
 	if err := os.WriteFile(tokenFile, []byte(bootstrapToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n := newNode(t, 1)
-	n.args = append([]string{"--auth", "--bootstrap-token-file", tokenFile}, extra...)
-	n.start()
-	n.waitLeader()
-	return n
+	return []string{"--auth", "--bootstrap-token-file", tokenFile}
 }
 
 // authDo sends a request with a bearer token (none when empty) and returns
@@ -241,11 +251,7 @@ func TestKafkaSASLOverTLS(t *testing.T) {
 	clientTLS := trustCA(t, certs)
 	n := newNode(t, 1)
 	useCerts(n, certs, 1)
-	tokenFile := filepath.Join(t.TempDir(), "bootstrap")
-	os.WriteFile(tokenFile, []byte(bootstrapToken), 0o600)
-	n.args = append([]string{"--auth", "--bootstrap-token-file", tokenFile}, n.ownArgs...)
-	n.start()
-	n.waitLeader()
+	startSecuredNode(t, n)
 	addUser(t, n, "alice", "read-write")
 	addUser(t, n, "root", "admin")
 	connect := func(mech sasl.Mechanism, extra ...kgo.Opt) *kgo.Client {
@@ -412,13 +418,11 @@ func TestKafkaAuthorization(t *testing.T) {
 func TestAuthThroughAFollowerJudgesTheClient(t *testing.T) {
 	certs := devCerts(t, 3)
 	anonymous := &http.Client{Transport: &http.Transport{TLSClientConfig: trustCA(t, certs)}, Timeout: 10 * time.Second}
-	tokenFile := filepath.Join(t.TempDir(), "bootstrap")
-	os.WriteFile(tokenFile, []byte(bootstrapToken), 0o600)
 	c := newCluster(t, 3)
 	for i, n := range c.nodes {
 		useCerts(n, certs, i+1)
 	}
-	c.start("--auth", "--bootstrap-token-file", tokenFile)
+	c.start(authFlags(t)...)
 	l := c.leader()
 	orders := createToken(t, l, "orders", "read-write", "orders.*")
 	f := c.followers()[0]
