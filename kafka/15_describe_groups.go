@@ -23,12 +23,12 @@ func handleDescribeGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}
-		v, _ := c.s.groups.describe(name)
+		v, _ := c.s.groups.describe(name) // a snapshot: safe to read without the lock
 		g.State, g.ProtocolType, g.Protocol = v.state, v.protocolType, v.protocol
 		for _, m := range v.members {
 			dm := kmsg.NewDescribeGroupsResponseGroupMember()
 			dm.MemberID, dm.ClientID, dm.ClientHost = m.id, m.clientID, m.clientHost
-			dm.ProtocolMetadata, dm.MemberAssignment = m.metadataFor(v.protocol), m.assignment
+			dm.ProtocolMetadata, dm.MemberAssignment = m.metadata, m.assignment
 			if m.instanceID != "" {
 				dm.InstanceID = kmsg.StringPtr(m.instanceID)
 			}

@@ -18,24 +18,33 @@ func handleDeleteGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	for _, name := range req.Groups {
 		g := kmsg.NewDeleteGroupsResponseGroup()
 		g.Group = name
-		_, inMemory := c.s.groups.describe(name)
 		switch {
 		case c.groupDenied(auth.Manage, name) != 0:
 			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		case !leader:
 			g.ErrorCode = kerr.NotCoordinator.Code
-		case !c.s.groups.forget(name):
-			g.ErrorCode = kerr.NonEmptyGroup.Code
 		default:
-			n, err := c.s.svc.DeleteOffsets(name, true, nil)
-			switch {
-			case err != nil:
-				g.ErrorCode = kerr.NotCoordinator.Code
-			case n == 0 && !inMemory:
-				g.ErrorCode = kerr.GroupIDNotFound.Code
-			}
+			g.ErrorCode = deleteGroup(c, name)
 		}
 		resp.Groups = append(resp.Groups, g)
 	}
 	return resp, nil
+}
+
+// deleteGroup forgets an empty group and deletes its committed offsets.
+// forget decides "has members" and "known here" in one critical section; a
+// describe before it would let a join slip in between.
+func deleteGroup(c *conn, name string) int16 {
+	inMemory, empty := c.s.groups.forget(name)
+	if !empty {
+		return kerr.NonEmptyGroup.Code
+	}
+	n, err := c.s.svc.DeleteOffsets(name, true, nil)
+	switch {
+	case err != nil:
+		return kerr.NotCoordinator.Code
+	case n == 0 && !inMemory:
+		return kerr.GroupIDNotFound.Code
+	}
+	return 0
 }

@@ -1,8 +1,9 @@
 package kafka
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -487,12 +488,41 @@ func (co *coordinator) checkCommit(group, memberID string, generation int32) int
 	return 0
 }
 
-// groupView is a group as DescribeGroups and ListGroups show it.
+// groupView is a snapshot of a group, as DescribeGroups and ListGroups show
+// it. It is built under the coordinator's lock and shares nothing mutable
+// with the group, so it may be read after the lock is released.
 type groupView struct {
 	name, state, protocolType, protocol string
-	members                             []*member
+	members                             []memberView
 }
 
+// memberView is a snapshot of one member; metadata is its metadata for the
+// group's chosen protocol.
+type memberView struct {
+	id, instanceID, clientID, clientHost string
+	metadata, assignment                 []byte
+}
+
+// view snapshots g; the caller holds co.mu. Members are left out unless
+// withMembers. The byte slices are shared, not copied: the coordinator only
+// ever replaces them, never writes into them.
+func (g *group) view(withMembers bool) groupView {
+	v := groupView{name: g.name, state: g.state, protocolType: g.protocolType, protocol: g.protocol}
+	if !withMembers {
+		return v
+	}
+	for _, id := range g.order {
+		m := g.members[id]
+		v.members = append(v.members, memberView{
+			id: m.id, instanceID: m.instanceID, clientID: m.clientID, clientHost: m.clientHost,
+			metadata: m.metadataFor(g.protocol), assignment: m.assignment,
+		})
+	}
+	return v
+}
+
+// describe snapshots one group with its members; false (and state Dead)
+// when this node holds no such group.
 func (co *coordinator) describe(name string) (groupView, bool) {
 	co.mu.Lock()
 	defer co.mu.Unlock()
@@ -500,41 +530,35 @@ func (co *coordinator) describe(name string) (groupView, bool) {
 	if g == nil {
 		return groupView{name: name, state: stateDead}, false
 	}
-	v := groupView{name: name, state: g.state, protocolType: g.protocolType, protocol: g.protocol}
-	for _, id := range g.order {
-		v.members = append(v.members, g.members[id])
-	}
-	return v, true
+	return g.view(true), true
 }
 
+// list snapshots every group, without members, sorted by name, in one
+// critical section.
 func (co *coordinator) list() []groupView {
 	co.mu.Lock()
-	names := make([]string, 0, len(co.groups))
-	for n := range co.groups {
-		names = append(names, n)
+	out := make([]groupView, 0, len(co.groups))
+	for _, g := range co.groups {
+		out = append(out, g.view(false))
 	}
 	co.mu.Unlock()
-	sort.Strings(names)
-	var out []groupView
-	for _, n := range names {
-		if v, ok := co.describe(n); ok {
-			out = append(out, v)
-		}
-	}
+	slices.SortFunc(out, func(a, b groupView) int { return cmp.Compare(a.name, b.name) })
 	return out
 }
 
-// forget drops an empty group; it reports false when the group has members.
-func (co *coordinator) forget(name string) bool {
+// forget drops an empty group. existed reports whether this node held the
+// group; ok is false (and nothing changes) when the group has members.
+func (co *coordinator) forget(name string) (existed, ok bool) {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	g := co.groups[name]
-	if g != nil && len(g.members) > 0 {
-		return false
+	if g == nil {
+		return false, true
 	}
-	if g != nil {
-		g.stopTimer()
+	if len(g.members) > 0 {
+		return true, false
 	}
+	g.stopTimer()
 	delete(co.groups, name)
-	return true
+	return true, true
 }
