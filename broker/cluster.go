@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -51,6 +52,58 @@ func (s *Service) LeaderHTTPAddr() (string, error) {
 		return "", fmt.Errorf("%w: leader %s has not registered its address", ErrNotLeader, id)
 	}
 	return n.HTTPAddr, nil
+}
+
+// ForwardWait bounds how long AwaitLeaderHTTPAddr waits for a leader it can
+// forward to.
+const ForwardWait = 3 * time.Second
+
+// forwardPoll is how often AwaitLeaderHTTPAddr looks at raft's leader and
+// the FSM's applied index.
+const forwardPoll = 5 * time.Millisecond
+
+// AwaitLeaderHTTPAddr is LeaderHTTPAddr for a write about to be forwarded:
+// it waits, up to ForwardWait or until ctx ends, for a leader whose
+// address this node has applied, or for this node to lead (then local is
+// true and the write is to be served here). A newly elected leader writes
+// its address to the registry only after it has won, so right after an
+// election a follower knows the leader but not yet where to send the
+// write; answering no_leader then would refuse writes in a cluster that
+// has a leader. Each poll looks at raft's state and the FSM's applied
+// index; the registry is read again only when one of them moved.
+func (s *Service) AwaitLeaderHTTPAddr(ctx context.Context) (addr string, local bool, err error) {
+	if s.IsLeader() {
+		return "", true, nil
+	}
+	addr, err = s.LeaderHTTPAddr()
+	if err == nil || !errors.Is(err, ErrNotLeader) {
+		return addr, false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, ForwardWait)
+	defer cancel()
+	tick := time.NewTicker(forwardPoll)
+	defer tick.Stop()
+	_, lastLeader := s.node.Raft.LeaderWithID()
+	lastApplied := s.node.FSM.AppliedIndex()
+	for {
+		select {
+		case <-ctx.Done():
+			return "", false, err // the last answer says what was missing
+		case <-tick.C:
+		}
+		if s.IsLeader() {
+			return "", true, nil
+		}
+		_, leader := s.node.Raft.LeaderWithID()
+		applied := s.node.FSM.AppliedIndex()
+		if leader == lastLeader && applied == lastApplied {
+			continue
+		}
+		lastLeader, lastApplied = leader, applied
+		if addr, err = s.LeaderHTTPAddr(); err == nil {
+			return addr, false, nil
+		}
+	}
 }
 
 func (s *Service) registeredNode(id string) (store.Node, error) {

@@ -40,7 +40,9 @@ func newPeerLinks(tlsConf *tls.Config) peerLinks {
 
 // leaderOnly serves h on the leader. Elsewhere it forwards the request,
 // body and headers unchanged, to the leader's registered HTTP address and
-// relays the answer; with no leader known it answers 503 no_leader.
+// relays the answer. Right after an election it waits (a few seconds at
+// most) for the leader's address to reach this node; with no leader known
+// by then it answers 503 no_leader.
 func (s *Server) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.svc.IsLeader() {
@@ -51,9 +53,13 @@ func (s *Server) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 			noLeader(w, "forwarded by node "+by+" but this node is no longer the leader")
 			return
 		}
-		addr, err := s.svc.LeaderHTTPAddr()
+		addr, local, err := s.svc.AwaitLeaderHTTPAddr(r.Context())
 		if err != nil {
 			s.writeBrokerError(w, err)
+			return
+		}
+		if local { // this node won an election meanwhile
+			h(w, r)
 			return
 		}
 		proxy := &httputil.ReverseProxy{

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 	"github.com/spf13/cobra"
 
 	"github.com/waggle-mq/waggle/broker"
@@ -237,7 +238,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		"raft", o.raftAddr, "data", o.dataDir, "peers", len(peers))
 
 	self := registration{ID: id, HTTPAddr: orDefault(o.advertiseHTTP, ln.Addr().String()), KafkaAddr: o.kafka.AdvertisedAddr}
-	go registerSelf(ctx, scheme+"://"+ln.Addr().String(), nodeClient(peerTLS, authConf.BootstrapToken), self, log)
+	go registerSelf(ctx, scheme+"://"+ln.Addr().String(), nodeClient(peerTLS, authConf.BootstrapToken), self, wonElection(ctx, node, id), log)
 
 	var diskLow <-chan error
 	if minFree > 0 {
@@ -283,8 +284,10 @@ type registration struct {
 // write. Before a leader exists (or, for a joining node, before it is
 // added) the answer is 503 and it tries again. Once registered it checks
 // now and then that the registry still holds its addresses (a node removed
-// and added back loses them) and registers again if not.
-func registerSelf(ctx context.Context, base string, client *http.Client, self registration, log *slog.Logger) {
+// and added back loses them) and registers again if not. When this node
+// wins an election (won receives) it checks at once: followers cannot
+// forward writes to it before its address is registered.
+func registerSelf(ctx context.Context, base string, client *http.Client, self registration, won <-chan struct{}, log *slog.Logger) {
 	body, _ := json.Marshal(self)
 	wait := 250 * time.Millisecond
 	for {
@@ -303,9 +306,37 @@ func registerSelf(ctx context.Context, base string, client *http.Client, self re
 		select {
 		case <-ctx.Done():
 			return
+		case <-won:
 		case <-time.After(wait):
 		}
 	}
+}
+
+// wonElection returns a channel that receives each time this node becomes
+// the raft leader (a missed wake-up is harmless: registerSelf polls too).
+func wonElection(ctx context.Context, node *raftfsm.Node, id string) <-chan struct{} {
+	won := make(chan struct{}, 1)
+	obs := make(chan raft.Observation, 4)
+	observer := raft.NewObserver(obs, false, func(o *raft.Observation) bool {
+		l, ok := o.Data.(raft.LeaderObservation)
+		return ok && string(l.LeaderID) == id
+	})
+	node.Raft.RegisterObserver(observer)
+	go func() {
+		defer node.Raft.DeregisterObserver(observer)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-obs:
+				select {
+				case won <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return won
 }
 
 // registered reports whether this node's view of the cluster lists self
