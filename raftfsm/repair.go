@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"syscall"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
 
 	"github.com/waggle-mq/waggle/store"
 )
@@ -47,10 +48,26 @@ var (
 // holds locked: that is no damage, and no reason to repair.
 var ErrDataDirInUse = errors.New("the data directory is in use by another process")
 
+// ErrDataDirUnreadable reports a data directory, or a file in it, this
+// process may not read or write (another owner, missing permission bits, a
+// read-only mount): no damage either, and nothing to repair; the operator
+// fixes the permissions.
+var ErrDataDirUnreadable = errors.New("cannot read or write the data directory (check its owner and permissions)")
+
+// ErrNoData reports a data directory that does not exist or holds no
+// waggle data (neither state/ nor raft/): nothing to verify. A new node
+// starts from such a directory; a backup check must not pass on one.
+var ErrNoData = errors.New("no waggle data")
+
 // VerifyDataDir checks a stopped node's store, raft log and newest snapshot
-// under dir and returns the first damage found (nil for a new directory),
-// or ErrDataDirInUse.
+// under dir and returns the first damage found. It returns ErrNoData for a
+// directory that is missing or holds no waggle data, ErrDataDirInUse when
+// another process holds it, and ErrDataDirUnreadable when this process may
+// not read or write it: none of the three is damage.
 func VerifyDataDir(dir string) error {
+	if err := probeDataDir(dir); err != nil {
+		return err
+	}
 	checks := []struct {
 		what string
 		path string
@@ -65,12 +82,107 @@ func VerifyDataDir(dir string) error {
 			continue
 		}
 		err := faultsAsErrors(func() error { return c.fn(c.path) })
-		if errors.Is(err, bolt.ErrTimeout) || errors.Is(err, syscall.EWOULDBLOCK) {
-			return fmt.Errorf("%w: %s at %s: %v", ErrDataDirInUse, c.what, c.path, err)
+		if kind := notDamage(err); kind != nil {
+			return fmt.Errorf("%w: %s at %s: %v", kind, c.what, c.path, err)
 		}
 		if err != nil {
 			return fmt.Errorf("%s at %s: %w", c.what, c.path, err)
 		}
+	}
+	return nil
+}
+
+// probeDataDir looks at dir with plain system calls before badger and bolt
+// open it, because badger flattens the errors it meets into text (y.Wrapf
+// formats them with %+v), so a lock held by a running node or a file of
+// another owner would reach the caller looking like damage. It returns
+// ErrNoData, ErrDataDirUnreadable or ErrDataDirInUse, wrapped, or nil.
+func probeDataDir(dir string) error {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: %s does not exist", ErrNoData, dir)
+	} else if err != nil {
+		return fmt.Errorf("%w: %v", ErrDataDirUnreadable, err)
+	}
+	found := false
+	for _, sub := range []string{"state", "raft"} {
+		root := filepath.Join(dir, sub)
+		if _, err := os.Lstat(root); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		found = true
+		// Every file and folder must be readable and writable (badger and
+		// bolt open them read-write); folders also searchable.
+		err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			mode := uint32(unix.R_OK | unix.W_OK)
+			if d.IsDir() {
+				mode |= unix.X_OK
+			}
+			if err := unix.Access(path, mode); err != nil {
+				return &os.PathError{Op: "access", Path: path, Err: err}
+			}
+			return nil
+		})
+		if err != nil {
+			if kind := notDamage(err); kind != nil {
+				return fmt.Errorf("%w: %v", kind, err)
+			}
+			return fmt.Errorf("%s: %w", root, err)
+		}
+	}
+	if !found {
+		return fmt.Errorf("%w: %s holds neither state/ nor raft/", ErrNoData, dir)
+	}
+	// A running node holds an exclusive flock on the store's folder
+	// (badger) and on the raft log (bolt); a shared one fails at once then.
+	for _, path := range []string{filepath.Join(dir, "state"), filepath.Join(dir, "raft", "raft.db")} {
+		if err := probeLock(path); err != nil {
+			if kind := notDamage(err); kind != nil {
+				return fmt.Errorf("%w: %v", kind, err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// probeLock takes and drops a shared, non-blocking flock on path (missing
+// is fine).
+func probeLock(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		return &os.PathError{Op: "flock", Path: path, Err: err}
+	}
+	return unix.Flock(int(f.Fd()), unix.LOCK_UN)
+}
+
+// notDamage classifies an error met while checking a data directory:
+// ErrDataDirInUse for a lock another process holds, ErrDataDirUnreadable
+// for a permission refusal or a read-only file system, nil for anything
+// else (which the caller counts as damage). Badger's own errors arrive as
+// text (see probeDataDir), so its lock and permission messages are matched
+// too.
+func notDamage(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	switch {
+	case errors.Is(err, bolt.ErrTimeout), errors.Is(err, unix.EWOULDBLOCK),
+		strings.Contains(msg, "Another process is using this Badger database"):
+		return ErrDataDirInUse
+	case errors.Is(err, os.ErrPermission), errors.Is(err, unix.EROFS),
+		strings.Contains(msg, unix.EACCES.Error()), strings.Contains(msg, unix.EPERM.Error()),
+		strings.Contains(msg, unix.EROFS.Error()):
+		return ErrDataDirUnreadable
 	}
 	return nil
 }
@@ -165,6 +277,11 @@ func PrepareRepair(dir string) (string, error) {
 			return nil
 		})
 	})
+	if kind := notDamage(err); kind != nil {
+		// Not the damage the caller found: a lock or a permission, which
+		// emptying the directory would not cure.
+		return "", fmt.Errorf("%w: raft log in %s: %v", kind, raftDir, err)
+	}
 	if err != nil || term == 0 {
 		return "", fmt.Errorf("the raft term and vote in %s cannot be read (%v): this node cannot rejoin as itself; "+
 			"remove it (waggle cluster remove), empty its data directory and add it back as a new node with --join", raftDir, err)

@@ -66,18 +66,26 @@ func watchFreeSpace(ctx context.Context, dir string, min uint64, interval time.D
 }
 
 // newVerifyCmd checks a stopped node's data directory, the check every
-// node runs on itself before it starts.
+// node runs on itself before it starts. A directory that is missing or
+// holds no waggle data fails the check (a backup check with a typo must
+// not pass); serve passes the hidden --allow-new, for which that is a new
+// node.
 func newVerifyCmd() *cobra.Command {
 	var dir string
+	var allowNew bool
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Check a stopped node's store, raft log and snapshots for damage",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := raftfsm.VerifyDataDir(dir); errors.Is(err, raftfsm.ErrDataDirInUse) {
-				fmt.Fprintln(cmd.ErrOrStderr(), "waggle:", err)
-				os.Exit(exitInUse)
-			} else if err != nil {
+			err := raftfsm.VerifyDataDir(dir)
+			switch {
+			case errors.Is(err, raftfsm.ErrNoData) && allowNew:
+				fmt.Fprintln(cmd.OutOrStdout(), "ok (new):", dir)
+				return nil
+			case errors.Is(err, raftfsm.ErrNoData):
+				return fmt.Errorf("nothing to verify: %w", err)
+			case err != nil:
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "ok:", dir)
@@ -85,19 +93,23 @@ func newVerifyCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&dir, "data-dir", "./waggle-data", "the node's data directory")
+	cmd.Flags().BoolVar(&allowNew, "allow-new", false, "a missing or empty directory passes (serve's start-up check)")
+	cmd.Flags().MarkHidden("allow-new")
 	return cmd
 }
 
 // verifyDataDir runs `waggle verify` in a child process: a library that
 // meets a damaged file may panic on a goroutine of its own or fault on a
-// memory-mapped page, and that must end the check, not this node. Any
-// failure of the child counts as damage; failing to run it does not.
+// memory-mapped page, and that must end the check, not this node. The
+// child's exit code tells a directory in use (exitInUse) or one this
+// process may not read or write (exitUnreadable) from damage, which is any
+// other failure; failing to run it is none of these.
 var verifyDataDir = func(dir string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("cannot run the start-up check: %w", err)
 	}
-	check := exec.Command(self, "verify", "--data-dir", dir)
+	check := exec.Command(self, "verify", "--allow-new", "--data-dir", dir)
 	check.SysProcAttr = dieWithParent() // a killed node must leave no check holding its files
 	out, err := check.CombinedOutput()
 	var exit *exec.ExitError
@@ -105,7 +117,9 @@ var verifyDataDir = func(dir string) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &exit) && exit.ExitCode() == exitInUse:
-		return fmt.Errorf("%s: %w", firstLines(string(out), 3), raftfsm.ErrDataDirInUse)
+		return &refusal{msg: childMessage(out), kind: raftfsm.ErrDataDirInUse}
+	case errors.As(err, &exit) && exit.ExitCode() == exitUnreadable:
+		return &refusal{msg: childMessage(out), kind: raftfsm.ErrDataDirUnreadable}
 	case errors.As(err, &exit):
 		return &damageError{detail: firstLines(string(out), 12)}
 	default:
@@ -113,9 +127,41 @@ var verifyDataDir = func(dir string) error {
 	}
 }
 
-// exitInUse is the check's exit code for a data directory another process
-// holds (EX_TEMPFAIL): not damage.
-const exitInUse = 75
+// Exit codes of waggle (sysexits.h) that tell a start-up check's parent,
+// or an operator's script, a refusal that is not damage.
+const (
+	exitInUse      = 75 // EX_TEMPFAIL: another process holds the data directory
+	exitUnreadable = 77 // EX_NOPERM: the data directory cannot be read or written
+)
+
+// exitCode is the process's exit code for the error a command returned.
+func exitCode(err error) int {
+	switch {
+	case errors.Is(err, raftfsm.ErrDataDirInUse):
+		return exitInUse
+	case errors.Is(err, raftfsm.ErrDataDirUnreadable):
+		return exitUnreadable
+	default:
+		return 1
+	}
+}
+
+// refusal is a start-up check's answer that is not damage: the child's
+// own words, matching kind (ErrDataDirInUse or ErrDataDirUnreadable) for
+// errors.Is.
+type refusal struct {
+	msg  string
+	kind error
+}
+
+func (e *refusal) Error() string { return e.msg }
+func (e *refusal) Unwrap() error { return e.kind }
+
+// childMessage is the start of a check's output without the "waggle: "
+// its main put in front (the parent's main puts its own).
+func childMessage(out []byte) string {
+	return strings.TrimPrefix(firstLines(string(out), 3), "waggle: ")
+}
 
 // damageError is what the start-up check found.
 type damageError struct{ detail string }

@@ -14,6 +14,6 @@ func main() {
 	defer stop()
 	if err := newRootCmd().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "waggle:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
