@@ -67,3 +67,27 @@ func TestDescribeWhileMembersJoinAndLeave(t *testing.T) {
 	close(stop)
 	readers.Wait()
 }
+
+// forget answers "known here" and "empty" from one critical section
+// (DeleteGroups used to ask describe first, then forget).
+func TestForgetReportsKnownAndEmpty(t *testing.T) {
+	co := newCoordinator()
+	if existed, ok := co.forget("nobody"); existed || !ok {
+		t.Fatalf("unknown group: existed %v, ok %v", existed, ok)
+	}
+	resp, _ := co.join(joinRequest("g", ""), "c", "h")()
+	co.join(joinRequest("g", resp.(*kmsg.JoinGroupResponse).MemberID), "c", "h")
+	if existed, ok := co.forget("g"); !existed || ok {
+		t.Fatalf("group with a member: existed %v, ok %v", existed, ok)
+	}
+	if v := co.list(); len(v) != 1 || v[0].name != "g" || v[0].state != statePreparing {
+		t.Fatalf("list: %+v", v)
+	}
+	co.leave("g", []string{resp.(*kmsg.JoinGroupResponse).MemberID})
+	if existed, ok := co.forget("g"); !existed || !ok {
+		t.Fatalf("emptied group: existed %v, ok %v", existed, ok)
+	}
+	if _, known := co.describe("g"); known {
+		t.Fatal("forgotten group still described")
+	}
+}
