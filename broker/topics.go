@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -146,24 +147,64 @@ type PartitionLog struct {
 // (the first batch whole, whatever its size). Messages pushed over HTTP are
 // turned into keyless records whose value is the JSON payload, consecutive
 // ones sharing a batch.
+//
+// The append signal is taken before the read transaction opens: an append
+// committed before the read's snapshot is in it, one committed after fires
+// the signal. Taken inside the read (after badger fixed the snapshot), an
+// append landing in between was neither seen nor signalled, and a long-poll
+// fetch slept until its MaxWait with data there. So the partition id is
+// looked up first, the signal taken, and the read done in a new transaction.
 func (s *Service) ReadPartition(topic string, partition int32, offset int64, maxBytes int) (PartitionLog, error) {
+	var q store.Queue
+	var p store.Partition
+	var outcome TopicOutcome
+	err := s.store.View(func(tx *store.Tx) (err error) {
+		q, p, outcome, err = kafkaPartition(tx, topic, partition)
+		return err
+	})
+	if err != nil || outcome != TopicOK {
+		return PartitionLog{Outcome: outcome}, err
+	}
+	// A partition not written yet is signalled through its queue when it
+	// is created (and on every append to the queue after that).
+	appended := s.node.FSM.AppendSignal(cmp.Or(p.ID, q.ID))
+	out, seen, err := s.readPartition(topic, partition, offset, maxBytes)
+	out.Appended = appended
+	if seen.queue != q.ID || (p.ID != 0 && seen.partition != p.ID) {
+		// Deleted and created again in between: the signal guards ids no
+		// longer read; the caller reads again at once.
+		out.Appended = alreadyAppended
+	}
+	return out, err
+}
+
+// alreadyAppended is a closed append signal.
+var alreadyAppended = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
+
+// afterReadSnapshot, when set (by tests only), runs inside ReadPartition's
+// read transaction, after its snapshot is fixed.
+var afterReadSnapshot func()
+
+// partitionIDs are the queue and partition ids a read found (partition 0:
+// not written yet).
+type partitionIDs struct{ queue, partition uint64 }
+
+// readPartition is ReadPartition's read transaction, without the signal.
+func (s *Service) readPartition(topic string, partition int32, offset int64, maxBytes int) (PartitionLog, partitionIDs, error) {
 	var out PartitionLog
+	var ids partitionIDs
 	err := s.store.View(func(tx *store.Tx) error {
+		if afterReadSnapshot != nil {
+			afterReadSnapshot()
+		}
 		q, p, outcome, err := kafkaPartition(tx, topic, partition)
 		if err != nil || outcome != TopicOK {
 			out.Outcome = outcome
 			return err
 		}
+		ids = partitionIDs{q.ID, p.ID}
 		out.HighWatermark, out.LogStart = int64(p.NextOffset), int64(p.StartOffset)
-		// Ask for the signal before reading, so an append that lands
-		// after the read cannot be missed. A partition not written yet is
-		// signalled through its queue when it is created.
-		if p.ID == 0 {
-			out.Appended = s.node.FSM.AppendSignal(q.ID)
-			return nil
-		}
-		out.Appended = s.node.FSM.AppendSignal(p.ID)
-		if offset < 0 || offset >= out.HighWatermark || offset < out.LogStart {
+		if p.ID == 0 || offset < 0 || offset >= out.HighWatermark || offset < out.LogStart {
 			return nil
 		}
 		entries, err := tx.Entries(p.ID, uint64(offset), maxBytes, maxFetchRecords)
@@ -173,7 +214,7 @@ func (s *Service) ReadPartition(topic string, partition int32, offset int64, max
 		out.Batches = kafkaBatches(entries)
 		return nil
 	})
-	return out, err
+	return out, ids, err
 }
 
 // kafkaBatches turns stored entries into record batches.
