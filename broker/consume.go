@@ -182,7 +182,7 @@ func (s *Service) Ack(group string, acks []AckRequest) ([]AckResult, error) {
 	cmd := raftfsm.AckCommand{NowMs: s.now().UnixMilli(), Group: group}
 	var index []int
 	for i, a := range acks {
-		pid, err := strconv.ParseUint(a.PartitionID, 10, 64)
+		pid, err := parsePartitionID(a.PartitionID)
 		if err != nil {
 			out[i] = AckResult{Error: "partitionId is not one this broker handed out"}
 			continue

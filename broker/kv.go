@@ -245,9 +245,9 @@ func (s *Service) Transaction(r TransactionRequest) (TransactionResult, error) {
 			if group == "" {
 				group = DefaultGroup
 			}
-			var pid uint64
-			if _, err := fmt.Sscan(op.Ack.PartitionID, &pid); err != nil {
-				return TransactionResult{}, fmt.Errorf("operations[%d]: %w: partitionId is not one this broker handed out", i, ErrInvalid)
+			pid, err := parsePartitionID(op.Ack.PartitionID)
+			if err != nil {
+				return TransactionResult{}, fmt.Errorf("operations[%d]: %w", i, err)
 			}
 			switch op.Ack.Status {
 			case "":

@@ -14,9 +14,9 @@ import (
 
 // Rollback reasons.
 const (
-	RollbackDuplicate     = "duplicate"
-	RollbackKVPrecondtion = "kv_precondition"
-	RollbackRejectedAck   = "rejected_ack"
+	RollbackDuplicate      = "duplicate"
+	RollbackKVPrecondition = "kv_precondition"
+	RollbackRejectedAck    = "rejected_ack"
 )
 
 // TxnOp is one "operations" entry: an ack (Ack set) or a push (Items set).
@@ -118,7 +118,7 @@ func (p *Processor) transaction(tx *store.Tx, meta *store.Meta, c *TransactionCo
 	o := newKVOverlay(tx, now)
 	kvResults, abort := evalKV(o, c.KV)
 	if abort != nil {
-		res := rollback(RollbackKVPrecondtion, "a required KV operation did not apply")
+		res := rollback(RollbackKVPrecondition, "a required KV operation did not apply")
 		res.Abort = abort
 		return res
 	}

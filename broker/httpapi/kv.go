@@ -109,7 +109,7 @@ func (s *Server) kv(w http.ResponseWriter, r *http.Request) {
 			OK     bool   `json:"ok"`
 			Reason string `json:"reason"`
 			abortJSON
-		}{false, raftfsm.RollbackKVPrecondtion, abortJSON{a.FailedIndex, a.KVReason, a.Version, nullIfEmpty(a.Value)}})
+		}{false, raftfsm.RollbackKVPrecondition, abortJSON{a.FailedIndex, a.KVReason, a.Version, nullIfEmpty(a.Value)}})
 		return
 	}
 	out := struct {
