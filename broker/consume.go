@@ -284,11 +284,14 @@ func (s *Service) DeadLetters(queue string) ([]DeadLetter, error) {
 		}
 		dls, err := tx.DeadLetters(qid, 10_000)
 		for _, d := range dls {
-			name := queue
-			if q, err := tx.QueueByID(d.QueueID); err == nil {
-				name = q.Name
+			q, err := tx.QueueByID(d.QueueID)
+			if errors.Is(err, store.ErrNotFound) {
+				continue // its queue was deleted; cleanup removes it
 			}
-			out = append(out, DeadLetter{DeadLetter: d, Queue: name})
+			if err != nil {
+				return err
+			}
+			out = append(out, DeadLetter{DeadLetter: d, Queue: q.Name})
 		}
 		return err
 	})

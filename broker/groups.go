@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 
 	"github.com/waggle-mq/waggle/raftfsm"
@@ -13,24 +14,40 @@ type OffsetCommit = raftfsm.OffsetCommit
 
 // CommitOffsets stores a group's committed offsets through raft, so they
 // survive failover; one outcome per offset.
+// A request with more than raftfsm.MaxOffsetsPerEntry offsets becomes
+// several entries (Kafka commits each partition's offset on its own).
 func (s *Service) CommitOffsets(group string, offsets []OffsetCommit) ([]TopicOutcome, error) {
-	cmd := raftfsm.CommitOffsetsCommand{NowMs: s.now().UnixMilli(), Group: group, Offsets: offsets}
-	answer, err := s.apply(cmd.Encode())
-	if err != nil {
-		return nil, err
+	var out []TopicOutcome
+	for chunk := range slices.Chunk(offsets, raftfsm.MaxOffsetsPerEntry) {
+		cmd := raftfsm.CommitOffsetsCommand{NowMs: s.now().UnixMilli(), Group: group, Offsets: chunk}
+		answer, err := s.apply(cmd.Encode())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, answer.([]TopicOutcome)...)
 	}
-	return answer.([]TopicOutcome), nil
+	return out, nil
 }
 
-// DeleteOffsets forgets a group's committed offsets (all of them, or the
-// listed partitions) and reports how many were removed.
+// DeleteOffsets forgets a group's committed offsets (the whole group, or
+// the listed partitions) and reports how many were removed (1 for a whole
+// group that had positions).
 func (s *Service) DeleteOffsets(group string, all bool, offsets []OffsetCommit) (int, error) {
-	cmd := raftfsm.DeleteOffsetsCommand{Group: group, All: all, Offsets: offsets}
-	answer, err := s.apply(cmd.Encode())
-	if err != nil {
-		return 0, err
+	if all {
+		offsets = nil
 	}
-	return answer.(int), nil
+	n := 0
+	for first := true; first || len(offsets) > 0; first = false {
+		chunk := offsets[:min(len(offsets), raftfsm.MaxOffsetsPerEntry)]
+		offsets = offsets[len(chunk):]
+		cmd := raftfsm.DeleteOffsetsCommand{Group: group, All: all, Offsets: chunk}
+		answer, err := s.apply(cmd.Encode())
+		if err != nil {
+			return n, err
+		}
+		n += answer.(int)
+	}
+	return n, nil
 }
 
 // GroupOffsets lists a group's committed offsets in Kafka partitions (queue
@@ -77,7 +94,7 @@ func (c Cursor) Lag() int64 { return max(c.HighWatermark-c.Committed, 0) }
 func (s *Service) GroupCursors(group string) ([]Cursor, error) {
 	var out []Cursor
 	err := s.store.View(func(tx *store.Tx) error {
-		cursors, err := tx.GroupCursors(group)
+		cursors, err := tx.GroupPositions(group)
 		if err != nil || len(cursors) == 0 {
 			return err
 		}

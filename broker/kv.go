@@ -206,6 +206,17 @@ func (s *Service) ListTimers(queue string) ([]store.Timer, error) {
 	return out, err
 }
 
+// pushOps counts the push operations of a transaction.
+func pushOps(ops []raftfsm.TxnOp) int {
+	n := 0
+	for _, op := range ops {
+		if op.Type == "push" {
+			n++
+		}
+	}
+	return n
+}
+
 // TxnOp is one "operations" entry of a transaction: an ack or a push.
 type TxnOp struct {
 	Type  string // "ack" or "push"
@@ -278,8 +289,15 @@ func (s *Service) Transaction(r TransactionRequest) (TransactionResult, error) {
 			return TransactionResult{}, fmt.Errorf("operations[%d]: %w: type must be ack or push", i, ErrInvalid)
 		}
 	}
-	if items > MaxPushItems {
-		return TransactionResult{}, fmt.Errorf("%w: at most %d pushed items", ErrInvalid, MaxPushItems)
+	if acks := len(cmd.Ops) - pushOps(cmd.Ops); items+acks > MaxPushItems {
+		return TransactionResult{}, fmt.Errorf("%w: at most %d pushed items and acks", ErrInvalid, MaxPushItems)
+	}
+	var all []raftfsm.PushItem
+	for _, op := range cmd.Ops {
+		all = append(all, op.Items...)
+	}
+	if err := checkTargets(all); err != nil {
+		return TransactionResult{}, err
 	}
 	if err := validateKVOps(r.KV); err != nil {
 		return TransactionResult{}, err

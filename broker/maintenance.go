@@ -8,11 +8,13 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/store"
 )
 
 // RunMaintenance proposes the leader's periodic housekeeping every period
 // until ctx ends: forgetting dedup records whose window has passed and
-// expired KV rows, and firing due timers.
+// expired KV rows, firing due timers, and removing what deleted queues and
+// groups left behind.
 // Followers do nothing; the entries reach them through the log.
 func (s *Service) RunMaintenance(ctx context.Context, period time.Duration, log *slog.Logger) {
 	tick := time.NewTicker(period)
@@ -40,6 +42,7 @@ func (s *Service) RunMaintenance(ctx context.Context, period time.Duration, log 
 				break
 			}
 		}
+		s.cleanUp(log)
 		// Expired KV rows and due timers, through the log.
 		for range 10 {
 			cmd := raftfsm.TickCommand{NowMs: s.now().UnixMilli(), Limit: 1000}
@@ -51,6 +54,31 @@ func (s *Service) RunMaintenance(ctx context.Context, period time.Duration, log 
 			if r := answer.(raftfsm.TickResult); r.PrunedKV < cmd.Limit && r.Fired < cmd.Limit {
 				break
 			}
+		}
+	}
+}
+
+// cleanUp proposes bounded cleanup entries while tombstones remain, a few
+// per tick so that deleting a large queue never crowds out other writes.
+func (s *Service) cleanUp(log *slog.Logger) {
+	var pending bool
+	err := s.store.View(func(tx *store.Tx) error {
+		tss, err := tx.Tombstones(1)
+		pending = len(tss) > 0
+		return err
+	})
+	if err != nil || !pending {
+		return
+	}
+	for range 10 {
+		cmd := raftfsm.CleanupCommand{MaxWrites: raftfsm.MaxCleanupWrites}
+		answer, err := s.apply(cmd.Encode())
+		if err != nil {
+			log.Debug("cleanup", "err", err)
+			return
+		}
+		if !answer.(raftfsm.CleanupResult).More {
+			return
 		}
 	}
 }

@@ -56,12 +56,28 @@ func (s *Service) Push(items []PushItem) ([]PushResult, error) {
 	if err != nil || len(stamped) == 0 {
 		return results, err
 	}
+	if err := checkTargets(stamped); err != nil {
+		return nil, err
+	}
 	cmd := raftfsm.PushCommand{NowMs: s.now().UnixMilli(), Items: stamped}
 	answer, err := s.apply(cmd.Encode())
 	if err != nil {
 		return nil, err
 	}
 	return fillPushResults(results, answer.([]raftfsm.PushResult)), nil
+}
+
+// checkTargets refuses items that reach more distinct partitions than one
+// raft entry may write to.
+func checkTargets(items []raftfsm.PushItem) error {
+	targets := map[[2]string]struct{}{}
+	for _, it := range items {
+		targets[[2]string{it.Queue, it.Partition}] = struct{}{}
+		if len(targets) > raftfsm.MaxPushTargets {
+			return fmt.Errorf("%w: the items reach more than %d distinct partitions; split the push", ErrInvalid, raftfsm.MaxPushTargets)
+		}
+	}
+	return nil
 }
 
 // stampItems validates items and mints their message ids (leader only). It

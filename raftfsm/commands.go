@@ -35,6 +35,7 @@ const (
 	CmdTransaction    CommandType = 18
 	CmdTimers         CommandType = 19
 	CmdTick           CommandType = 20
+	CmdCleanup        CommandType = 21
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.
@@ -261,4 +262,34 @@ func decodeNewProducerID(b []byte) (*NewProducerIDCommand, error) {
 		return nil, errors.New("raftfsm: trailing bytes after command")
 	}
 	return &NewProducerIDCommand{}, nil
+}
+
+// CleanupCommand removes what deleted queues and groups left behind,
+// oldest tombstone first, at most MaxWrites keys (capped at
+// MaxCleanupWrites). The leader proposes it while tombstones remain.
+type CleanupCommand struct {
+	MaxWrites int
+}
+
+// CleanupResult says what a cleanup entry removed and whether more is left.
+type CleanupResult = store.CleanupResult
+
+// Encode returns the raft entry for the command.
+func (c *CleanupCommand) Encode() []byte {
+	e := encoder{}
+	e.byte(byte(CmdCleanup))
+	e.uvarint(uint64(c.MaxWrites))
+	return e.b
+}
+
+func decodeCleanup(b []byte) (*CleanupCommand, error) {
+	d := decoder{b: b}
+	c := &CleanupCommand{MaxWrites: int(min(d.uvarint(), MaxCleanupWrites))}
+	return c, d.finish()
+}
+
+func (p *Processor) cleanup(tx *store.Tx, _ *store.Meta, c *CleanupCommand) CleanupResult {
+	res, err := tx.CleanUp(&store.Budget{MaxWrites: max(c.MaxWrites, 2), MaxScanned: cleanupMaxScanned})
+	must(err)
+	return res
 }

@@ -199,8 +199,12 @@ func decodeSeek(b []byte) (*SeekCommand, error) {
 // records carry no transactionId.
 func KafkaRecordTxID(offset int64) string { return "kafka:" + strconv.FormatInt(offset, 10) }
 
+// maxSettlesPerPop bounds how many expired leases one pop settles on its
+// way to a partition with something to deliver; the rest are settled by
+// later pops (settling is the same whenever it happens).
+const maxSettlesPerPop = 1_000
+
 func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *PopCommand) PopResult {
-	now := meta.ClockMs
 	q, err := tx.Queue(c.Queue)
 	if errors.Is(err, store.ErrNotFound) {
 		return PopResult{Error: "unknown queue"}
@@ -208,17 +212,22 @@ func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *PopCommand) PopResult
 	must(err)
 	parts, err := tx.Partitions(q.ID)
 	must(err)
-	sub, subscribed, err := tx.Subscription(c.Group, q.ID)
+	view, err := tx.GroupView(c.Group, q.ID)
 	must(err)
-	if !subscribed {
-		// The group's first pop decides where it starts, for every partition.
-		sub = store.Subscription{FromNew: c.FromNew, StartedMs: now}
+	sub := view.Sub
+	if !view.Subscribed {
+		// The group's first pop decides where it starts, for every
+		// partition: from new is a reset to the end, worked out per
+		// partition when it is read.
+		sub = store.Subscription{FromNew: c.FromNew, StartedMs: meta.ClockMs}
 		if c.FromNew {
-			for _, part := range parts {
-				must(tx.PutCursor(c.Group, store.Cursor{QueueID: q.ID, Partition: part.Name, Offset: int64(part.NextOffset), UpdatedMs: now}))
-			}
+			sub.Reset = newReset(meta, store.ResetToEnd)
 		}
+		must(tx.PutSubscription(c.Group, q.ID, sub, meta.NextID))
+		view, err = tx.GroupView(c.Group, q.ID)
+		must(err)
 	}
+	now := meta.ClockMs
 	if c.Partition != "" {
 		parts = slices.DeleteFunc(parts, func(pt store.Partition) bool { return pt.Name != c.Partition })
 	}
@@ -227,28 +236,27 @@ func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *PopCommand) PopResult
 		leaseMs = LeaseTimeSeconds(q) * 1000
 	}
 	delayMs := DelaySeconds(q) * 1000
-	if !subscribed {
-		must(tx.PutSubscription(c.Group, q.ID, sub))
-	}
+	settles := 0
 	for i := range parts {
 		part := parts[(int(sub.NextPartition%uint64(len(parts)))+i)%len(parts)]
-		cur, found, err := tx.Cursor(c.Group, q.ID, part.Name)
+		cur, found, err := tx.Position(view, part)
 		must(err)
 		if !found {
 			cur.Offset = int64(part.StartOffset)
 		}
 		settled := false
 		if cur.Lease != nil {
-			if cur.Lease.ExpiresAtMs > now {
+			if cur.Lease.ExpiresAtMs > now || settles == maxSettlesPerPop {
 				continue // a consumer holds this partition
 			}
 			settle(tx, &cur)
 			settled = true
+			settles++
 		}
 		offsets, hashes := deliverable(tx, part.ID, &cur, c.Batch, now, delayMs)
 		if len(offsets) == 0 {
 			if settled {
-				must(tx.PutCursor(c.Group, cur))
+				must(tx.PutCursor(c.Group, cur, meta.NextID))
 			}
 			continue
 		}
@@ -262,13 +270,27 @@ func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *PopCommand) PopResult
 		}
 		cur.Lease = &store.Lease{ID: c.LeaseID, ExpiresAtMs: res.ExpiresAtMs, Offsets: offsets, TxHashes: hashes}
 		cur.UpdatedMs = now
-		must(tx.PutCursor(c.Group, cur))
+		must(tx.PutCursor(c.Group, cur, meta.NextID))
 		must(tx.PutLease(c.LeaseID, c.Group, q.ID, part.Name))
 		sub.NextPartition++ // the next pop looks at the next partition first
-		must(tx.PutSubscription(c.Group, q.ID, sub))
+		must(tx.PutSubscription(c.Group, q.ID, sub, meta.NextID))
 		return res
 	}
 	return PopResult{}
+}
+
+// newReset starts a reset of a group's positions in a queue with a fresh
+// generation. A reset to the end also moves the replicated clock on by one
+// millisecond: every entry appended so far carries a time at or below the
+// clock, every later one a time at or after AtMs, so "the end" is exact.
+func newReset(meta *store.Meta, mode string) *store.Reset {
+	r := &store.Reset{Gen: meta.NextID, Mode: mode}
+	meta.NextID++
+	if mode == store.ResetToEnd {
+		meta.ClockMs++
+		r.AtMs = meta.ClockMs
+	}
+	return r
 }
 
 // deliverable lists up to batch offsets from the cursor that are not
@@ -357,7 +379,7 @@ func (p *Processor) ack(tx *store.Tx, meta *store.Meta, c *AckCommand) []AckResu
 		out[i] = p.ackOne(tx, meta, c.Group, tg, a)
 	}
 	for _, tg := range order {
-		must(tx.PutCursor(c.Group, tg.cur))
+		must(tx.PutCursor(c.Group, tg.cur, meta.NextID))
 	}
 	return out
 }
@@ -373,7 +395,9 @@ func (p *Processor) ackTarget(tx *store.Tx, group string, partitionID uint64) (*
 		return nil, "the queue was deleted"
 	}
 	must(err)
-	cur, _, err := tx.Cursor(group, q.ID, part.Name)
+	view, err := tx.GroupView(group, q.ID)
+	must(err)
+	cur, _, err := tx.Position(view, part)
 	must(err)
 	return &ackTarget{queue: q, part: part, cur: cur}, ""
 }
@@ -472,49 +496,36 @@ func (p *Processor) extendLease(tx *store.Tx, meta *store.Meta, c *ExtendLeaseCo
 		return ExtendLeaseResult{}
 	}
 	l.ExpiresAtMs = max(l.ExpiresAtMs, meta.ClockMs+c.Seconds*1000)
-	must(tx.PutCursor(group, cur))
+	must(tx.PutCursor(group, cur, meta.NextID))
 	return ExtendLeaseResult{Success: true, ExpiresAtMs: l.ExpiresAtMs}
 }
 
+// seek moves all of a group's positions in a queue with one subscription
+// write: the reset supersedes every cursor written before it (their leases
+// and pending redeliveries go with them), and each partition's position is
+// worked out when it is next read.
 func (p *Processor) seek(tx *store.Tx, meta *store.Meta, c *SeekCommand) TopicOutcome {
 	q, err := tx.Queue(c.Queue)
 	if errors.Is(err, store.ErrNotFound) {
 		return TopicUnknown
 	}
 	must(err)
-	parts, err := tx.Partitions(q.ID)
+	view, err := tx.GroupView(c.Group, q.ID)
 	must(err)
-	for _, part := range parts {
-		target := c.Offset
-		switch {
-		case c.ToEnd:
-			target = int64(part.NextOffset)
-		case c.TimestampMs > 0:
-			target = firstAtOrAfter(tx, part, c.TimestampMs)
-		}
-		target = min(max(target, int64(part.StartOffset)), int64(part.NextOffset))
-		cur, _, err := tx.Cursor(c.Group, q.ID, part.Name)
-		must(err)
-		if cur.Lease != nil {
-			must(tx.DeleteLease(cur.Lease.ID))
-		}
-		must(tx.PutCursor(c.Group, store.Cursor{QueueID: q.ID, Partition: part.Name, Offset: target, UpdatedMs: meta.ClockMs}))
+	sub := view.Sub
+	if !view.Subscribed {
+		sub = store.Subscription{StartedMs: meta.ClockMs}
 	}
-	if _, found, err := tx.Subscription(c.Group, q.ID); err == nil && !found {
-		must(tx.PutSubscription(c.Group, q.ID, store.Subscription{StartedMs: meta.ClockMs}))
-	} else {
-		must(err)
+	switch {
+	case c.ToEnd:
+		sub.Reset = newReset(meta, store.ResetToEnd)
+	case c.TimestampMs > 0:
+		sub.Reset = newReset(meta, store.ResetToTime)
+		sub.Reset.AtMs = c.TimestampMs
+	default:
+		sub.Reset = newReset(meta, store.ResetToOffset)
+		sub.Reset.Offset = c.Offset
 	}
+	must(tx.PutSubscription(c.Group, q.ID, sub, meta.NextID))
 	return TopicOK
-}
-
-// firstAtOrAfter is the first offset of a partition whose entry is at or
-// after a time (entries are judged by their newest record).
-func firstAtOrAfter(tx *store.Tx, part store.Partition, tsMs int64) int64 {
-	e, found, err := tx.FirstEntryAtOrAfter(part, tsMs)
-	must(err)
-	if !found {
-		return int64(part.NextOffset)
-	}
-	return int64(e.Offset)
 }

@@ -25,7 +25,7 @@ type CommitOffsetsCommand struct {
 }
 
 // DeleteOffsetsCommand forgets a group's committed offsets: the listed
-// ones, or all of them when All is set.
+// ones, or the whole group (cursors, leases, subscriptions) when All is set.
 type DeleteOffsetsCommand struct {
 	Group   string
 	All     bool
@@ -109,26 +109,33 @@ func (p *Processor) commitOffsets(tx *store.Tx, meta *store.Meta, c *CommitOffse
 			out[i] = TopicUnknownPartition
 			continue
 		}
-		cur, _, err := tx.Cursor(c.Group, q.ID, strconv.Itoa(int(o.Partition)))
+		name := strconv.Itoa(int(o.Partition))
+		part, err := tx.Partition(q.ID, name)
+		if errors.Is(err, store.ErrNotFound) {
+			part, err = store.Partition{QueueID: q.ID, Name: name}, nil
+		}
+		must(err)
+		view, err := tx.GroupView(c.Group, q.ID)
+		must(err)
+		cur, _, err := tx.Position(view, part)
 		must(err)
 		cur.Offset, cur.LeaderEpoch, cur.Metadata, cur.UpdatedMs = o.Offset, o.LeaderEpoch, o.Metadata, meta.ClockMs
-		must(tx.PutCursor(c.Group, cur))
+		must(tx.PutCursor(c.Group, cur, meta.NextID))
 	}
 	return out
 }
 
-func (p *Processor) deleteOffsets(tx *store.Tx, _ *store.Meta, c *DeleteOffsetsCommand) int {
+// deleteOffsets answers how many positions it removed; deleting a whole
+// group answers 1 if the group had any. A whole group goes at once through
+// a group record and a tombstone; cleanup entries remove its records.
+func (p *Processor) deleteOffsets(tx *store.Tx, meta *store.Meta, c *DeleteOffsetsCommand) int {
 	n := 0
 	if c.All {
-		cursors, err := tx.GroupCursors(c.Group)
+		existed, err := tx.DeleteGroup(c.Group, meta.NextID)
 		must(err)
-		for _, cur := range cursors {
-			if cur.Lease != nil {
-				must(tx.DeleteLease(cur.Lease.ID))
-			}
-			must(tx.DeleteSubscription(c.Group, cur.QueueID))
-			must(tx.DeleteCursor(c.Group, cur.QueueID, cur.Partition))
-			n++
+		meta.NextID++
+		if existed {
+			n = 1
 		}
 		return n
 	}

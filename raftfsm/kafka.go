@@ -113,8 +113,7 @@ func (p *Processor) addPartitions(tx *store.Tx, meta *store.Meta, c *AddPartitio
 }
 
 // DeleteQueueCommand deletes a queue (a topic) with its partitions. The
-// queue and its partitions disappear at once; their messages are left
-// unreachable (partition ids are never reused), for compaction to reclaim.
+// queue disappears at once; its data is removed by cleanup entries.
 type DeleteQueueCommand struct {
 	Name string
 }
@@ -133,13 +132,16 @@ func decodeDeleteQueue(b []byte) (*DeleteQueueCommand, error) {
 	return c, d.finish()
 }
 
-func (p *Processor) deleteQueue(tx *store.Tx, _ *store.Meta, c *DeleteQueueCommand) TopicOutcome {
+// deleteQueue makes the queue unreachable at once (its name is free again)
+// and files a tombstone; cleanup entries remove its data in bounded steps.
+func (p *Processor) deleteQueue(tx *store.Tx, meta *store.Meta, c *DeleteQueueCommand) TopicOutcome {
 	q, err := tx.Queue(c.Name)
 	if errors.Is(err, store.ErrNotFound) {
 		return TopicUnknown
 	}
 	must(err)
-	must(tx.DeleteQueue(q))
+	must(tx.DeleteQueue(q, meta.NextID))
+	meta.NextID++
 	return TopicOK
 }
 
@@ -291,7 +293,7 @@ func (p *Processor) produce(tx *store.Tx, meta *store.Meta, c *ProduceCommand) P
 			continue
 		}
 		raw := recordbatch.Rebase(b.Raw, appendAt[i], 0)
-		must(tx.PutBatch(part.ID, uint64(appendAt[i]), uint32(b.NumRecords), b.MaxTimestamp, raw))
+		must(tx.PutBatch(part.ID, uint64(appendAt[i]), uint32(b.NumRecords), b.MaxTimestamp, meta.ClockMs, raw))
 	}
 	for _, id := range stateOrder {
 		must(tx.PutProducer(id, part.ID, *states[id]))

@@ -81,6 +81,7 @@ func init() {
 	register(CmdTransaction, decodeJSONCommand[TransactionCommand], func(c *TransactionCommand) int64 { return c.NowMs }, (*Processor).transaction)
 	register(CmdTimers, decodeJSONCommand[TimersCommand], func(c *TimersCommand) int64 { return c.NowMs }, (*Processor).timers)
 	register(CmdTick, decodeJSONCommand[TickCommand], func(c *TickCommand) int64 { return c.NowMs }, (*Processor).tick)
+	register(CmdCleanup, decodeCleanup, nil, (*Processor).cleanup)
 }
 
 func (p *Processor) pruneDedup(tx *store.Tx, meta *store.Meta, c *PruneDedupCommand) PruneDedupResult {
@@ -198,6 +199,10 @@ func (p *Processor) push(tx *store.Tx, meta *store.Meta, cmd *PushCommand) []Pus
 		}
 		key := [2]string{it.Queue, it.Partition}
 		tg := targets[key]
+		if tg == nil && len(touched) == MaxPushTargets {
+			results[i] = PushResult{Status: PushRejected, Error: fmt.Sprintf("a push reaches at most %d partitions", MaxPushTargets)}
+			continue
+		}
 		if tg == nil {
 			q := queues.get(tx, meta, it.Queue)
 			tg = &pushTarget{queue: q, part: p.partition(tx, meta, &queues, q, it.Partition)}
@@ -210,16 +215,12 @@ func (p *Processor) push(tx *store.Tx, meta *store.Meta, cmd *PushCommand) []Pus
 			continue
 		}
 		windowMs := tg.queue.DedupWindowSeconds * 1000
-		var replaced *dedup.Entry
 		if windowMs > 0 {
 			prev, found, err := tx.Dedup(pid, it.TransactionID)
 			must(err)
 			if dedup.IsDuplicate(prev, found, windowMs, now) {
 				results[i] = PushResult{Status: PushDuplicate, Offset: prev.Offset, MessageID: prev.MessageID}
 				continue
-			}
-			if found { // expired but not yet pruned: replaced below
-				replaced = &prev
 			}
 		}
 
@@ -234,7 +235,7 @@ func (p *Processor) push(tx *store.Tx, meta *store.Meta, cmd *PushCommand) []Pus
 		}))
 		entry := dedup.Entry{Offset: offset, MessageID: it.MessageID, StoredAtMs: now, ExpiresAtMs: now + windowMs}
 		if windowMs > 0 {
-			must(tx.PutDedup(pid, it.TransactionID, entry, replaced))
+			must(tx.PutDedup(pid, it.TransactionID, entry))
 		}
 		seen.Remember(pid, it.TransactionID, entry)
 		results[i] = PushResult{Status: PushQueued, Offset: offset, MessageID: it.MessageID}

@@ -134,7 +134,7 @@ func (p *Processor) transaction(tx *store.Tx, meta *store.Meta, c *TransactionCo
 		}
 	}
 	for _, k := range targetOrder {
-		must(tx.PutCursor(k.group, targets[k].cur))
+		must(tx.PutCursor(k.group, targets[k].cur, meta.NextID))
 	}
 	if len(items) > 0 {
 		pushed := p.push(tx, meta, &PushCommand{NowMs: now, Items: items})

@@ -7,20 +7,26 @@ import (
 )
 
 // Cursor records are written on every pop and ack, so they are binary
-// (JSON cost a quarter of the CPU of a transaction). Format, version 2
-// (version 1 was JSON and is still read):
+// (JSON cost a quarter of the CPU of a transaction). Format, version 3:
 //
-//	[0x02] offset leaderEpoch metadata updatedMs            varints / bytes
+//	[0x03] gen                                              uvarint
+//	offset leaderEpoch metadata updatedMs                   varints / bytes
 //	lease? 0 | 1 id expiresAtMs n offsets... hashes(8 each) nAcks (offset status)...
 //	nDone done...  nAttempts (offset count)...  nFailures (offset count)...
 //
-// Maps are written in offset order, so equal cursors are equal bytes.
-const cursorV2 byte = 2
+// Version 2 is the same without gen (read as gen 0); version 1 was JSON.
+// Both are still read. Maps are written in offset order, so equal cursors
+// are equal bytes.
+const (
+	cursorV2 byte = 2
+	cursorV3 byte = 3
+)
 
 var ackStatusCodes = []string{"", "completed", "failed", "retry", "dlq"}
 
 func encodeCursor(c Cursor) []byte {
-	b := []byte{cursorV2}
+	b := []byte{cursorV3}
+	b = binary.AppendUvarint(b, c.Gen)
 	b = binary.AppendVarint(b, c.Offset)
 	b = binary.AppendVarint(b, int64(c.LeaderEpoch))
 	b = appendBytes(b, []byte(c.Metadata))
@@ -96,6 +102,16 @@ func (r *cursorReader) varint() int64 {
 	return v
 }
 
+func (r *cursorReader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err, r.b = errBadCursor, nil
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
 func (r *cursorReader) count(minSize int) int {
 	v, n := binary.Uvarint(r.b)
 	if n <= 0 || v > uint64(len(r.b)-n)/uint64(minSize) {
@@ -131,11 +147,15 @@ func decodeCursor(b []byte) (Cursor, error) {
 	if len(b) > 0 && b[0] == recordV1 {
 		return decodeJSONRecord[Cursor](b)
 	}
-	if len(b) == 0 || b[0] != cursorV2 {
+	if len(b) == 0 || (b[0] != cursorV2 && b[0] != cursorV3) {
 		return Cursor{}, errBadCursor
 	}
 	r := &cursorReader{b: b[1:]}
-	c := Cursor{Offset: r.varint(), LeaderEpoch: int32(r.varint()), Metadata: string(r.bytes()), UpdatedMs: r.varint()}
+	var gen uint64
+	if b[0] == cursorV3 {
+		gen = r.uvarint()
+	}
+	c := Cursor{Gen: gen, Offset: r.varint(), LeaderEpoch: int32(r.varint()), Metadata: string(r.bytes()), UpdatedMs: r.varint()}
 	if r.byte() == 1 {
 		l := &Lease{ID: string(r.bytes()), ExpiresAtMs: r.varint()}
 		n := r.count(9)

@@ -27,6 +27,8 @@ import (
 //	familyDeadLetter [0x0E] id(8)                           -> dead letter (JSON, versioned)
 //	familyQueueByID [0x0F] queueID(8)                       -> queue name
 //	0x10–0x13: the KV store and timers, see kv.go
+//	familyTombstone [0x14] seq(8)                           -> tombstone (JSON, versioned)
+//	familyGroup     [0x15] len(group)(2) group              -> group record (JSON, versioned)
 //
 // Badger keys are at most 65,000 bytes and a transactionId may be 65,535,
 // so ids longer than maxRawIDKey are keyed by their SHA-256 in their own
@@ -52,6 +54,8 @@ const (
 	familySubscr     byte = 0x0D
 	familyDeadLetter byte = 0x0E
 	familyQueueByID  byte = 0x0F
+	familyTombstone  byte = 0x14
+	familyGroup      byte = 0x15
 )
 
 // maxRawIDKey is the longest transactionId used as-is in a dedup key.
@@ -84,14 +88,39 @@ func cursorKey(group string, queueID uint64, partition string) []byte {
 	return append(k, partition...)
 }
 
+func subscriptionPrefix(group string) []byte {
+	k := make([]byte, 0, 3+len(group))
+	k = append(k, familySubscr)
+	k = binary.BigEndian.AppendUint16(k, uint16(len(group)))
+	return append(k, group...)
+}
+
+func parseSubscriptionKey(k []byte) (group string, queueID uint64, err error) {
+	if len(k) < 3 || k[0] != familySubscr {
+		return "", 0, errBadKey
+	}
+	n := int(binary.BigEndian.Uint16(k[1:]))
+	if len(k) != 3+n+8 {
+		return "", 0, errBadKey
+	}
+	return string(k[3 : 3+n]), binary.BigEndian.Uint64(k[3+n:]), nil
+}
+
+func tombstoneKey(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{familyTombstone}, seq)
+}
+
+func groupKey(group string) []byte {
+	k := make([]byte, 0, 3+len(group))
+	k = append(k, familyGroup)
+	k = binary.BigEndian.AppendUint16(k, uint16(len(group)))
+	return append(k, group...)
+}
+
 func leaseKey(id string) []byte { return append([]byte{familyLease}, id...) }
 
 func subscriptionKey(group string, queueID uint64) []byte {
-	k := make([]byte, 0, 11+len(group))
-	k = append(k, familySubscr)
-	k = binary.BigEndian.AppendUint16(k, uint16(len(group)))
-	k = append(k, group...)
-	return binary.BigEndian.AppendUint64(k, queueID)
+	return binary.BigEndian.AppendUint64(subscriptionPrefix(group), queueID)
 }
 
 func deadLetterKey(id uint64) []byte {

@@ -139,11 +139,14 @@ func decodePartitionMeta(id uint64, b []byte) (Partition, error) {
 
 // Message values start with a kind byte: kindMessage is one JSON message
 // pushed over HTTP (at one offset), kindBatch a Kafka record batch as
-// produced (at Count offsets from the key's). Both kinds are version 1 of
-// their format; a changed format gets a new kind.
+// produced (at Count offsets from the key's). kindBatchV2 adds the
+// replicated append time; kindBatch entries (written by older binaries)
+// read their newest record time as the append time. A changed format gets
+// a new kind.
 const (
 	kindMessage = recordV1
 	kindBatch   = 2
+	kindBatchV2 = 3
 )
 
 // Message is one stored message.
@@ -216,6 +219,9 @@ type Entry struct {
 	Count  uint32
 	// MaxTimestampMs is the newest record timestamp in the entry.
 	MaxTimestampMs int64
+	// AppendTimeMs is the replicated time the entry was appended at; it
+	// never decreases along a partition.
+	AppendTimeMs int64
 	// Exactly one of Message and Batch is set. Batch is the raw record
 	// batch with its first offset already set to Offset.
 	Message *Message
@@ -230,11 +236,15 @@ func (e Entry) Size() int {
 	return len(e.Batch)
 }
 
-func encodeBatch(count uint32, maxTimestampMs int64, raw []byte) []byte {
-	b := make([]byte, 0, 13+len(raw))
-	b = append(b, kindBatch)
+// encodeBatch writes kindBatchV2:
+//
+//	[0x03] count(4) maxTimestampMs(8) appendTimeMs(8) raw batch
+func encodeBatch(count uint32, maxTimestampMs, appendTimeMs int64, raw []byte) []byte {
+	b := make([]byte, 0, 21+len(raw))
+	b = append(b, kindBatchV2)
 	b = binary.BigEndian.AppendUint32(b, count)
 	b = binary.BigEndian.AppendUint64(b, uint64(maxTimestampMs))
+	b = binary.BigEndian.AppendUint64(b, uint64(appendTimeMs))
 	return append(b, raw...)
 }
 
@@ -248,16 +258,29 @@ func decodeEntry(offset uint64, b []byte) (Entry, error) {
 		if err != nil {
 			return Entry{}, err
 		}
-		return Entry{Offset: offset, Count: 1, MaxTimestampMs: m.TimestampMs, Message: &m}, nil
+		return Entry{Offset: offset, Count: 1, MaxTimestampMs: m.TimestampMs, AppendTimeMs: m.TimestampMs, Message: &m}, nil
 	case kindBatch:
 		if len(b) < 13 {
+			return Entry{}, errBadRecord
+		}
+		maxTs := int64(binary.BigEndian.Uint64(b[5:]))
+		return Entry{
+			Offset:         offset,
+			Count:          binary.BigEndian.Uint32(b[1:]),
+			MaxTimestampMs: maxTs,
+			AppendTimeMs:   maxTs,
+			Batch:          append([]byte(nil), b[13:]...),
+		}, nil
+	case kindBatchV2:
+		if len(b) < 21 {
 			return Entry{}, errBadRecord
 		}
 		return Entry{
 			Offset:         offset,
 			Count:          binary.BigEndian.Uint32(b[1:]),
 			MaxTimestampMs: int64(binary.BigEndian.Uint64(b[5:])),
-			Batch:          append([]byte(nil), b[13:]...),
+			AppendTimeMs:   int64(binary.BigEndian.Uint64(b[13:])),
+			Batch:          append([]byte(nil), b[21:]...),
 		}, nil
 	default:
 		return Entry{}, errBadRecord
@@ -302,6 +325,9 @@ func decodeProducer(b []byte) (dedup.ProducerState, error) {
 type Cursor struct {
 	QueueID   uint64 `json:"-"`
 	Partition string `json:"-"`
+	// Gen is the generation stamp the cursor was written with (see
+	// GroupView): a reset or a group delete with a later stamp supersedes it.
+	Gen uint64 `json:"-"`
 	// Offset is the next offset the group reads: everything before it is done.
 	Offset      int64  `json:"offset"`
 	LeaderEpoch int32  `json:"leaderEpoch,omitempty"`
@@ -316,6 +342,10 @@ type Cursor struct {
 	// Offset.
 	Attempts map[int64]int32 `json:"attempts,omitempty"`
 	Failures map[int64]int32 `json:"failures,omitempty"`
+
+	// superseded is the lease of the stored cursor this one replaces after
+	// a reset; PutCursor drops it from the lease index.
+	superseded string
 }
 
 // Lease hands some offsets of a partition to one consumer of a group until
@@ -337,12 +367,70 @@ func TxHash(id string) uint64 {
 	return h.Sum64()
 }
 
-// Subscription records a group's first pop on a queue: where it started.
+// Subscription records a group's first pop on a queue (where it started)
+// and the last reset of its positions there.
 type Subscription struct {
 	FromNew   bool  `json:"fromNew"`
 	StartedMs int64 `json:"startedMs"`
 	// NextPartition rotates which partition a pop looks at first.
 	NextPartition uint64 `json:"nextPartition"`
+	// Gen is the generation stamp the subscription was written with.
+	Gen uint64 `json:"gen,omitempty"`
+	// Reset, when set, moved every partition of the queue at once: cursors
+	// stamped at or below Reset.Gen are superseded, and a partition without a
+	// newer cursor is where Reset puts it.
+	Reset *Reset `json:"reset,omitempty"`
+}
+
+// Reset modes.
+const (
+	// ResetToEnd: the first offset appended at or after AtMs (replicated
+	// time), so only messages appended after the reset are read.
+	ResetToEnd = "end"
+	// ResetToOffset: Offset, kept within the partition's range.
+	ResetToOffset = "offset"
+	// ResetToTime: the first entry whose newest record is at or after AtMs.
+	ResetToTime = "time"
+)
+
+// Reset moves all of a group's positions in a queue without writing one
+// cursor per partition: a partition's position is worked out when it is
+// next read. That keeps a seek, or a first pop from new, one bounded write
+// however many partitions the queue has.
+type Reset struct {
+	Gen    uint64 `json:"gen"`
+	Mode   string `json:"mode"`
+	Offset int64  `json:"offset,omitempty"`
+	AtMs   int64  `json:"atMs,omitempty"`
+}
+
+// Tombstone kinds.
+const (
+	TombstoneQueue = "queue"
+	TombstoneGroup = "group"
+)
+
+// Tombstone marks a deleted queue or group whose keys clean-up entries are
+// still removing. Readers never see it: the queue's name and id lookups are
+// gone at once, and a group's records are superseded by its group record.
+type Tombstone struct {
+	Seq     uint64 `json:"-"`
+	Kind    string `json:"kind"`
+	QueueID uint64 `json:"queueId,omitempty"`
+	Queue   string `json:"queue,omitempty"`
+	Group   string `json:"group,omitempty"`
+	Gen     uint64 `json:"gen,omitempty"` // a group's records at or below it go
+	// Progress: the phase, the partition being emptied, and where the
+	// current scan resumes.
+	Phase     int    `json:"phase"`
+	Partition uint64 `json:"partition,omitempty"`
+	PartNext  []byte `json:"partNext,omitempty"`
+	Next      []byte `json:"next,omitempty"`
+}
+
+// groupRecord is kept while a deleted group's old records are cleaned up.
+type groupRecord struct {
+	DeletedGen uint64 `json:"deletedGen"`
 }
 
 // DeadLetter is a message a group gave up on.

@@ -185,68 +185,6 @@ func (t *Tx) Nodes() ([]Node, error) {
 	return out, err
 }
 
-// DeleteQueue removes a queue, its partitions' names and their offsets.
-// The messages stay under partition ids that are never reused, unreachable.
-func (t *Tx) DeleteQueue(q Queue) error {
-	parts, err := t.Partitions(q.ID)
-	if err != nil {
-		return err
-	}
-	for _, p := range parts {
-		if err := t.del(partitionKey(q.ID, p.Name)); err != nil {
-			return err
-		}
-		if err := t.del(partMetaKey(p.ID)); err != nil {
-			return err
-		}
-	}
-	if err := t.del(queueByIDKey(q.ID)); err != nil {
-		return err
-	}
-	return t.del(queueKey(q.Name))
-}
-
-// Cursor returns a group's cursor in a partition; found is false when the
-// group has none there.
-func (t *Tx) Cursor(group string, queueID uint64, partition string) (c Cursor, found bool, err error) {
-	b, err := t.get(cursorKey(group, queueID, partition))
-	if errors.Is(err, ErrNotFound) {
-		return Cursor{QueueID: queueID, Partition: partition}, false, nil
-	}
-	if err != nil {
-		return c, false, err
-	}
-	c, err = decodeCursor(b)
-	c.QueueID, c.Partition = queueID, partition
-	return c, err == nil, err
-}
-
-// PutCursor stores a group's cursor.
-func (t *Tx) PutCursor(group string, c Cursor) error {
-	return t.set(cursorKey(group, c.QueueID, c.Partition), encodeCursor(c))
-}
-
-// DeleteCursor forgets a group's cursor in a partition.
-func (t *Tx) DeleteCursor(group string, queueID uint64, partition string) error {
-	return t.del(cursorKey(group, queueID, partition))
-}
-
-// GroupCursors lists a group's cursors by queue id and partition name.
-func (t *Tx) GroupCursors(group string) ([]Cursor, error) {
-	var out []Cursor
-	err := t.scan(cursorPrefix(group), nil, func(k, v []byte) (bool, error) {
-		_, qid, part, err := parseCursorKey(k)
-		if err != nil {
-			return false, err
-		}
-		c, err := decodeCursor(v)
-		c.QueueID, c.Partition = qid, part
-		out = append(out, c)
-		return err == nil, err
-	})
-	return out, err
-}
-
 // PutLease indexes a lease id to the cursor holding it.
 func (t *Tx) PutLease(id, group string, queueID uint64, partition string) error {
 	return t.set(leaseKey(id), cursorKey(group, queueID, partition))
@@ -254,47 +192,6 @@ func (t *Tx) PutLease(id, group string, queueID uint64, partition string) error 
 
 // DeleteLease drops a lease id from the index.
 func (t *Tx) DeleteLease(id string) error { return t.del(leaseKey(id)) }
-
-// LeaseCursor finds the cursor that holds (or held) a lease, or ErrNotFound.
-func (t *Tx) LeaseCursor(id string) (group string, c Cursor, err error) {
-	k, err := t.get(leaseKey(id))
-	if err != nil {
-		return "", Cursor{}, err
-	}
-	group, qid, part, err := parseCursorKey(k)
-	if err != nil {
-		return "", Cursor{}, err
-	}
-	c, found, err := t.Cursor(group, qid, part)
-	if err == nil && !found {
-		err = ErrNotFound
-	}
-	return group, c, err
-}
-
-// Subscription returns a group's subscription to a queue; found is false
-// before the group's first pop there.
-func (t *Tx) Subscription(group string, queueID uint64) (s Subscription, found bool, err error) {
-	b, err := t.get(subscriptionKey(group, queueID))
-	if errors.Is(err, ErrNotFound) {
-		return s, false, nil
-	}
-	if err != nil {
-		return s, false, err
-	}
-	s, err = decodeJSONRecord[Subscription](b)
-	return s, err == nil, err
-}
-
-// PutSubscription stores a group's subscription to a queue.
-func (t *Tx) PutSubscription(group string, queueID uint64, s Subscription) error {
-	return t.set(subscriptionKey(group, queueID), encodeJSONRecord(s))
-}
-
-// DeleteSubscription forgets a group's subscription to a queue.
-func (t *Tx) DeleteSubscription(group string, queueID uint64) error {
-	return t.del(subscriptionKey(group, queueID))
-}
 
 // PutDeadLetter stores a dead letter under its id.
 func (t *Tx) PutDeadLetter(d DeadLetter) error {
@@ -323,22 +220,6 @@ func (t *Tx) DeadLetters(queueID uint64, limit int) ([]DeadLetter, error) {
 			out = append(out, d)
 		}
 		return len(out) < limit, nil
-	})
-	return out, err
-}
-
-// CursorGroups lists every group that has a cursor, in order.
-func (t *Tx) CursorGroups() ([]string, error) {
-	var out []string
-	err := t.scan([]byte{familyCursor}, nil, func(k, _ []byte) (bool, error) {
-		g, _, _, err := parseCursorKey(k)
-		if err != nil {
-			return false, err
-		}
-		if len(out) == 0 || out[len(out)-1] != g {
-			out = append(out, g)
-		}
-		return true, nil
 	})
 	return out, err
 }
@@ -419,8 +300,8 @@ func (t *Tx) PutMessage(partitionID uint64, m Message) error {
 
 // PutBatch stores a Kafka record batch covering count offsets from base.
 // raw must already carry base as its first offset.
-func (t *Tx) PutBatch(partitionID, base uint64, count uint32, maxTimestampMs int64, raw []byte) error {
-	return t.set(messageKey(partitionID, base), encodeBatch(count, maxTimestampMs, raw))
+func (t *Tx) PutBatch(partitionID, base uint64, count uint32, maxTimestampMs, appendTimeMs int64, raw []byte) error {
+	return t.set(messageKey(partitionID, base), encodeBatch(count, maxTimestampMs, appendTimeMs, raw))
 }
 
 // Entries reads a partition's entries from offset on: the entry holding
@@ -524,15 +405,12 @@ func (t *Tx) Dedup(partitionID uint64, txID string) (e dedup.Entry, found bool, 
 }
 
 // PutDedup records a transactionId and files it in the expiry index at
-// e.ExpiresAtMs. prev is the record it replaces (one whose window has
-// passed but which was not pruned yet), or nil.
-func (t *Tx) PutDedup(partitionID uint64, txID string, e dedup.Entry, prev *dedup.Entry) error {
+// e.ExpiresAtMs. A record it replaces (one whose window has passed but
+// which was not pruned yet) leaves its own index entry behind, already
+// due: the next prune drops it without touching the new record. That
+// keeps a push at three writes per message.
+func (t *Tx) PutDedup(partitionID uint64, txID string, e dedup.Entry) error {
 	key, hashed := dedupKey(partitionID, txID)
-	if prev != nil {
-		if err := t.del(expiryKey(prev.ExpiresAtMs, key)); err != nil {
-			return err
-		}
-	}
 	var storedID string
 	if hashed {
 		storedID = txID

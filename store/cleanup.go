@@ -1,0 +1,375 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// Deleting something large happens in two steps, so that no single write
+// transaction grows with the data. The delete itself writes a tombstone and
+// makes the thing unreachable at once (a queue loses its name and id
+// lookups; a group's records are superseded, see groups.go). Clean-up
+// entries then each remove a bounded number of keys, oldest tombstone
+// first, recording in the tombstone where to resume.
+
+// Queue clean-up phases, in order. The partition phase empties one
+// partition at a time (messages, dedup records with their expiry keys,
+// then the partition's own keys). The family phases sweep records keyed
+// by something other than the queue: a group's cursors and subscriptions
+// of the queue (with their leases), its dead letters, and Kafka producer
+// state of partitions that no longer exist.
+const (
+	phasePartitions = iota
+	phaseCursors
+	phaseSubscriptions
+	phaseDeadLetters
+	phaseProducers
+	phaseQueueDone
+)
+
+// Group clean-up phases.
+const (
+	phaseGroupCursors = iota
+	phaseGroupSubscriptions
+	phaseGroupDone
+)
+
+// Budget bounds the work of one clean-up call: keys deleted or written,
+// and keys looked at.
+type Budget struct {
+	MaxWrites, MaxScanned int
+	writes, scanned       int
+}
+
+func (b *Budget) spent() bool { return b.writes >= b.MaxWrites || b.scanned >= b.MaxScanned }
+
+// CleanupResult says what one clean-up call did.
+type CleanupResult struct {
+	Deleted  int  // keys deleted
+	Finished int  // tombstones completed
+	More     bool // tombstones remain
+}
+
+// DeleteQueue removes a queue's name and id lookups at once, so the queue
+// is gone for every reader and its name is free, and files a tombstone
+// (sequence seq, a fresh id) for clean-up entries to remove the rest.
+func (t *Tx) DeleteQueue(q Queue, seq uint64) error {
+	if err := t.del(queueKey(q.Name)); err != nil {
+		return err
+	}
+	if err := t.del(queueByIDKey(q.ID)); err != nil {
+		return err
+	}
+	return t.putTombstone(Tombstone{Seq: seq, Kind: TombstoneQueue, QueueID: q.ID, Queue: q.Name})
+}
+
+func (t *Tx) putTombstone(ts Tombstone) error {
+	return t.set(tombstoneKey(ts.Seq), encodeJSONRecord(ts))
+}
+
+// Tombstones lists up to limit pending tombstones, oldest first.
+func (t *Tx) Tombstones(limit int) ([]Tombstone, error) {
+	var out []Tombstone
+	err := t.scan([]byte{familyTombstone}, nil, func(k, v []byte) (bool, error) {
+		if len(k) != 9 {
+			return false, errBadKey
+		}
+		ts, err := decodeJSONRecord[Tombstone](v)
+		ts.Seq = binary.BigEndian.Uint64(k[1:])
+		out = append(out, ts)
+		return err == nil && len(out) < limit, err
+	})
+	return out, err
+}
+
+// CleanUp works off tombstones, oldest first, within the budget.
+func (t *Tx) CleanUp(b *Budget) (CleanupResult, error) {
+	var res CleanupResult
+	for !b.spent() {
+		tss, err := t.Tombstones(1)
+		if err != nil || len(tss) == 0 {
+			return res, err
+		}
+		ts := tss[0]
+		before := b.writes
+		done, err := t.cleanStep(&ts, b)
+		res.Deleted += b.writes - before
+		if err != nil {
+			return res, err
+		}
+		if done {
+			if err := t.del(tombstoneKey(ts.Seq)); err != nil {
+				return res, err
+			}
+			res.Finished++
+		} else if err := t.putTombstone(ts); err != nil {
+			return res, err
+		}
+	}
+	tss, err := t.Tombstones(1)
+	res.More = len(tss) > 0
+	return res, err
+}
+
+// cleanStep advances one tombstone within the budget and reports whether
+// nothing of it is left.
+func (t *Tx) cleanStep(ts *Tombstone, b *Budget) (bool, error) {
+	switch ts.Kind {
+	case TombstoneQueue:
+		return t.cleanQueue(ts, b)
+	case TombstoneGroup:
+		return t.cleanGroup(ts, b)
+	}
+	return false, errBadRecord
+}
+
+func (t *Tx) cleanQueue(ts *Tombstone, b *Budget) (bool, error) {
+	for !b.spent() {
+		var done bool
+		var err error
+		switch ts.Phase {
+		case phasePartitions:
+			done, err = t.emptyPartitions(ts, b)
+		case phaseCursors:
+			done, err = t.sweep([]byte{familyCursor}, &ts.Next, b, func(k, v []byte) ([][]byte, error) {
+				_, qid, _, err := parseCursorKey(k)
+				if err != nil || qid != ts.QueueID {
+					return nil, err
+				}
+				return cursorAndLease(k, v)
+			})
+		case phaseSubscriptions:
+			done, err = t.sweep([]byte{familySubscr}, &ts.Next, b, func(k, _ []byte) ([][]byte, error) {
+				_, qid, err := parseSubscriptionKey(k)
+				if err != nil || qid != ts.QueueID {
+					return nil, err
+				}
+				return [][]byte{k}, nil
+			})
+		case phaseDeadLetters:
+			done, err = t.sweep([]byte{familyDeadLetter}, &ts.Next, b, func(k, v []byte) ([][]byte, error) {
+				d, err := decodeJSONRecord[DeadLetter](v)
+				if err != nil || d.QueueID != ts.QueueID {
+					return nil, err
+				}
+				return [][]byte{k}, nil
+			})
+		case phaseProducers:
+			// Producer state is keyed by producer first; state of a
+			// partition that no longer exists is what is left of a
+			// deleted queue.
+			done, err = t.sweep([]byte{familyProducer}, &ts.Next, b, func(k, _ []byte) ([][]byte, error) {
+				if len(k) != 17 {
+					return nil, errBadKey
+				}
+				_, err := t.get(partMetaKey(binary.BigEndian.Uint64(k[9:])))
+				if errors.Is(err, ErrNotFound) {
+					return [][]byte{k}, nil
+				}
+				return nil, err
+			})
+		default:
+			return true, nil
+		}
+		if err != nil || !done {
+			return false, err
+		}
+		ts.Phase++
+		ts.Next = nil
+		if ts.Phase == phaseQueueDone {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// emptyPartitions removes a deleted queue's partitions one by one, each
+// with everything keyed by its id.
+func (t *Tx) emptyPartitions(ts *Tombstone, b *Budget) (bool, error) {
+	for !b.spent() {
+		if ts.Partition == 0 {
+			prefix := partitionPrefix(ts.QueueID)
+			var nameKey []byte
+			err := t.scan(prefix, seekFrom(prefix, ts.PartNext), func(k, v []byte) (bool, error) {
+				b.scanned++
+				if len(v) != 8 {
+					return false, errBadRecord
+				}
+				nameKey, ts.Partition = append([]byte(nil), k...), beUint64(v)
+				return false, nil
+			})
+			if err != nil {
+				return false, err
+			}
+			if nameKey == nil {
+				return true, nil
+			}
+			ts.PartNext, ts.Phase, ts.Next = nameKey, phasePartitions, nil
+		}
+		pid := ts.Partition
+		ranges := [][]byte{messageKey(pid, 0)[:9], dedupPrefix(familyDedup, pid), dedupPrefix(familyDedupLong, pid)}
+		for len(ts.Next) == 0 || ts.Next[0] != 0xFF {
+			// Next holds the position in the current range; its first
+			// byte names the range (the family), 0xFF once all are done.
+			i := rangeIndex(ranges, ts.Next)
+			r := ranges[i]
+			var next []byte
+			if len(ts.Next) > 0 && ts.Next[0] == r[0] {
+				next = ts.Next
+			}
+			done, err := t.sweep(r, &next, b, func(k, v []byte) ([][]byte, error) {
+				if k[0] == familyMessage {
+					return [][]byte{k}, nil
+				}
+				e, _, err := decodeDedup(v)
+				if err != nil {
+					return nil, err
+				}
+				return [][]byte{k, expiryKey(e.ExpiresAtMs, k)}, nil
+			})
+			if err != nil {
+				return false, err
+			}
+			if !done {
+				ts.Next = next
+				if len(ts.Next) == 0 {
+					ts.Next = r
+				}
+				return false, nil
+			}
+			if i+1 < len(ranges) {
+				ts.Next = ranges[i+1]
+			} else {
+				ts.Next = []byte{0xFF}
+			}
+		}
+		if b.MaxWrites-b.writes < 2 {
+			return false, nil
+		}
+		if err := t.del(ts.PartNext); err != nil {
+			return false, err
+		}
+		if err := t.del(partMetaKey(pid)); err != nil {
+			return false, err
+		}
+		b.writes += 2
+		ts.PartNext = append(ts.PartNext, 0) // the next name after it
+		ts.Partition, ts.Next = 0, nil
+	}
+	return false, nil
+}
+
+// rangeIndex is which of ranges (distinct family bytes) a resume key
+// belongs to; an empty key starts at the first.
+func rangeIndex(ranges [][]byte, next []byte) int {
+	for i, r := range ranges {
+		if len(next) > 0 && next[0] == r[0] {
+			return i
+		}
+	}
+	return 0
+}
+
+func dedupPrefix(family byte, partitionID uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{family}, partitionID)
+}
+
+func (t *Tx) cleanGroup(ts *Tombstone, b *Budget) (bool, error) {
+	for !b.spent() {
+		var done bool
+		var err error
+		switch ts.Phase {
+		case phaseGroupCursors:
+			done, err = t.sweep(cursorPrefix(ts.Group), &ts.Next, b, func(k, v []byte) ([][]byte, error) {
+				c, err := decodeCursor(v)
+				if err != nil || c.Gen > ts.Gen {
+					return nil, err
+				}
+				return cursorAndLease(k, v)
+			})
+		case phaseGroupSubscriptions:
+			done, err = t.sweep(subscriptionPrefix(ts.Group), &ts.Next, b, func(k, v []byte) ([][]byte, error) {
+				s, err := decodeJSONRecord[Subscription](v)
+				if err != nil || s.Gen > ts.Gen {
+					return nil, err
+				}
+				return [][]byte{k}, nil
+			})
+		default:
+			// A later delete of the same group has its own tombstone and
+			// keeps the group record until it is done.
+			if deleted, err := t.groupDeletedGen(ts.Group); err != nil || deleted != ts.Gen {
+				return err == nil, err
+			}
+			b.writes++
+			return true, t.del(groupKey(ts.Group))
+		}
+		if err != nil || !done {
+			return false, err
+		}
+		ts.Phase++
+		ts.Next = nil
+	}
+	return false, nil
+}
+
+// cursorAndLease is a cursor's key with its lease's, when it holds one.
+func cursorAndLease(k, v []byte) ([][]byte, error) {
+	c, err := decodeCursor(v)
+	if err != nil {
+		return nil, err
+	}
+	if c.Lease != nil {
+		return [][]byte{k, leaseKey(c.Lease.ID)}, nil
+	}
+	return [][]byte{k}, nil
+}
+
+// sweep looks at the keys under prefix from *next on and deletes those fn
+// names, within the budget. It leaves *next where to resume and reports
+// whether the prefix is exhausted. Keys are collected first and deleted
+// after the scan: badger allows one iterator at a time on a write
+// transaction.
+func (t *Tx) sweep(prefix []byte, next *[]byte, b *Budget, fn func(k, v []byte) ([][]byte, error)) (bool, error) {
+	var doomed [][]byte
+	exhausted := true
+	err := t.scan(prefix, seekFrom(prefix, *next), func(k, v []byte) (bool, error) {
+		keys, err := fn(k, v)
+		if err != nil {
+			return false, err
+		}
+		if b.writes+len(doomed)+len(keys) > b.MaxWrites {
+			exhausted = false
+			*next = append([]byte(nil), k...) // not done: look at it again
+			return false, nil
+		}
+		b.scanned++
+		for _, key := range keys {
+			doomed = append(doomed, append([]byte(nil), key...))
+		}
+		*next = append(append([]byte(nil), k...), 0)
+		if b.writes+len(doomed) >= b.MaxWrites || b.scanned >= b.MaxScanned {
+			exhausted = false
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return false, err
+	}
+	for _, k := range doomed {
+		if err := t.del(k); err != nil {
+			return false, err
+		}
+	}
+	b.writes += len(doomed)
+	return exhausted, nil
+}
+
+// seekFrom is where a resumed scan of prefix starts.
+func seekFrom(prefix, next []byte) []byte {
+	if len(next) == 0 {
+		return prefix
+	}
+	return next
+}
