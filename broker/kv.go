@@ -302,6 +302,9 @@ func (s *Service) Transaction(r TransactionRequest) (TransactionResult, error) {
 	if err := validateKVOps(r.KV); err != nil {
 		return TransactionResult{}, err
 	}
+	if len(cmd.Timers) > MaxKVOps {
+		return TransactionResult{}, fmt.Errorf("%w: at most %d timer operations", ErrInvalid, MaxKVOps)
+	}
 	for i := range cmd.Timers {
 		if err := validateTimerOp(i, &cmd.Timers[i]); err != nil {
 			return TransactionResult{}, err

@@ -491,6 +491,11 @@ func (p *Processor) extendLease(tx *store.Tx, meta *store.Meta, c *ExtendLeaseCo
 		return ExtendLeaseResult{}
 	}
 	must(err)
+	if _, err := tx.QueueByID(cur.QueueID); errors.Is(err, store.ErrNotFound) {
+		return ExtendLeaseResult{} // the queue was deleted
+	} else {
+		must(err)
+	}
 	l := cur.Lease
 	if l == nil || l.ID != c.LeaseID || l.ExpiresAtMs <= meta.ClockMs {
 		return ExtendLeaseResult{}

@@ -10,10 +10,10 @@ import (
 	"github.com/waggle-mq/waggle/store"
 )
 
-// A badger transaction holds about 100,000 writes or 9.6 MB with default
+// A badger transaction holds 104,857 writes or 9.6 MB with default
 // options. The FSM commits before an entry once the open transaction passes
-// these marks; one entry (a push of at most MaxPushItems in at most a few
-// MB) stays well below the rest.
+// these marks; one entry (at most MaxEntryWrites writes, a few MB) stays
+// well below the rest.
 const (
 	commitAfterWrites = 30_000
 	commitAfterBytes  = 4 << 20
@@ -31,6 +31,10 @@ type FSM struct {
 
 	signalMu sync.Mutex
 	signals  map[uint64]chan struct{} // partition id -> closed on its next append
+
+	// EntryWrites, when set, is told how many keys each command entry
+	// wrote (see MaxEntryWrites); set it before raft starts.
+	EntryWrites func(t CommandType, writes int)
 }
 
 // AppendSignal returns a channel closed once an append to the partition is
@@ -104,18 +108,29 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		if l.Index <= meta.AppliedIndex {
 			continue // applied before a restart; the store already has it
 		}
-		if writes, bytes := tx.Pending(); writes > commitAfterWrites || bytes > commitAfterBytes {
-			f.commit(tx, meta)
-			tx = f.store.BeginWrite()
-		}
+		var cmd []byte
 		if l.Type == raft.LogCommand {
-			cmd, err := unseal(l.Data)
-			if err != nil {
+			var err error
+			if cmd, err = unseal(l.Data); err != nil {
 				// Applying it could make this replica diverge; a restart
 				// checks the log and repairs it from the peers.
 				panic(fmt.Sprintf("raftfsm: log entry %d: %v", l.Index, err))
 			}
+		}
+		// A cleanup entry reads the state as committed (see
+		// store.Tx.CleanUp), so it starts a transaction of its own.
+		writes, bytes := tx.Pending()
+		if writes > commitAfterWrites || bytes > commitAfterBytes || (writes > 0 && len(cmd) > 0 && CommandType(cmd[0]) == CmdCleanup) {
+			f.commit(tx, meta)
+			tx = f.store.BeginWrite()
+		}
+		if cmd != nil {
+			before, _ := tx.Pending()
 			answers[i] = f.proc.Apply(tx, &meta, cmd)
+			if f.EntryWrites != nil {
+				after, _ := tx.Pending()
+				f.EntryWrites(CommandType(cmd[0]), after-before)
+			}
 		}
 		meta.AppliedIndex, meta.AppliedTerm = l.Index, l.Term
 	}

@@ -144,6 +144,11 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 	if err := catchUpFromSnapshot(fsm, snaps); err != nil {
 		return nil, err
 	}
+	fsm.EntryWrites = func(t CommandType, writes int) {
+		if writes > MaxEntryWrites {
+			cfg.Logger.Error("a raft entry wrote more keys than the bound (a bug: please report it)", "type", t, "writes", writes, "bound", MaxEntryWrites)
+		}
+	}
 	n.FSM = fsm
 
 	n.transport, err = newTransport(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, cfg.Logger)

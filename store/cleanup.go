@@ -39,9 +39,12 @@ const (
 type Budget struct {
 	MaxWrites, MaxScanned int
 	writes, scanned       int
+	full                  bool // the next step needs more than is left
 }
 
-func (b *Budget) spent() bool { return b.writes >= b.MaxWrites || b.scanned >= b.MaxScanned }
+func (b *Budget) spent() bool {
+	return b.full || b.writes >= b.MaxWrites || b.scanned >= b.MaxScanned
+}
 
 // CleanupResult says what one clean-up call did.
 type CleanupResult struct {
@@ -82,8 +85,24 @@ func (t *Tx) Tombstones(limit int) ([]Tombstone, error) {
 	return out, err
 }
 
-// CleanUp works off tombstones, oldest first, within the budget.
+// ErrPendingWrites is returned by CleanUp on a transaction that already
+// holds writes.
+var ErrPendingWrites = errors.New("store: cleanup needs a write transaction without pending writes")
+
+// CleanUp works off tombstones, oldest first, within the budget. It must
+// run on a write transaction with nothing written yet (the state machine
+// commits before a cleanup entry): it reads through one iterator of a read
+// transaction over the same state, since an iterator on a write
+// transaction sorts all of its pending writes each time it is made.
+// Everything it deletes lies before the resume keys it records, so not
+// seeing its own deletes changes nothing.
 func (t *Tx) CleanUp(b *Budget) (CleanupResult, error) {
+	if t.pendingWrites > 0 || t.db == nil {
+		return CleanupResult{}, ErrPendingWrites
+	}
+	rtxn := t.db.NewTransaction(false)
+	defer rtxn.Discard()
+	c := &cleaner{w: t, r: &Tx{txn: rtxn}, b: b}
 	var res CleanupResult
 	for !b.spent() {
 		tss, err := t.Tombstones(1)
@@ -92,7 +111,7 @@ func (t *Tx) CleanUp(b *Budget) (CleanupResult, error) {
 		}
 		ts := tss[0]
 		before := b.writes
-		done, err := t.cleanStep(&ts, b)
+		done, err := c.step(&ts)
 		res.Deleted += b.writes - before
 		if err != nil {
 			return res, err
@@ -111,27 +130,34 @@ func (t *Tx) CleanUp(b *Budget) (CleanupResult, error) {
 	return res, err
 }
 
-// cleanStep advances one tombstone within the budget and reports whether
+// cleaner works off tombstones: it reads through r (a read transaction)
+// and deletes through w.
+type cleaner struct {
+	w, r *Tx
+	b    *Budget
+}
+
+// step advances one tombstone within the budget and reports whether
 // nothing of it is left.
-func (t *Tx) cleanStep(ts *Tombstone, b *Budget) (bool, error) {
+func (c *cleaner) step(ts *Tombstone) (bool, error) {
 	switch ts.Kind {
 	case TombstoneQueue:
-		return t.cleanQueue(ts, b)
+		return c.queue(ts)
 	case TombstoneGroup:
-		return t.cleanGroup(ts, b)
+		return c.group(ts)
 	}
 	return false, errBadRecord
 }
 
-func (t *Tx) cleanQueue(ts *Tombstone, b *Budget) (bool, error) {
-	for !b.spent() {
+func (c *cleaner) queue(ts *Tombstone) (bool, error) {
+	for !c.b.spent() {
 		var done bool
 		var err error
 		switch ts.Phase {
 		case phasePartitions:
-			done, err = t.emptyPartitions(ts, b)
+			done, err = c.partitions(ts)
 		case phaseCursors:
-			done, err = t.sweep([]byte{familyCursor}, &ts.Next, b, func(k, v []byte) ([][]byte, error) {
+			done, err = c.sweep([]byte{familyCursor}, &ts.Next, func(k, v []byte) ([][]byte, error) {
 				_, qid, _, err := parseCursorKey(k)
 				if err != nil || qid != ts.QueueID {
 					return nil, err
@@ -139,7 +165,7 @@ func (t *Tx) cleanQueue(ts *Tombstone, b *Budget) (bool, error) {
 				return cursorAndLease(k, v)
 			})
 		case phaseSubscriptions:
-			done, err = t.sweep([]byte{familySubscr}, &ts.Next, b, func(k, _ []byte) ([][]byte, error) {
+			done, err = c.sweep([]byte{familySubscr}, &ts.Next, func(k, _ []byte) ([][]byte, error) {
 				_, qid, err := parseSubscriptionKey(k)
 				if err != nil || qid != ts.QueueID {
 					return nil, err
@@ -147,7 +173,7 @@ func (t *Tx) cleanQueue(ts *Tombstone, b *Budget) (bool, error) {
 				return [][]byte{k}, nil
 			})
 		case phaseDeadLetters:
-			done, err = t.sweep([]byte{familyDeadLetter}, &ts.Next, b, func(k, v []byte) ([][]byte, error) {
+			done, err = c.sweep([]byte{familyDeadLetter}, &ts.Next, func(k, v []byte) ([][]byte, error) {
 				d, err := decodeJSONRecord[DeadLetter](v)
 				if err != nil || d.QueueID != ts.QueueID {
 					return nil, err
@@ -158,11 +184,11 @@ func (t *Tx) cleanQueue(ts *Tombstone, b *Budget) (bool, error) {
 			// Producer state is keyed by producer first; state of a
 			// partition that no longer exists is what is left of a
 			// deleted queue.
-			done, err = t.sweep([]byte{familyProducer}, &ts.Next, b, func(k, _ []byte) ([][]byte, error) {
+			done, err = c.sweep([]byte{familyProducer}, &ts.Next, func(k, _ []byte) ([][]byte, error) {
 				if len(k) != 17 {
 					return nil, errBadKey
 				}
-				_, err := t.get(partMetaKey(binary.BigEndian.Uint64(k[9:])))
+				_, err := c.w.get(partMetaKey(binary.BigEndian.Uint64(k[9:])))
 				if errors.Is(err, ErrNotFound) {
 					return [][]byte{k}, nil
 				}
@@ -183,41 +209,34 @@ func (t *Tx) cleanQueue(ts *Tombstone, b *Budget) (bool, error) {
 	return false, nil
 }
 
-// emptyPartitions removes a deleted queue's partitions one by one, each
-// with everything keyed by its id.
-func (t *Tx) emptyPartitions(ts *Tombstone, b *Budget) (bool, error) {
-	for !b.spent() {
+// partitions removes a deleted queue's partitions one by one, each with
+// everything keyed by its id: messages, then dedup records (with their
+// expiry keys), then the partition's own keys. Next names the key family
+// being swept by its first byte, and is {0xFF} once all three are done.
+func (c *cleaner) partitions(ts *Tombstone) (bool, error) {
+	for !c.b.spent() {
 		if ts.Partition == 0 {
 			prefix := partitionPrefix(ts.QueueID)
 			var nameKey []byte
-			err := t.scan(prefix, seekFrom(prefix, ts.PartNext), func(k, v []byte) (bool, error) {
-				b.scanned++
+			err := c.r.scan(prefix, seekFrom(prefix, ts.PartNext), func(k, v []byte) (bool, error) {
+				c.b.scanned++
 				if len(v) != 8 {
 					return false, errBadRecord
 				}
 				nameKey, ts.Partition = append([]byte(nil), k...), beUint64(v)
 				return false, nil
 			})
-			if err != nil {
-				return false, err
+			if err != nil || nameKey == nil {
+				return nameKey == nil && err == nil, err
 			}
-			if nameKey == nil {
-				return true, nil
-			}
-			ts.PartNext, ts.Phase, ts.Next = nameKey, phasePartitions, nil
+			ts.PartNext, ts.Next = nameKey, nil
 		}
 		pid := ts.Partition
 		ranges := [][]byte{messageKey(pid, 0)[:9], dedupPrefix(familyDedup, pid), dedupPrefix(familyDedupLong, pid)}
 		for len(ts.Next) == 0 || ts.Next[0] != 0xFF {
-			// Next holds the position in the current range; its first
-			// byte names the range (the family), 0xFF once all are done.
 			i := rangeIndex(ranges, ts.Next)
-			r := ranges[i]
-			var next []byte
-			if len(ts.Next) > 0 && ts.Next[0] == r[0] {
-				next = ts.Next
-			}
-			done, err := t.sweep(r, &next, b, func(k, v []byte) ([][]byte, error) {
+			next := ts.Next
+			done, err := c.sweep(ranges[i], &next, func(k, v []byte) ([][]byte, error) {
 				if k[0] == familyMessage {
 					return [][]byte{k}, nil
 				}
@@ -227,36 +246,41 @@ func (t *Tx) emptyPartitions(ts *Tombstone, b *Budget) (bool, error) {
 				}
 				return [][]byte{k, expiryKey(e.ExpiresAtMs, k)}, nil
 			})
-			if err != nil {
+			switch {
+			case err != nil:
 				return false, err
-			}
-			if !done {
-				ts.Next = next
-				if len(ts.Next) == 0 {
-					ts.Next = r
-				}
+			case !done:
+				ts.Next = cmpOr(next, ranges[i])
 				return false, nil
-			}
-			if i+1 < len(ranges) {
+			case i+1 < len(ranges):
 				ts.Next = ranges[i+1]
-			} else {
+			default:
 				ts.Next = []byte{0xFF}
 			}
 		}
-		if b.MaxWrites-b.writes < 2 {
+		if c.b.MaxWrites-c.b.writes < 2 {
+			c.b.full = true
 			return false, nil
 		}
-		if err := t.del(ts.PartNext); err != nil {
+		if err := c.w.del(ts.PartNext); err != nil {
 			return false, err
 		}
-		if err := t.del(partMetaKey(pid)); err != nil {
+		if err := c.w.del(partMetaKey(pid)); err != nil {
 			return false, err
 		}
-		b.writes += 2
+		c.b.writes += 2
 		ts.PartNext = append(ts.PartNext, 0) // the next name after it
 		ts.Partition, ts.Next = 0, nil
 	}
 	return false, nil
+}
+
+// cmpOr is a unless it is empty, else b.
+func cmpOr(a, b []byte) []byte {
+	if len(a) > 0 {
+		return a
+	}
+	return b
 }
 
 // rangeIndex is which of ranges (distinct family bytes) a resume key
@@ -274,21 +298,21 @@ func dedupPrefix(family byte, partitionID uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{family}, partitionID)
 }
 
-func (t *Tx) cleanGroup(ts *Tombstone, b *Budget) (bool, error) {
-	for !b.spent() {
+func (c *cleaner) group(ts *Tombstone) (bool, error) {
+	for !c.b.spent() {
 		var done bool
 		var err error
 		switch ts.Phase {
 		case phaseGroupCursors:
-			done, err = t.sweep(cursorPrefix(ts.Group), &ts.Next, b, func(k, v []byte) ([][]byte, error) {
-				c, err := decodeCursor(v)
-				if err != nil || c.Gen > ts.Gen {
+			done, err = c.sweep(cursorPrefix(ts.Group), &ts.Next, func(k, v []byte) ([][]byte, error) {
+				cur, err := decodeCursor(v)
+				if err != nil || cur.Gen > ts.Gen {
 					return nil, err
 				}
 				return cursorAndLease(k, v)
 			})
 		case phaseGroupSubscriptions:
-			done, err = t.sweep(subscriptionPrefix(ts.Group), &ts.Next, b, func(k, v []byte) ([][]byte, error) {
+			done, err = c.sweep(subscriptionPrefix(ts.Group), &ts.Next, func(k, v []byte) ([][]byte, error) {
 				s, err := decodeJSONRecord[Subscription](v)
 				if err != nil || s.Gen > ts.Gen {
 					return nil, err
@@ -298,11 +322,11 @@ func (t *Tx) cleanGroup(ts *Tombstone, b *Budget) (bool, error) {
 		default:
 			// A later delete of the same group has its own tombstone and
 			// keeps the group record until it is done.
-			if deleted, err := t.groupDeletedGen(ts.Group); err != nil || deleted != ts.Gen {
+			if deleted, err := c.w.groupDeletedGen(ts.Group); err != nil || deleted != ts.Gen {
 				return err == nil, err
 			}
-			b.writes++
-			return true, t.del(groupKey(ts.Group))
+			c.b.writes++
+			return true, c.w.del(groupKey(ts.Group))
 		}
 		if err != nil || !done {
 			return false, err
@@ -327,19 +351,18 @@ func cursorAndLease(k, v []byte) ([][]byte, error) {
 
 // sweep looks at the keys under prefix from *next on and deletes those fn
 // names, within the budget. It leaves *next where to resume and reports
-// whether the prefix is exhausted. Keys are collected first and deleted
-// after the scan: badger allows one iterator at a time on a write
-// transaction.
-func (t *Tx) sweep(prefix []byte, next *[]byte, b *Budget, fn func(k, v []byte) ([][]byte, error)) (bool, error) {
+// whether the prefix is exhausted.
+func (c *cleaner) sweep(prefix []byte, next *[]byte, fn func(k, v []byte) ([][]byte, error)) (bool, error) {
+	b := c.b
 	var doomed [][]byte
 	exhausted := true
-	err := t.scan(prefix, seekFrom(prefix, *next), func(k, v []byte) (bool, error) {
+	err := c.r.scan(prefix, seekFrom(prefix, *next), func(k, v []byte) (bool, error) {
 		keys, err := fn(k, v)
 		if err != nil {
 			return false, err
 		}
 		if b.writes+len(doomed)+len(keys) > b.MaxWrites {
-			exhausted = false
+			exhausted, b.full = false, true
 			*next = append([]byte(nil), k...) // not done: look at it again
 			return false, nil
 		}
@@ -358,7 +381,7 @@ func (t *Tx) sweep(prefix []byte, next *[]byte, b *Budget, fn func(k, v []byte) 
 		return false, err
 	}
 	for _, k := range doomed {
-		if err := t.del(k); err != nil {
+		if err := c.w.del(k); err != nil {
 			return false, err
 		}
 	}

@@ -47,7 +47,7 @@ func (s *Store) Close() error { return s.db.Close() }
 // BeginWrite starts a read-write transaction. The caller commits or
 // discards it.
 func (s *Store) BeginWrite() *Tx {
-	return &Tx{txn: s.db.NewTransaction(true)}
+	return &Tx{txn: s.db.NewTransaction(true), db: s.db}
 }
 
 // View runs fn inside a read-only transaction: a consistent point-in-time
@@ -61,6 +61,7 @@ func (s *Store) View(fn func(tx *Tx) error) error {
 // Tx is a badger transaction with waggle's typed reads and writes.
 type Tx struct {
 	txn           *badger.Txn
+	db            *badger.DB // set on write transactions
 	pendingWrites int
 	pendingBytes  int // approximate
 }
@@ -462,7 +463,8 @@ func (t *Tx) PruneDedup(nowMs int64, limit int) (int, error) {
 
 // scan calls fn for each key with the prefix, from seek (or the prefix) on,
 // until fn returns false or an error. Keys and values are only valid during
-// the call.
+// the call. The iterator is limited to the prefix, so a seek never walks
+// through deleted keys past it on its way to a live one.
 func (t *Tx) scan(prefix, seek []byte, fn func(k, v []byte) (bool, error)) error {
 	it := t.txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: false})
 	defer it.Close()
@@ -496,4 +498,15 @@ func Verify(dir string) error {
 		verr = fmt.Errorf("close badger at %s: %w", dir, err)
 	}
 	return verr
+}
+
+// KeysByFamily counts the keys of each key family (their first byte), for
+// checks and tests.
+func (t *Tx) KeysByFamily() (map[byte]int, error) {
+	out := map[byte]int{}
+	err := t.scan(nil, nil, func(k, _ []byte) (bool, error) {
+		out[k[0]]++
+		return true, nil
+	})
+	return out, err
 }

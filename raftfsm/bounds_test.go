@@ -1,0 +1,254 @@
+package raftfsm
+
+import (
+	"encoding/json"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/waggle-mq/waggle/store"
+)
+
+// boundHarness applies entries to one FSM and records the most keys an
+// entry of each command type wrote.
+type boundHarness struct {
+	t     *testing.T
+	f     *FSM
+	index uint64
+	most  map[CommandType]int
+}
+
+func newBoundHarness(t *testing.T) *boundHarness {
+	h := &boundHarness{t: t, f: newFSM(t), most: map[CommandType]int{}}
+	h.f.EntryWrites = func(c CommandType, writes int) {
+		h.most[c] = max(h.most[c], writes)
+		if writes > MaxEntryWrites {
+			t.Errorf("an entry of type %d wrote %d keys; the bound is %d", c, writes, MaxEntryWrites)
+		}
+	}
+	return h
+}
+
+// apply applies the commands as consecutive entries, in batches as raft
+// would hand them over, and returns their answers.
+func (h *boundHarness) apply(cmds ...[]byte) []any {
+	var out []any
+	for len(cmds) > 0 {
+		n := min(len(cmds), 64)
+		out = append(out, h.f.ApplyBatch(logs(h.index+1, cmds[:n]...))...)
+		h.index += uint64(n)
+		cmds = cmds[n:]
+	}
+	return out
+}
+
+func (h *boundHarness) one(cmd []byte) any { return h.apply(cmd)[0] }
+
+func (h *boundHarness) families() map[byte]int {
+	h.t.Helper()
+	var out map[byte]int
+	err := h.f.store.View(func(tx *store.Tx) error {
+		var err error
+		out, err = tx.KeysByFamily()
+		return err
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+// cleanUp applies cleanup entries until no tombstone is left.
+func (h *boundHarness) cleanUp() int {
+	h.t.Helper()
+	for n := 1; ; n++ {
+		c := CleanupCommand{MaxWrites: MaxCleanupWrites}
+		if !h.one(c.Encode()).(CleanupResult).More {
+			return n
+		}
+		if n > 10_000 {
+			h.t.Fatal("cleanup does not end")
+		}
+	}
+}
+
+// Regression test for issue 14: deleting a queue of 60,000 partitions was
+// one entry of 120,000 writes; badger refused it ("Txn is too big"), the
+// apply panicked, and every replica crash-looped on that entry. Every
+// command type is applied here to state that is large for it, and no entry
+// may write more than MaxEntryWrites keys.
+func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
+	scale := 200_000 // partitions, group cursors, KV keys
+	if testing.Short() || raceEnabled {
+		scale = 20_000
+	}
+	h := newBoundHarness(t)
+	start := time.Now()
+	now := int64(1_000_000)
+	before := h.families()
+
+	// A queue with one message in each of scale partitions, dedup on.
+	var pushes [][]byte
+	for first := 0; first < scale; first += MaxPushTargets {
+		var items []PushItem
+		for i := first; i < min(first+MaxPushTargets, scale); i++ {
+			items = append(items, item("wide", "c-"+strconv.Itoa(i), "tx-"+strconv.Itoa(i), 1))
+		}
+		pushes = append(pushes, push(now, items...))
+	}
+	h.apply(pushes...)
+	t.Logf("%v: pushed", time.Since(start))
+
+	// scale group cursors: group g commits every partition of topics of
+	// 10,000 partitions.
+	var topics [][]byte
+	var commits [][]byte
+	for ti := range scale / maxKafkaPartitions {
+		name := "t" + strconv.Itoa(ti)
+		topics = append(topics, (&CreateTopicCommand{NowMs: now, Name: name, Partitions: maxKafkaPartitions}).Encode())
+		var offsets []OffsetCommit
+		for p := range int32(maxKafkaPartitions) {
+			offsets = append(offsets, OffsetCommit{Topic: name, Partition: p, Offset: 0})
+		}
+		commits = append(commits, (&CommitOffsetsCommand{NowMs: now, Group: "g", Offsets: offsets}).Encode())
+	}
+	h.apply(topics...)
+	for _, r := range h.apply(commits...) {
+		for _, o := range r.([]TopicOutcome) {
+			if o != TopicOK {
+				t.Fatalf("commit outcome %d", o)
+			}
+		}
+	}
+	t.Logf("%v: committed", time.Since(start))
+	grown := h.families()
+	if got := grown[0x0B] - before[0x0B]; got != scale/maxKafkaPartitions*maxKafkaPartitions {
+		t.Fatalf("%d cursors after the commits, want %d", got, scale)
+	}
+
+	// scale KV keys under one prefix, expiring in a minute; timers due then.
+	var kvs [][]byte
+	for first := 0; first < scale; first += 1000 {
+		var ops []KVOp
+		for i := first; i < first+1000; i++ {
+			ops = append(ops, KVOp{Op: KVPut, NS: "ns", Key: "p/" + strconv.Itoa(i), Value: json.RawMessage(`1`), TTLSeconds: 60})
+		}
+		kvs = append(kvs, (&KVCommand{NowMs: now, Ops: ops}).Encode())
+	}
+	var timerOps []TimerOp
+	for i := range 3000 {
+		timerOps = append(timerOps, TimerOp{Op: TimerSchedule, Queue: "fired", TimerKey: strconv.Itoa(i), Partition: "p" + strconv.Itoa(i%500), DelayMs: 60_000})
+	}
+	kvs = append(kvs, (&TimersCommand{NowMs: now, Ops: timerOps[:1000]}).Encode(),
+		(&TimersCommand{NowMs: now, Ops: timerOps[1000:2000]}).Encode(), (&TimersCommand{NowMs: now, Ops: timerOps[2000:]}).Encode())
+	h.apply(kvs...)
+
+	t.Logf("%v: kv", time.Since(start))
+	// The commands that touch what grew, on the large state.
+	h.one((&KVCommand{NowMs: now, Ops: []KVOp{{Op: KVGetPrefix, NS: "ns", Prefix: "p/"}}}).Encode())
+	if r := h.one((&PopCommand{NowMs: now, Group: "h", Queue: "wide", Batch: 10, FromNew: true, LeaseID: "L1"}).Encode()).(PopResult); len(r.Offsets) != 0 {
+		t.Fatalf("a first pop from new leased %v of what was there before", r.Offsets)
+	}
+	h.one((&SeekCommand{NowMs: now, Group: "g", Queue: "wide", ToEnd: true}).Encode())
+	h.one((&SeekCommand{NowMs: now, Group: "g2", Queue: "t0", Offset: 0}).Encode())
+	// Only what is pushed after the first pop from new reaches group h.
+	h.one(push(now, item("wide", "c-7", "after", 2)))
+	if r := h.one((&PopCommand{NowMs: now, Group: "h", Queue: "wide", Batch: 10, LeaseID: "L2"}).Encode()).(PopResult); r.Partition != "c-7" || len(r.Offsets) != 1 || r.Offsets[0] != 1 {
+		t.Fatalf("pop after the reset leased %s %v, want c-7 [1]", r.Partition, r.Offsets)
+	}
+	h.one((&ExtendLeaseCommand{NowMs: now, LeaseID: "L2", Seconds: 30}).Encode())
+	pid := h.one((&PopCommand{NowMs: now, Group: "h2", Queue: "wide", Batch: 1, LeaseID: "L3"}).Encode()).(PopResult)
+	h.one((&AckCommand{NowMs: now, Group: "h2", Acks: []Ack{{PartitionID: pid.PartitionID, LeaseID: "L3", TransactionID: "tx-0", Status: AckCompleted}}}).Encode())
+	h.one((&TransactionCommand{NowMs: now, TxnID: "t1", Ops: []TxnOp{{Type: "push", Items: []PushItem{item("wide", "c-1", "in-txn", 3)}}},
+		KV: []KVOp{{Op: KVPut, NS: "ns", Key: "once", Value: json.RawMessage(`1`), Forever: true}}}).Encode())
+	parts := int32(maxKafkaPartitions)
+	h.one((&ConfigureQueueCommand{NowMs: now, Queue: "configured", Options: QueueOptions{KafkaPartitions: &parts}}).Encode())
+	h.one((&CreateTopicCommand{NowMs: now, Name: "grown", Partitions: 1}).Encode())
+	if o := h.one((&AddPartitionsCommand{Name: "grown", Count: maxKafkaPartitions}).Encode()).(TopicOutcome); o != TopicOK {
+		t.Fatalf("adding partitions answered %d", o)
+	}
+	producer := h.one((&NewProducerIDCommand{}).Encode()).(int64)
+	h.one((&ProduceCommand{NowMs: now, Topic: "t0", Partition: 3, Batches: []ProduceBatch{idemBatch(producer, 0, 0, 2)}}).Encode())
+	h.one((&RegisterNodeCommand{Node: store.Node{ID: "9", HTTPAddr: "h", KafkaAddr: "k"}}).Encode())
+	h.one((&ForgetNodeCommand{ID: "9"}).Encode())
+	h.one((&DeleteOffsetsCommand{Group: "g", Offsets: []OffsetCommit{{Topic: "t0", Partition: 1}}}).Encode())
+
+	// The largest entries the broker lets through: a push of MaxPushItems
+	// into MaxPushTargets partitions of as many new queues, and a
+	// transaction with as many pushed items, 1,000 KV writes and 1,000
+	// timers.
+	var widest, txnItems []PushItem
+	var kvOps []KVOp
+	for i := range 10_000 {
+		q := "new-" + strconv.Itoa(i%MaxPushTargets)
+		widest = append(widest, item(q, "p", "w-"+strconv.Itoa(i), 5))
+		txnItems = append(txnItems, item(q, "p2", "t-"+strconv.Itoa(i), 6))
+	}
+	for i := range 1000 {
+		kvOps = append(kvOps, KVOp{Op: KVPut, NS: "txn", Key: strconv.Itoa(i), Value: json.RawMessage(`1`), Forever: true})
+	}
+	h.one(push(now, widest...))
+	if r := h.one((&TransactionCommand{NowMs: now, TxnID: "t2", Ops: []TxnOp{{Type: "push", Items: txnItems}}, KV: kvOps, Timers: timerOps[:1000]}).Encode()).(TransactionResult); !r.Success {
+		t.Fatalf("the largest transaction rolled back: %+v", r.Error)
+	}
+	t.Logf("%v: commands", time.Since(start))
+	// Time passes: expired dedup records, KV rows and due timers are worked
+	// off in bounded entries.
+	later := now + 2*hourMs
+	for n := 0; ; n++ {
+		if h.one(prune(later, MaxPruneLimit)).(PruneDedupResult).Removed < MaxPruneLimit {
+			break
+		}
+	}
+	for {
+		r := h.one((&TickCommand{NowMs: later, Limit: 1000}).Encode()).(TickResult)
+		if r.PrunedKV < 1000 && r.Fired < 1000 {
+			break
+		}
+	}
+
+	t.Logf("%v: pruned", time.Since(start))
+	// Deleting the group and the queue: each one bounded entry, then
+	// bounded cleanup entries until nothing of them is left.
+	if n := h.one((&DeleteOffsetsCommand{Group: "g", All: true}).Encode()).(int); n != 1 {
+		t.Fatalf("deleting group g answered %d", n)
+	}
+	if o := h.one((&DeleteQueueCommand{Name: "wide"}).Encode()).(TopicOutcome); o != TopicOK {
+		t.Fatalf("deleting the queue answered %d", o)
+	}
+	entries := h.cleanUp()
+	t.Logf("%v: cleanup took %d entries", time.Since(start), entries)
+
+	after := h.families()
+	for _, fam := range []byte{0x03, 0x04} { // partitions: the topics', the timers' and the largest push's remain
+		want := before[fam] + (scale/maxKafkaPartitions+2)*maxKafkaPartitions + 500 + 2*MaxPushTargets
+		if after[fam] != want {
+			t.Errorf("family %#x holds %d keys after cleanup, want %d", fam, after[fam], want)
+		}
+	}
+	// Dedup records: only the 3,000 messages the timers fired (into queue
+	// "fired", after the prune) remain.
+	if after[0x06] != before[0x06]+3000 || after[0x07] != before[0x07]+3000 {
+		t.Errorf("dedup records or expiry keys left behind: %d, %d", after[0x06], after[0x07])
+	}
+	if got := after[0x0B]; got != 0 { // cursors: g's are gone, h's and h2's were on the deleted queue
+		t.Errorf("%d cursors left after deleting group g and queue wide", got)
+	}
+	if after[0x0C] != 0 || after[0x14] != 0 || after[0x15] != 0 {
+		t.Errorf("leases %d, tombstones %d, group records %d left", after[0x0C], after[0x14], after[0x15])
+	}
+
+	// The name is free: a new queue of the same name starts empty.
+	if r := pushResults(t, h.one(push(later, item("wide", "c-0", "tx-0", 4)))); r[0].Status != PushQueued || r[0].Offset != 0 {
+		t.Fatalf("push to the recreated queue answered %+v", r[0])
+	}
+
+	for typ := range handlers {
+		if _, seen := h.most[typ]; !seen {
+			t.Errorf("command type %d was not exercised: add it to this test", typ)
+		}
+	}
+	for typ, n := range h.most {
+		t.Logf("type %2d: at most %6d writes in one entry", typ, n)
+	}
+}
