@@ -61,13 +61,7 @@ func (s *Service) RunMaintenance(ctx context.Context, period time.Duration, log 
 // cleanUp proposes bounded cleanup entries while tombstones remain, a few
 // per tick so that deleting a large queue never crowds out other writes.
 func (s *Service) cleanUp(log *slog.Logger) {
-	var pending bool
-	err := s.store.View(func(tx *store.Tx) error {
-		tss, err := tx.Tombstones(1)
-		pending = len(tss) > 0
-		return err
-	})
-	if err != nil || !pending {
+	if n, err := s.PendingDeletes(); err != nil || n == 0 {
 		return
 	}
 	for range 10 {
@@ -81,4 +75,16 @@ func (s *Service) cleanUp(log *slog.Logger) {
 			return
 		}
 	}
+}
+
+// PendingDeletes counts the deleted queues and groups whose data cleanup
+// entries have not finished removing (at most 10,000).
+func (s *Service) PendingDeletes() (int, error) {
+	var n int
+	err := s.store.View(func(tx *store.Tx) error {
+		tss, err := tx.Tombstones(10_000)
+		n = len(tss)
+		return err
+	})
+	return n, err
 }
