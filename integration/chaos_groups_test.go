@@ -94,7 +94,7 @@ func committedOffset(c *cluster, n *node, group string) (int64, bool) {
 		} `json:"cursors"`
 	}
 	select {
-	case <-n.exited:
+	case <-n.done():
 		return 0, false
 	default:
 	}

@@ -87,7 +87,7 @@ func (c *cluster) live() []*node {
 	var out []*node
 	for _, n := range c.nodes {
 		select {
-		case <-n.exited:
+		case <-n.done():
 		default:
 			out = append(out, n)
 		}

@@ -39,7 +39,7 @@ func TestSecondServeOnARunningNodesDataDirIsInUse(t *testing.T) {
 				kafkaAddr: freeAddr(t), args: running.args, logPath: filepath.Join(t.TempDir(), "second.log")}
 			second.start()
 			select {
-			case <-second.exited:
+			case <-second.done():
 			case <-time.After(30 * time.Second):
 				t.Fatal("a second node started on a data directory in use")
 			}

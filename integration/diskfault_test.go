@@ -51,7 +51,7 @@ func TestFollowerWithFullDiskStopsAndCatchesUpAfterSpaceIsFreed(t *testing.T) {
 	var lh healthAnswer
 	getJSON(t, leader.url("/health"), &lh)
 	select {
-	case <-full.exited:
+	case <-full.done():
 	default:
 		var fh healthAnswer
 		if getJSON(t, full.url("/health"), &fh) == http.StatusOK && fh.Raft.Applied >= lh.Raft.Commit {
@@ -65,7 +65,7 @@ func TestFollowerWithFullDiskStopsAndCatchesUpAfterSpaceIsFreed(t *testing.T) {
 	}
 	full.start()
 	select {
-	case <-full.exited:
+	case <-full.done():
 	case <-time.After(10 * time.Second):
 		t.Fatalf("node %d started on a full disk", full.id)
 	}
@@ -209,7 +209,7 @@ func TestDamagedSingleNodeRefusesToStart(t *testing.T) {
 	truncateHalf(t, largestFile(t, filepath.Join(n.dataDir, "state"), ".sst"))
 	n.start()
 	select {
-	case <-n.exited:
+	case <-n.done():
 	case <-time.After(20 * time.Second):
 		t.Fatal("a single node started on a damaged data directory")
 	}
@@ -234,7 +234,7 @@ func TestDataDirInUseIsNotMistakenForDamage(t *testing.T) {
 	}
 	n.start()
 	select {
-	case <-n.exited:
+	case <-n.done():
 	case <-time.After(20 * time.Second):
 		t.Fatal("the node started while another process held its raft log")
 	}

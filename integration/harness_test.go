@@ -32,7 +32,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	waggleBinary = filepath.Join(dir, "waggle")
-	build := exec.Command("go", "build", "-o", waggleBinary, "../cmd/waggle")
+	args := []string{"build", "-o", waggleBinary}
+	if raceBuild {
+		args = append(args, "-race") // the servers too run under the race detector
+	}
+	build := exec.Command("go", append(args, "../cmd/waggle")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build waggle:", err)
@@ -59,7 +63,8 @@ type node struct {
 	scheme        string   // of its HTTP listener: http (default) or https
 	cmd           *exec.Cmd
 	logPath       string
-	exited        chan struct{}
+	mu            sync.Mutex    // guards exited, which a restart replaces
+	exited        chan struct{} // read it through done()
 }
 
 // freeAddr returns a loopback address with a port nobody listens on now.
@@ -117,6 +122,7 @@ func (n *node) start() {
 	n.t.Helper()
 	if n.logPath == "" {
 		n.logPath = filepath.Join(n.dataDir, fmt.Sprintf("node-%d.log", n.id))
+		n.t.Cleanup(n.checkRaces) // runs after the node's stop, registered below
 	}
 	logFile, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -140,34 +146,58 @@ func (n *node) start() {
 	if err := n.cmd.Start(); err != nil {
 		n.t.Fatal(err)
 	}
-	n.exited = make(chan struct{})
+	exited := make(chan struct{})
+	n.mu.Lock()
+	n.exited = exited
+	n.mu.Unlock()
 	go func(cmd *exec.Cmd, done chan struct{}) {
 		cmd.Wait()
 		logFile.Close()
 		close(done)
-	}(n.cmd, n.exited)
+	}(n.cmd, exited)
 	n.t.Cleanup(n.stop)
+}
+
+// done is closed when the node's current process has exited. Load
+// generators ask it while the test restarts the node.
+func (n *node) done() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.exited
+}
+
+// checkRaces fails the test when the node, built with -race, reported a
+// data race in its log.
+func (n *node) checkRaces() {
+	if !raceBuild {
+		return
+	}
+	b, err := os.ReadFile(n.logPath)
+	if err == nil && bytes.Contains(b, []byte("WARNING: DATA RACE")) {
+		i := bytes.Index(b, []byte("WARNING: DATA RACE"))
+		n.t.Errorf("node %d reported a data race:\n%s", n.id, b[i:min(len(b), i+4000)])
+	}
 }
 
 // kill9 ends the process without any chance to flush or hand off.
 func (n *node) kill9() {
 	n.t.Helper()
 	n.cmd.Process.Signal(syscall.SIGKILL)
-	<-n.exited
+	<-n.done()
 }
 
 func (n *node) stop() {
 	select {
-	case <-n.exited:
+	case <-n.done():
 		return
 	default:
 	}
 	n.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-n.exited:
+	case <-n.done():
 	case <-time.After(10 * time.Second):
 		n.cmd.Process.Signal(syscall.SIGKILL)
-		<-n.exited
+		<-n.done()
 	}
 }
 
