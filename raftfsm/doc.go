@@ -6,4 +6,14 @@
 // entries holds the same state. Time and ids come stamped in the entries;
 // nothing here reads the clock or local configuration inside Apply. It never
 // speaks HTTP or Kafka.
+//
+// Every entry does bounded work: it writes at most MaxEntryWrites keys
+// whatever the size of the state (bounds.go lists each command's bound, and
+// TestEveryEntryWritesABoundedNumberOfKeys checks them on large state).
+// Deleting or resetting something large writes a tombstone or a reset
+// record, and bounded cleanup entries or later reads do the rest. The
+// state machine panics only on corruption (an entry that does not decode,
+// a store that fails to read or write); a client's request, however large
+// or strange, is refused before it becomes an entry or answered with a
+// refusal value.
 package raftfsm
