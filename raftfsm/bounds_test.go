@@ -153,8 +153,15 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 	h.one((&SeekCommand{NowMs: now, Group: "g2", Queue: "t0", Offset: 0}).Encode())
 	// Only what is pushed after the first pop from new reaches group h.
 	h.one(push(now, item("wide", "c-7", "after", 2)))
-	if r := h.one((&PopCommand{NowMs: now, Group: "h", Queue: "wide", Batch: 10, LeaseID: "L2"}).Encode()).(PopResult); r.Partition != "c-7" || len(r.Offsets) != 1 || r.Offsets[0] != 1 {
-		t.Fatalf("pop after the reset leased %s %v, want c-7 [1]", r.Partition, r.Offsets)
+	// A pop looks at maxPopScan partitions; successive pops go round the
+	// queue and find the one message.
+	var r PopResult
+	pops := 0
+	for ; len(r.Offsets) == 0 && pops <= scale/maxPopScan+1; pops++ {
+		r = h.one((&PopCommand{NowMs: now, Group: "h", Queue: "wide", Batch: 10, LeaseID: "L2"}).Encode()).(PopResult)
+	}
+	if r.Partition != "c-7" || len(r.Offsets) != 1 || r.Offsets[0] != 1 {
+		t.Fatalf("%d pops after the reset leased %s %v, want c-7 [1]", pops, r.Partition, r.Offsets)
 	}
 	h.one((&ExtendLeaseCommand{NowMs: now, LeaseID: "L2", Seconds: 30}).Encode())
 	pid := h.one((&PopCommand{NowMs: now, Group: "h2", Queue: "wide", Batch: 1, LeaseID: "L3"}).Encode()).(PopResult)

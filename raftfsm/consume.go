@@ -204,13 +204,16 @@ func KafkaRecordTxID(offset int64) string { return "kafka:" + strconv.FormatInt(
 // later pops (settling is the same whenever it happens).
 const maxSettlesPerPop = 1_000
 
+// maxPopScan bounds how many partitions one pop looks at. A pop that finds
+// nothing in them records where it stopped, and the next pop goes on from
+// there, so a queue of any width is covered by successive pops.
+const maxPopScan = 1_000
+
 func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *PopCommand) PopResult {
 	q, err := tx.Queue(c.Queue)
 	if errors.Is(err, store.ErrNotFound) {
 		return PopResult{Error: "unknown queue"}
 	}
-	must(err)
-	parts, err := tx.Partitions(q.ID)
 	must(err)
 	view, err := tx.GroupView(c.Group, q.ID)
 	must(err)
@@ -228,17 +231,14 @@ func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *PopCommand) PopResult
 		must(err)
 	}
 	now := meta.ClockMs
-	if c.Partition != "" {
-		parts = slices.DeleteFunc(parts, func(pt store.Partition) bool { return pt.Name != c.Partition })
-	}
+	parts, windowFull := popCandidates(tx, q.ID, c.Partition, sub.Resume)
 	leaseMs := c.LeaseMs
 	if leaseMs <= 0 {
 		leaseMs = LeaseTimeSeconds(q) * 1000
 	}
 	delayMs := DelaySeconds(q) * 1000
 	settles := 0
-	for i := range parts {
-		part := parts[(int(sub.NextPartition%uint64(len(parts)))+i)%len(parts)]
+	for _, part := range parts {
 		cur, found, err := tx.Position(view, part)
 		must(err)
 		if !found {
@@ -253,7 +253,11 @@ func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *PopCommand) PopResult
 			settled = true
 			settles++
 		}
-		offsets, hashes := deliverable(tx, part.ID, &cur, c.Batch, now, delayMs)
+		var offsets []int64
+		var hashes []uint64
+		if cur.Offset < int64(part.NextOffset) { // else there is nothing to read
+			offsets, hashes = deliverable(tx, part.ID, &cur, c.Batch, now, delayMs)
+		}
 		if len(offsets) == 0 {
 			if settled {
 				must(tx.PutCursor(c.Group, cur, meta.NextID))
@@ -272,11 +276,44 @@ func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *PopCommand) PopResult
 		cur.UpdatedMs = now
 		must(tx.PutCursor(c.Group, cur, meta.NextID))
 		must(tx.PutLease(c.LeaseID, c.Group, q.ID, part.Name))
-		sub.NextPartition++ // the next pop looks at the next partition first
-		must(tx.PutSubscription(c.Group, q.ID, sub, meta.NextID))
+		if c.Partition == "" {
+			sub.Resume = part.Name // the next pop looks at the next partition first
+			must(tx.PutSubscription(c.Group, q.ID, sub, meta.NextID))
+		}
 		return res
 	}
+	if windowFull {
+		sub.Resume = parts[len(parts)-1].Name
+		must(tx.PutSubscription(c.Group, q.ID, sub, meta.NextID))
+	}
 	return PopResult{}
+}
+
+// popCandidates lists the partitions a pop looks at, in order: the named
+// one, or up to maxPopScan from the one after resume on, wrapping round to
+// the first. windowFull reports that the queue may have more.
+func popCandidates(tx *store.Tx, queueID uint64, partition, resume string) (parts []store.Partition, windowFull bool) {
+	if partition != "" {
+		part, err := tx.Partition(queueID, partition)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, false
+		}
+		must(err)
+		return []store.Partition{part}, false
+	}
+	parts, err := tx.PartitionsAfter(queueID, resume, maxPopScan)
+	must(err)
+	if len(parts) < maxPopScan && resume != "" {
+		wrapped, err := tx.PartitionsAfter(queueID, "", maxPopScan-len(parts))
+		must(err)
+		for _, p := range wrapped {
+			if p.Name > resume {
+				break // back where this pop started
+			}
+			parts = append(parts, p)
+		}
+	}
+	return parts, len(parts) == maxPopScan
 }
 
 // newReset starts a reset of a group's positions in a queue with a fresh

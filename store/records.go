@@ -372,8 +372,9 @@ func TxHash(id string) uint64 {
 type Subscription struct {
 	FromNew   bool  `json:"fromNew"`
 	StartedMs int64 `json:"startedMs"`
-	// NextPartition rotates which partition a pop looks at first.
-	NextPartition uint64 `json:"nextPartition"`
+	// Resume is the partition a pop served (or looked at) last; the next
+	// pop starts after it, so pops rotate over the partitions.
+	Resume string `json:"resume,omitempty"`
 	// Gen is the generation stamp the subscription was written with.
 	Gen uint64 `json:"gen,omitempty"`
 	// Reset, when set, moved every partition of the queue at once: cursors

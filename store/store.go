@@ -294,6 +294,26 @@ func (t *Tx) Partitions(queueID uint64) ([]Partition, error) {
 	return out, err
 }
 
+// PartitionsAfter lists up to limit of a queue's partitions in name order,
+// from the one after the named partition ("": from the first).
+func (t *Tx) PartitionsAfter(queueID uint64, after string, limit int) ([]Partition, error) {
+	var out []Partition
+	prefix := partitionPrefix(queueID)
+	seek := prefix
+	if after != "" {
+		seek = append(partitionKey(queueID, after), 0)
+	}
+	err := t.scan(prefix, seek, func(_, v []byte) (bool, error) {
+		if len(v) != 8 {
+			return false, errBadRecord
+		}
+		p, err := t.partitionByID(beUint64(v))
+		out = append(out, p)
+		return err == nil && len(out) < limit, err
+	})
+	return out, err
+}
+
 // PutMessage stores a message at its offset in a partition.
 func (t *Tx) PutMessage(partitionID uint64, m Message) error {
 	return t.set(messageKey(partitionID, m.Offset), m.encode())
