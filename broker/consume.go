@@ -65,8 +65,8 @@ func (s *Service) Pop(ctx context.Context, r PopRequest) ([]PoppedMessage, error
 		r.Batch = 1
 	}
 	switch {
-	case len(r.Group) > 1024:
-		return nil, fmt.Errorf("%w: consumerGroup longer than 1024 bytes", ErrInvalid)
+	case len(r.Group) > MaxGroupName:
+		return nil, validateGroupName(r.Group)
 	case r.Batch < 1 || r.Batch > MaxPopBatch:
 		return nil, fmt.Errorf("%w: batch must be between 1 and %d", ErrInvalid, MaxPopBatch)
 	case r.Wait < 0 || r.Wait > MaxPopWait:
@@ -75,6 +75,7 @@ func (s *Service) Pop(ctx context.Context, r PopRequest) ([]PoppedMessage, error
 		return nil, fmt.Errorf("%w: leaseSeconds must be between 1 and %d", ErrInvalid, maxLeaseSeconds)
 	}
 	deadline := time.Now().Add(r.Wait)
+	rounds := 0 // pops in a row that stopped short of the whole queue
 	for {
 		// Take the signal before popping, so a push that lands between an
 		// empty pop and the wait still wakes us.
@@ -95,22 +96,38 @@ func (s *Service) Pop(ctx context.Context, r PopRequest) ([]PoppedMessage, error
 		if len(res.Offsets) > 0 {
 			return s.leasedMessages(r.Group, res)
 		}
+		// A pop looks at a bounded number of partitions; on a wider queue
+		// the next ones are looked at by popping again, a few times at once
+		// and then about once a second while the caller waits.
+		if res.More && rounds < maxPopRounds {
+			rounds++
+			continue
+		}
 		wait := time.Until(deadline)
 		if wait <= 0 || appended == nil {
 			return nil, nil
+		}
+		if res.More {
+			wait, rounds = min(wait, time.Second), 0
 		}
 		timer := time.NewTimer(wait)
 		select {
 		case <-appended:
 			timer.Stop()
 		case <-timer.C:
-			return nil, nil
+			if !res.More {
+				return nil, nil
+			}
 		case <-ctx.Done():
 			timer.Stop()
 			return nil, nil
 		}
 	}
 }
+
+// maxPopRounds bounds the pops one request makes in a row over a queue
+// wider than one pop looks at.
+const maxPopRounds = 10
 
 // queueSignal returns the channel closed by the queue's next append (nil
 // when the queue does not exist yet).
@@ -175,6 +192,9 @@ func (s *Service) Ack(group string, acks []AckRequest) ([]AckResult, error) {
 	if group == "" {
 		group = DefaultGroup
 	}
+	if err := validateGroupName(group); err != nil {
+		return nil, err
+	}
 	if len(acks) == 0 || len(acks) > MaxPushItems {
 		return nil, fmt.Errorf("%w: between 1 and %d acknowledgments", ErrInvalid, MaxPushItems)
 	}
@@ -226,6 +246,9 @@ type SeekRequest struct {
 
 // Seek moves a group's cursors on every partition of a queue.
 func (s *Service) Seek(group, queue string, r SeekRequest) error {
+	if err := validateGroupName(group); err != nil {
+		return err
+	}
 	set := 0
 	cmd := raftfsm.SeekCommand{NowMs: s.now().UnixMilli(), Group: group, Queue: queue, ToEnd: r.ToEnd}
 	if r.ToEnd {

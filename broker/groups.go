@@ -2,7 +2,7 @@ package broker
 
 import (
 	"errors"
-	"slices"
+	"fmt"
 	"strconv"
 
 	"github.com/waggle-mq/waggle/raftfsm"
@@ -12,13 +12,69 @@ import (
 // OffsetCommit is a consumer group's position in one partition.
 type OffsetCommit = raftfsm.OffsetCommit
 
+// MaxOffsetMetadata bounds the metadata string of one committed offset in
+// bytes: Kafka's default offset.metadata.max.bytes. It is stored in the
+// cursor, and a commit writes one cursor per offset.
+const MaxOffsetMetadata = 4096
+
+// offsetEntryBytes bounds the bytes the offsets of one commit or delete
+// entry may write, as estimated by offsetBytes: the FSM's open transaction
+// may already hold 4 MiB, and badger refuses one of about 9.6 MB.
+const offsetEntryBytes = 1 << 20
+
+// offsetBytes estimates what one offset of group writes: a cursor key with
+// the group and partition names, and a cursor value with the metadata.
+func offsetBytes(group string, o OffsetCommit) int {
+	return 2*len(group) + len(o.Topic) + len(o.Metadata) + 512
+}
+
+// offsetChunks splits offsets into entries of at most
+// raftfsm.MaxOffsetsPerEntry offsets and about offsetEntryBytes bytes.
+func offsetChunks(group string, offsets []OffsetCommit) [][]OffsetCommit {
+	var out [][]OffsetCommit
+	start, bytes := 0, 0
+	for i, o := range offsets {
+		b := offsetBytes(group, o)
+		if i > start && (i-start == raftfsm.MaxOffsetsPerEntry || bytes+b > offsetEntryBytes) {
+			out = append(out, offsets[start:i])
+			start, bytes = i, 0
+		}
+		bytes += b
+	}
+	if start < len(offsets) {
+		out = append(out, offsets[start:])
+	}
+	return out
+}
+
+// validateOffsets refuses a group name, topic name or metadata that could
+// not be stored; nothing is written.
+func validateOffsets(group string, offsets []OffsetCommit) error {
+	if err := validateGroupName(group); err != nil {
+		return err
+	}
+	for i, o := range offsets {
+		if err := validateQueueName(o.Topic); err != nil {
+			return fmt.Errorf("offsets[%d]: %w", i, err)
+		}
+		if len(o.Metadata) > MaxOffsetMetadata {
+			return fmt.Errorf("offsets[%d]: %w: metadata is %d bytes; at most %d", i, ErrInvalid, len(o.Metadata), MaxOffsetMetadata)
+		}
+	}
+	return nil
+}
+
 // CommitOffsets stores a group's committed offsets through raft, so they
 // survive failover; one outcome per offset.
-// A request with more than raftfsm.MaxOffsetsPerEntry offsets becomes
-// several entries (Kafka commits each partition's offset on its own).
+// A large request becomes several entries, each of at most
+// raftfsm.MaxOffsetsPerEntry offsets and about offsetEntryBytes bytes
+// (Kafka commits each partition's offset on its own).
 func (s *Service) CommitOffsets(group string, offsets []OffsetCommit) ([]TopicOutcome, error) {
+	if err := validateOffsets(group, offsets); err != nil {
+		return nil, err
+	}
 	var out []TopicOutcome
-	for chunk := range slices.Chunk(offsets, raftfsm.MaxOffsetsPerEntry) {
+	for _, chunk := range offsetChunks(group, offsets) {
 		cmd := raftfsm.CommitOffsetsCommand{NowMs: s.now().UnixMilli(), Group: group, Offsets: chunk}
 		answer, err := s.apply(cmd.Encode())
 		if err != nil {
@@ -36,10 +92,15 @@ func (s *Service) DeleteOffsets(group string, all bool, offsets []OffsetCommit) 
 	if all {
 		offsets = nil
 	}
+	if err := validateOffsets(group, offsets); err != nil {
+		return 0, err
+	}
+	chunks := offsetChunks(group, offsets)
+	if len(chunks) == 0 {
+		chunks = [][]OffsetCommit{nil}
+	}
 	n := 0
-	for first := true; first || len(offsets) > 0; first = false {
-		chunk := offsets[:min(len(offsets), raftfsm.MaxOffsetsPerEntry)]
-		offsets = offsets[len(chunk):]
+	for _, chunk := range chunks {
 		cmd := raftfsm.DeleteOffsetsCommand{Group: group, All: all, Offsets: chunk}
 		answer, err := s.apply(cmd.Encode())
 		if err != nil {

@@ -256,6 +256,9 @@ func (s *Service) Transaction(r TransactionRequest) (TransactionResult, error) {
 			if group == "" {
 				group = DefaultGroup
 			}
+			if err := validateGroupName(group); err != nil {
+				return TransactionResult{}, fmt.Errorf("operations[%d]: %w", i, err)
+			}
 			pid, err := parsePartitionID(op.Ack.PartitionID)
 			if err != nil {
 				return TransactionResult{}, fmt.Errorf("operations[%d]: %w", i, err)

@@ -47,3 +47,20 @@ func partitionName(name string) (string, error) {
 	}
 	return name, nil
 }
+
+// MaxGroupName bounds a consumer group name in bytes, over HTTP and Kafka
+// alike. A group name is in every cursor, subscription and group key
+// (badger refuses keys over 65,000 bytes, and the keys carry its length in
+// two bytes), and a commit writes one cursor key per offset, so the name's
+// length multiplies into an entry's size.
+const MaxGroupName = 1024
+
+// ValidGroupName reports whether name is a usable consumer group name.
+func ValidGroupName(name string) bool { return validateGroupName(name) == nil }
+
+func validateGroupName(name string) error {
+	if len(name) > MaxGroupName {
+		return fmt.Errorf("%w: consumer group name longer than %d bytes", ErrInvalid, MaxGroupName)
+	}
+	return nil
+}

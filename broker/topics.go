@@ -38,6 +38,23 @@ type TopicInfo struct {
 // DefaultMaxMessageBytes is Kafka's default max.message.bytes.
 const DefaultMaxMessageBytes = 1048588
 
+// MaxTopicMessageBytes is the largest max.message.bytes a topic may have:
+// one produce to a partition is one raft entry, applied in one badger
+// transaction that may already hold 4 MiB of earlier entries and that
+// badger refuses past about 9.6 MB (a refused entry would stop every
+// replica, at every restart). Produces are held to it whatever a topic
+// created before this limit says.
+const MaxTopicMessageBytes = 4 << 20
+
+// ProduceLimit is the most record bytes one produce to a partition of t
+// may carry.
+func ProduceLimit(t TopicInfo) int {
+	if t.MaxMessageBytes > 0 {
+		return int(min(t.MaxMessageBytes, MaxTopicMessageBytes))
+	}
+	return DefaultMaxMessageBytes
+}
+
 // ValidTopicName reports whether name is a legal topic (and queue) name.
 func ValidTopicName(name string) bool { return validateQueueName(name) == nil }
 
@@ -75,6 +92,12 @@ func (s *Service) Topics(names []string) ([]TopicInfo, error) {
 
 // CreateTopic creates a queue from Kafka, with dedup window 0.
 func (s *Service) CreateTopic(name string, partitions int32, retentionMs int64, maxMessageBytes int32) (TopicOutcome, error) {
+	if err := validateQueueName(name); err != nil {
+		return 0, err
+	}
+	if maxMessageBytes < 0 || maxMessageBytes > MaxTopicMessageBytes {
+		return 0, fmt.Errorf("%w: max.message.bytes must be between 1 and %d", ErrInvalid, MaxTopicMessageBytes)
+	}
 	cmd := raftfsm.CreateTopicCommand{NowMs: s.now().UnixMilli(), Name: name, Partitions: partitions,
 		RetentionMs: retentionMs, MaxMessageBytes: maxMessageBytes}
 	answer, err := s.apply(cmd.Encode())

@@ -95,16 +95,16 @@ func (c *conn) producePartition(topic string, rp kmsg.ProduceRequestTopicPartiti
 			out.ErrorMessage = kmsg.StringPtr(msg)
 		}
 	}
-	maxBytes := int32(broker.DefaultMaxMessageBytes)
+	maxBytes := broker.DefaultMaxMessageBytes
 	topics, err := c.s.svc.Topics([]string{topic})
 	if err != nil {
 		fail(errCode(err), err.Error())
 		return nil
 	}
-	if len(topics) == 1 && topics[0].MaxMessageBytes > 0 {
-		maxBytes = topics[0].MaxMessageBytes
+	if len(topics) == 1 {
+		maxBytes = broker.ProduceLimit(topics[0])
 	}
-	if len(rp.Records) > int(maxBytes) {
+	if len(rp.Records) > maxBytes {
 		fail(kerr.MessageTooLarge.Code, fmt.Sprintf("%d bytes of records, max.message.bytes is %d", len(rp.Records), maxBytes))
 		return nil
 	}

@@ -20,21 +20,33 @@ func handleOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		generation = -1
 	}
 	switch {
-	case req.Group == "":
+	case req.Group == "" || !broker.ValidGroupName(req.Group):
 		code = kerr.InvalidGroupID.Code
 	case !c.coordinating():
 		code = kerr.NotCoordinator.Code
 	default:
 		code = c.s.groups.checkCommit(req.Group, req.MemberID, generation)
 	}
+	// A partition refused on its own (metadata over Kafka's default
+	// offset.metadata.max.bytes, a name no topic can have) is answered
+	// without being committed; the others go on.
 	var offsets []broker.OffsetCommit
+	var refused []int16 // per partition in request order: 0 or the code
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
 			o := broker.OffsetCommit{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch}
 			if rp.Metadata != nil {
 				o.Metadata = *rp.Metadata
 			}
-			offsets = append(offsets, o)
+			switch {
+			case !broker.ValidTopicName(rt.Topic):
+				refused = append(refused, kerr.UnknownTopicOrPartition.Code)
+			case len(o.Metadata) > broker.MaxOffsetMetadata:
+				refused = append(refused, kerr.OffsetMetadataTooLarge.Code)
+			default:
+				refused = append(refused, 0)
+				offsets = append(offsets, o)
+			}
 		}
 	}
 	var outcomes []broker.TopicOutcome
@@ -44,15 +56,20 @@ func handleOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			code = kerr.NotCoordinator.Code
 		}
 	}
-	i := 0
+	i, j := 0, 0
 	for _, rt := range req.Topics {
 		t := kmsg.NewOffsetCommitResponseTopic()
 		t.Topic = rt.Topic
 		for _, rp := range rt.Partitions {
 			p := kmsg.NewOffsetCommitResponseTopicPartition()
 			p.Partition, p.ErrorCode = rp.Partition, code
-			if code == 0 {
-				p.ErrorCode = outcomeCode(outcomes[i])
+			switch {
+			case code != 0:
+			case refused[i] != 0:
+				p.ErrorCode = refused[i]
+			default:
+				p.ErrorCode = outcomeCode(outcomes[j])
+				j++
 			}
 			i++
 			t.Partitions = append(t.Partitions, p)

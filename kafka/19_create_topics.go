@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"errors"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -69,8 +70,8 @@ func (c *conn) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool) 
 			retentionMs = v
 		case configMaxMessageBytes:
 			v, err := strconv.ParseInt(*cfg.Value, 10, 32)
-			if err != nil || v <= 0 {
-				return kerr.InvalidConfig.Code, "max.message.bytes must be a positive number"
+			if err != nil || v <= 0 || v > broker.MaxTopicMessageBytes {
+				return kerr.InvalidConfig.Code, "max.message.bytes must be a number from 1 to " + strconv.Itoa(broker.MaxTopicMessageBytes)
 			}
 			maxMessageBytes = int32(v)
 		case configCleanupPolicy:
@@ -91,6 +92,9 @@ func (c *conn) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool) 
 		return 0, ""
 	}
 	outcome, err := c.s.svc.CreateTopic(rt.Topic, partitions, retentionMs, maxMessageBytes)
+	if errors.Is(err, broker.ErrInvalid) {
+		return kerr.InvalidRequest.Code, err.Error()
+	}
 	if err != nil {
 		return kerr.NotController.Code, err.Error()
 	}

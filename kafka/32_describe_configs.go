@@ -47,7 +47,7 @@ func topicConfigs(t broker.TopicInfo, names []string) []kmsg.DescribeConfigsResp
 		name, value string
 		isDefault   bool
 	}
-	retention, maxBytes := t.RetentionMs, int64(t.MaxMessageBytes)
+	retention, maxBytes := t.RetentionMs, int64(min(t.MaxMessageBytes, broker.MaxTopicMessageBytes)) // what produces are held to
 	all := []entry{
 		{configCleanupPolicy, "delete", true},
 		{configMaxMessageBytes, strconv.FormatInt(orDefault(maxBytes, broker.DefaultMaxMessageBytes), 10), maxBytes == 0},

@@ -5,6 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/waggle-mq/waggle/auth"
+	"github.com/waggle-mq/waggle/broker"
 )
 
 func init() { register(kmsg.DeleteGroups.Int16(), 0, 2, answerNow(handleDeleteGroups)) }
@@ -21,6 +22,8 @@ func handleDeleteGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		switch {
 		case c.groupDenied(auth.Manage, name) != 0:
 			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		case !broker.ValidGroupName(name):
+			g.ErrorCode = kerr.InvalidGroupID.Code
 		case !leader:
 			g.ErrorCode = kerr.NotCoordinator.Code
 		default:

@@ -12,6 +12,10 @@ func init() { register(kmsg.OffsetDelete.Int16(), 0, 0, answerNow(handleOffsetDe
 func handleOffsetDelete(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.OffsetDeleteRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	if !broker.ValidGroupName(req.Group) {
+		resp.ErrorCode = kerr.InvalidGroupID.Code
+		return resp, nil
+	}
 	if !c.coordinating() {
 		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp, nil
@@ -21,12 +25,19 @@ func handleOffsetDelete(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		t := kmsg.NewOffsetDeleteResponseTopic()
 		t.Topic = rt.Topic
 		for _, rp := range rt.Partitions {
-			offsets = append(offsets, broker.OffsetCommit{Topic: rt.Topic, Partition: rp.Partition})
 			p := kmsg.NewOffsetDeleteResponseTopicPartition()
 			p.Partition = rp.Partition
+			if !broker.ValidTopicName(rt.Topic) {
+				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			} else {
+				offsets = append(offsets, broker.OffsetCommit{Topic: rt.Topic, Partition: rp.Partition})
+			}
 			t.Partitions = append(t.Partitions, p)
 		}
 		resp.Topics = append(resp.Topics, t)
+	}
+	if len(offsets) == 0 {
+		return resp, nil
 	}
 	if _, err := c.s.svc.DeleteOffsets(req.Group, false, offsets); err != nil {
 		resp.ErrorCode = kerr.NotCoordinator.Code

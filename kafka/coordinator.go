@@ -10,6 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/broker"
 )
 
 // The classic consumer-group coordinator. With one raft group the raft
@@ -304,7 +306,7 @@ func (co *coordinator) join(req *kmsg.JoinGroupRequest, clientID, clientHost str
 		rebalance = time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
 	}
 	switch {
-	case req.Group == "":
+	case req.Group == "" || !broker.ValidGroupName(req.Group):
 		return fail(kerr.InvalidGroupID.Code)
 	case session < minSessionTimeout || session > maxSessionTimeout:
 		return fail(kerr.InvalidSessionTimeout.Code)
