@@ -48,6 +48,9 @@ type PopResult struct {
 	ExpiresAtMs int64
 	Offsets     []int64
 	Attempts    []int32
+	// More: nothing was leased, but the pop stopped at maxPopScan
+	// partitions and the queue has more; popping again looks at them.
+	More bool
 }
 
 // Encode returns the raft entry for the command.
@@ -286,7 +289,7 @@ func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *PopCommand) PopResult
 		sub.Resume = parts[len(parts)-1].Name
 		must(tx.PutSubscription(c.Group, q.ID, sub, meta.NextID))
 	}
-	return PopResult{}
+	return PopResult{More: windowFull}
 }
 
 // popCandidates lists the partitions a pop looks at, in order: the named
