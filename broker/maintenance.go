@@ -51,7 +51,7 @@ func (s *Service) RunMaintenance(ctx context.Context, period time.Duration, log 
 				log.Debug("tick", "err", err)
 				break
 			}
-			if r := answer.(raftfsm.TickResult); r.PrunedKV < cmd.Limit && r.Fired < cmd.Limit {
+			if r := answer.(raftfsm.TickResult); r.PrunedKV < cmd.Limit && r.Fired < cmd.Limit && !r.More {
 				break
 			}
 		}

@@ -2,6 +2,7 @@ package raftfsm
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -257,5 +258,92 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 	}
 	for typ, n := range h.most {
 		t.Logf("type %2d: at most %6d writes in one entry", typ, n)
+	}
+}
+
+// bigPayload is a JSON string of about n bytes.
+func bigPayload(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 'a' + byte(i%26)
+	}
+	b[0], b[n-1] = '"', '"'
+	return b
+}
+
+// A dead letter copies its message: acking ten leased messages of 900 KB
+// as dlq in one call made one entry of 9 MB, which badger refuses (found
+// in review of issue 14). One entry dead-letters at most
+// maxDeadLetterBytes; the other acks are refused, to be sent again.
+func TestDeadLetteringIsBoundedPerEntry(t *testing.T) {
+	h := newBoundHarness(t)
+	var items []PushItem
+	for i := range 5 {
+		it := item("q", "p", strconv.Itoa(i), byte(i))
+		it.Payload = bigPayload(900 << 10)
+		items = append(items, it)
+	}
+	for _, it := range items {
+		h.one(push(1, it))
+	}
+	pop := h.one(popCmd(2, "g", "L", 5, 60_000)).(PopResult)
+	if len(pop.Offsets) != 5 {
+		t.Fatalf("pop leased %v", pop.Offsets)
+	}
+	acks := func(ids ...int) []Ack {
+		var out []Ack
+		for _, i := range ids {
+			out = append(out, Ack{PartitionID: pop.PartitionID, LeaseID: "L", TransactionID: strconv.Itoa(i), Status: AckDLQ})
+		}
+		return out
+	}
+	// A transaction may not dead-letter more than the bound either: it
+	// rolls back whole.
+	txn := TransactionCommand{NowMs: 3, TxnID: "t", Ops: []TxnOp{{Type: "ack", Group: "g", Ack: &acks(0)[0]}, {Type: "ack", Group: "g", Ack: &acks(1)[0]}, {Type: "ack", Group: "g", Ack: &acks(2)[0]}}}
+	if r := h.one(txn.Encode()).(TransactionResult); r.Success || r.Reason != RollbackRejectedAck {
+		t.Fatalf("a transaction dead-lettering 2.7 MB: %+v", r)
+	}
+	res := h.one(ackCmd(3, "g", acks(0, 1, 2, 3, 4)...)).([]AckResult)
+	var taken []int
+	for i, r := range res {
+		if r.DeadLettered {
+			taken = append(taken, i)
+		} else if r.Success || r.Error == "" {
+			t.Fatalf("ack %d neither dead-lettered nor refused: %+v", i, r)
+		}
+	}
+	if len(taken) != 2 {
+		t.Fatalf("one entry dead-lettered %v, want the first two", taken)
+	}
+	// Sent again, the refused ones go through in later entries.
+	for _, next := range [][]int{{2, 3}, {4}} {
+		for _, r := range h.one(ackCmd(4, "g", acks(next...)...)).([]AckResult) {
+			if !r.DeadLettered {
+				t.Fatalf("acking %v again: %+v", next, r)
+			}
+		}
+	}
+}
+
+// Due timers are pushed by the tick entry: a thousand timers with 64 KiB
+// payloads due at once made one entry of 64 MB (found in review of issue
+// 14). A tick fires what fits in maxFiredBytes and says there is more.
+func TestTickFiresDueTimersWithinAByteBound(t *testing.T) {
+	h := newBoundHarness(t)
+	var ops []TimerOp
+	for i := range 5 {
+		ops = append(ops, TimerOp{Op: TimerSchedule, Queue: "fired", TimerKey: strconv.Itoa(i), DelayMs: 1000, Payload: bigPayload(900 << 10)})
+	}
+	h.one((&TimersCommand{NowMs: 1, Ops: ops}).Encode())
+	var fired []int
+	for tick := 0; tick < 5; tick++ {
+		r := h.one((&TickCommand{NowMs: 5000, Limit: 1000}).Encode()).(TickResult)
+		fired = append(fired, r.Fired)
+		if !r.More {
+			break
+		}
+	}
+	if want := []int{2, 2, 1}; !slices.Equal(fired, want) {
+		t.Fatalf("ticks fired %v timers, want %v", fired, want)
 	}
 }

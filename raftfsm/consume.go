@@ -485,19 +485,30 @@ func (p *Processor) ackOne(tx *store.Tx, meta *store.Meta, group string, tg *ack
 	if l.Acks[offset] != "" {
 		return res // acked before: nothing changes
 	}
-	status := a.Status
+	status, failures := a.Status, cur.Failures[offset]
 	if status == AckFailed {
-		if cur.Failures == nil {
-			cur.Failures = map[int64]int32{}
-		}
-		cur.Failures[offset]++
-		if cur.Failures[offset] > RetryLimit(tg.queue) {
+		failures++
+		if failures > RetryLimit(tg.queue) {
 			status = AckDLQ
 		}
 	}
 	if status == AckDLQ && DeadLettering(tg.queue) {
-		p.deadLetter(tx, meta, tg.queue, tg.part, group, offset, a.Error, cur.Attempts[offset])
+		d := deadLetter(tx, tg.queue, tg.part, group, offset, a.Error, cur.Attempts[offset])
+		if size := d.Size(); p.deadLetterBytes > 0 && p.deadLetterBytes+size > maxDeadLetterBytes {
+			return fail("this call dead-letters too much at once: ack this message again")
+		} else {
+			p.deadLetterBytes += size
+		}
+		d.ID, d.AtMs = meta.NextID, meta.ClockMs
+		meta.NextID++
+		must(tx.PutDeadLetter(d))
 		res.DeadLettered = true
+	}
+	if a.Status == AckFailed {
+		if cur.Failures == nil {
+			cur.Failures = map[int64]int32{}
+		}
+		cur.Failures[offset] = failures
 	}
 	if l.Acks == nil {
 		l.Acks = map[int64]string{}
@@ -511,10 +522,15 @@ func (p *Processor) ackOne(tx *store.Tx, meta *store.Meta, group string, tg *ack
 	return res
 }
 
-func (p *Processor) deadLetter(tx *store.Tx, meta *store.Meta, q store.Queue, part store.Partition, group string, offset int64, reason string, attempts int32) {
-	d := store.DeadLetter{ID: meta.NextID, QueueID: q.ID, Group: group, Partition: part.Name, Offset: offset,
-		Error: reason, Attempts: attempts, AtMs: meta.ClockMs}
-	meta.NextID++
+// maxDeadLetterBytes bounds what one entry copies into dead letters (a
+// dead letter keeps its message's payload): past it, further dead-lettering
+// acks of the entry are refused, to be sent again. One is always taken.
+const maxDeadLetterBytes = 2 << 20
+
+// deadLetter builds the dead letter of a leased message; the caller gives
+// it an id and stores it.
+func deadLetter(tx *store.Tx, q store.Queue, part store.Partition, group string, offset int64, reason string, attempts int32) store.DeadLetter {
+	d := store.DeadLetter{QueueID: q.ID, Group: group, Partition: part.Name, Offset: offset, Error: reason, Attempts: attempts}
 	e, found, err := tx.EntryAt(part.ID, uint64(offset))
 	must(err)
 	if found && e.Message != nil {
@@ -522,7 +538,7 @@ func (p *Processor) deadLetter(tx *store.Tx, meta *store.Meta, q store.Queue, pa
 	} else {
 		d.TransactionID = KafkaRecordTxID(offset)
 	}
-	must(tx.PutDeadLetter(d))
+	return d
 }
 
 func (p *Processor) extendLease(tx *store.Tx, meta *store.Meta, c *ExtendLeaseCommand) ExtendLeaseResult {

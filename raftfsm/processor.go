@@ -19,6 +19,9 @@ type Processor struct {
 	// appended collects the partitions that entries appended to since the
 	// FSM last took them, for waking readers; it is not state.
 	appended []uint64
+	// deadLetterBytes counts what the current entry copied into dead
+	// letters (see maxDeadLetterBytes).
+	deadLetterBytes int
 }
 
 // Apply applies one command entry and returns its answer. meta is updated in
@@ -33,6 +36,7 @@ func (p *Processor) Apply(tx *store.Tx, meta *store.Meta, data []byte) any {
 	if h == nil {
 		panic(fmt.Sprintf("raftfsm: unknown command type %d (entry from a newer binary?)", data[0]))
 	}
+	p.deadLetterBytes = 0
 	return h(p, tx, meta, data)
 }
 

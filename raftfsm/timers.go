@@ -75,6 +75,7 @@ type TickCommand struct {
 type TickResult struct {
 	PrunedKV int
 	Fired    int
+	More     bool // due timers were left for the byte bound
 }
 
 // Encode returns the raft entry for the command.
@@ -86,6 +87,9 @@ func (p *Processor) tick(tx *store.Tx, meta *store.Meta, c *TickCommand) TickRes
 	must(err)
 	due, err := tx.DueTimers(meta.ClockMs, limit)
 	must(err)
+	fired := withinBytes(due, maxFiredBytes)
+	more := len(fired) < len(due)
+	due = fired
 	if len(due) == 0 {
 		return TickResult{PrunedKV: pruned}
 	}
@@ -104,7 +108,7 @@ func (p *Processor) tick(tx *store.Tx, meta *store.Meta, c *TickCommand) TickRes
 		}
 	}
 	p.push(tx, meta, &PushCommand{NowMs: meta.ClockMs, Items: items})
-	return TickResult{PrunedKV: pruned, Fired: len(due)}
+	return TickResult{PrunedKV: pruned, Fired: len(due), More: more}
 }
 
 // timerMessageID derives a fired timer's message id from the timer, the
@@ -116,4 +120,21 @@ func timerMessageID(tm store.Timer) [16]byte {
 	id[6] = id[6]&0x0f | 0x80 // UUID version 8 (custom), RFC 9562
 	id[8] = id[8]&0x3f | 0x80
 	return id
+}
+
+// maxFiredBytes bounds what one tick pushes of due timers' payloads and
+// ids; the rest fire in the next tick.
+const maxFiredBytes = 2 << 20
+
+// withinBytes is the longest prefix of due (at least one) whose pushed
+// messages, with their dedup records, stay within max bytes.
+func withinBytes(due []store.Timer, max int) []store.Timer {
+	total := 0
+	for i, tm := range due {
+		total += len(tm.Payload) + 3*len(tm.Txn) + len(tm.Queue) + len(tm.Key) + 2*len(tm.Partition) + 256
+		if i > 0 && total > max {
+			return due[:i]
+		}
+	}
+	return due
 }

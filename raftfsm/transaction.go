@@ -71,6 +71,7 @@ func (p *Processor) transaction(tx *store.Tx, meta *store.Meta, c *TransactionCo
 	// 1. Acks: every lease must be live and hold the message.
 	targets := map[groupPartition]*ackTarget{}
 	var targetOrder []groupPartition
+	dlBytes := 0
 	for _, op := range c.Ops {
 		if op.Type != "ack" || op.Ack == nil {
 			continue
@@ -89,8 +90,18 @@ func (p *Processor) transaction(tx *store.Tx, meta *store.Meta, c *TransactionCo
 		if l == nil || l.ID != op.Ack.LeaseID || l.ExpiresAtMs <= now {
 			return rollback(RollbackRejectedAck, "lease unknown or expired")
 		}
-		if _, ok := tg.leased(tx, op.Ack.TransactionID); !ok {
+		offset, ok := tg.leased(tx, op.Ack.TransactionID)
+		if !ok {
 			return rollback(RollbackRejectedAck, "transactionId "+op.Ack.TransactionID+" is not in the lease")
+		}
+		// The commit below must not refuse a dead letter: bound what the
+		// acks could dead-letter here (one is always taken).
+		if op.Ack.Status == AckDLQ || op.Ack.Status == AckFailed {
+			size := deadLetter(tx, tg.queue, tg.part, op.Group, offset, op.Ack.Error, 0).Size()
+			if dlBytes > 0 && dlBytes+size > maxDeadLetterBytes {
+				return rollback(RollbackRejectedAck, "the acks could dead-letter more than 2 MiB in one transaction: split it")
+			}
+			dlBytes += size
 		}
 	}
 

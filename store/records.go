@@ -447,3 +447,9 @@ type DeadLetter struct {
 	Attempts      int32           `json:"attempts"`
 	AtMs          int64           `json:"atMs"`
 }
+
+// Size bounds how many bytes the dead letter's record takes (a JSON
+// string escape turns one byte into at most six).
+func (d DeadLetter) Size() int {
+	return len(d.Payload) + 6*(len(d.TransactionID)+len(d.Error)+len(d.Group)+len(d.Partition)) + 128
+}
