@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -25,6 +26,31 @@ type Service struct {
 	Metrics *metrics.Metrics
 	// now stamps commands on the leader; tests may replace it.
 	now func() time.Time
+
+	caughtUpMu    sync.Mutex
+	caughtUpTerm  uint64 // the term caughtUpIndex was taken in
+	caughtUpIndex uint64 // the last log index when this node was first asked in that term
+}
+
+// LeaderCaughtUp reports whether this node leads and has applied every
+// entry its log held when it took the lead. A new leader's log holds every
+// committed entry, but it may not have applied them yet: until then its
+// high watermark can lie below offsets clients already read from the old
+// leader, which must not look like offsets out of range (KIP-207's
+// OFFSET_NOT_AVAILABLE is the answer meanwhile).
+func (s *Service) LeaderCaughtUp() bool {
+	r := s.node.Raft
+	if r.State() != raft.Leader {
+		return false
+	}
+	term := r.CurrentTerm()
+	s.caughtUpMu.Lock()
+	if s.caughtUpTerm != term {
+		s.caughtUpTerm, s.caughtUpIndex = term, r.LastIndex()
+	}
+	index := s.caughtUpIndex
+	s.caughtUpMu.Unlock()
+	return s.node.FSM.AppliedIndex() >= index
 }
 
 // New returns the service over a started raft node and its store.

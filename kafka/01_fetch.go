@@ -113,6 +113,10 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest, byID map[[16]byte]broker.TopicI
 					break
 				}
 				p.HighWatermark, p.LastStableOffset, p.LogStartOffset = log.HighWatermark, log.HighWatermark, log.LogStart
+				if rp.FetchOffset > log.HighWatermark && !c.s.svc.LeaderCaughtUp() {
+					p.ErrorCode = kerr.OffsetNotAvailable.Code // retriable: a new leader still applying
+					break
+				}
 				if rp.FetchOffset < log.LogStart || rp.FetchOffset > log.HighWatermark {
 					p.ErrorCode = kerr.OffsetOutOfRange.Code
 					break
