@@ -22,27 +22,36 @@ func TestMetricsExposition(t *testing.T) {
 	cl := kafkaClient(t, []string{n.kafkaAddr})
 	createTopic(t, cl, "mt", 1, nil)
 
-	resp, err := http.Get(n.url("/metrics"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	text := string(body)
-	for _, want := range []string{
-		`waggle_push_messages_total{status="queued"} 2`,
-		`waggle_push_messages_total{status="duplicate"} 1`,
-		`waggle_http_requests_total{code="201",route="POST /api/v1/push"} 2`,
-		`waggle_kafka_requests_total{api="CreateTopics"} 1`,
-		`waggle_raft_is_leader 1`,
-		`waggle_group_lag_messages{group="mg",partition="Default",queue="m"} 1`,
-		`waggle_raft_apply_seconds_count`,
-		`waggle_badger_lsm_bytes`,
-	} {
-		if !strings.Contains(text, want) {
-			t.Errorf("/metrics lacks %q", want)
+	// A request is counted once its answer is written, so the client may
+	// read the answer a moment before the counter moves: poll.
+	waitFor(t, 5*time.Second, func() error {
+		resp, err := http.Get(n.url("/metrics"))
+		if err != nil {
+			return err
 		}
-	}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var missing []string
+		for _, want := range []string{
+			`waggle_push_messages_total{status="queued"} 2`,
+			`waggle_push_messages_total{status="duplicate"} 1`,
+			`waggle_http_requests_total{code="201",route="POST /api/v1/push"} 2`,
+			`waggle_kafka_requests_total{api="CreateTopics"} 1`,
+			`waggle_raft_is_leader 1`,
+			`waggle_group_lag_messages{group="mg",partition="Default",queue="m"} 1`,
+			`waggle_raft_apply_seconds_count`,
+			`waggle_badger_lsm_bytes`,
+			`waggle_pending_deletes 0`,
+		} {
+			if !strings.Contains(string(body), want) {
+				missing = append(missing, want)
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("/metrics lacks %q", missing)
+		}
+		return nil
+	})
 }
 
 // The dashboard, driven by headless Chromium: a pushed message's queue
