@@ -19,11 +19,15 @@ package raftfsm
 //	ack                3 per ack (≤ 10,000)
 //	produce            1 per batch + 1 per producer + a new topic's partitions
 //	create/add topic   2 per partition (≤ 10,000 partitions)
-//	pop                ≤ maxSettlesPerPop settled cursors + 4
+//	pop                2 per partition looked at (≤ maxPopScan: a settled
+//	                   lease's cursor and lease key, or a position worked out
+//	                   from a reset) + 4
 //	seek, delete group, delete queue   ≤ 4
 //	commit offsets     1 per offset (≤ MaxOffsetsPerEntry)
-//	prune, tick        2 per record pruned, timers fired as a push (≤ 10,000)
-//	cleanup            ≤ MaxCleanupWrites + 2
+//	prune, tick        2 per record pruned, timers fired as a push (≤ 1,000
+//	                   and 2 MiB)
+//	dead letters       ≤ 2 MiB copied per entry (maxDeadLetterBytes)
+//	cleanup            ≤ MaxCleanupWrites + 1 (a tombstone's own write counts)
 //
 // FSM.ApplyBatch commits its open transaction before an entry once it
 // holds commitAfterWrites writes, so one badger transaction stays below

@@ -347,3 +347,30 @@ func TestTickFiresDueTimersWithinAByteBound(t *testing.T) {
 		t.Fatalf("ticks fired %v timers, want %v", fired, want)
 	}
 }
+
+// Tombstones that leave nothing to delete cost a write each (their own
+// removal) and were not charged to a cleanup entry's budget: 20,000
+// deletes of empty queues made one cleanup entry of 20,000 writes that ran
+// for minutes (found in review of issue 14; enough of them and badger
+// refuses the entry on every replica).
+func TestCleanupOfManyEmptyQueuesIsBounded(t *testing.T) {
+	h := newBoundHarness(t)
+	const queues = 20_000
+	var cmds [][]byte
+	for i := range queues {
+		cmds = append(cmds, (&ConfigureQueueCommand{NowMs: 1, Queue: "e" + strconv.Itoa(i)}).Encode())
+	}
+	for i := range queues {
+		cmds = append(cmds, (&DeleteQueueCommand{Name: "e" + strconv.Itoa(i)}).Encode())
+	}
+	h.apply(cmds...)
+	start := time.Now()
+	entries := h.cleanUp()
+	if most := h.most[CmdCleanup]; most > MaxCleanupWrites+1 {
+		t.Fatalf("a cleanup entry wrote %d keys", most)
+	}
+	if fams := h.families(); fams[0x14] != 0 {
+		t.Fatalf("%d tombstones left", fams[0x14])
+	}
+	t.Logf("%d tombstones removed by %d cleanup entries in %v", queues, entries, time.Since(start))
+}

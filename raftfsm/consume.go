@@ -262,7 +262,7 @@ func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *PopCommand) PopResult
 			offsets, hashes = deliverable(tx, part.ID, &cur, c.Batch, now, delayMs)
 		}
 		if len(offsets) == 0 {
-			if settled {
+			if settled || cur.Resolved() { // a position worked out from a reset is kept
 				must(tx.PutCursor(c.Group, cur, meta.NextID))
 			}
 			continue
@@ -294,7 +294,7 @@ func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *PopCommand) PopResult
 
 // popCandidates lists the partitions a pop looks at, in order: the named
 // one, or up to maxPopScan from the one after resume on, wrapping round to
-// the first. windowFull reports that the queue may have more.
+// the first. windowFull reports that the queue has partitions beyond them.
 func popCandidates(tx *store.Tx, queueID uint64, partition, resume string) (parts []store.Partition, windowFull bool) {
 	if partition != "" {
 		part, err := tx.Partition(queueID, partition)
@@ -304,10 +304,11 @@ func popCandidates(tx *store.Tx, queueID uint64, partition, resume string) (part
 		must(err)
 		return []store.Partition{part}, false
 	}
-	parts, err := tx.PartitionsAfter(queueID, resume, maxPopScan)
+	// One more than a pop looks at tells whether there is more.
+	parts, err := tx.PartitionsAfter(queueID, resume, maxPopScan+1)
 	must(err)
-	if len(parts) < maxPopScan && resume != "" {
-		wrapped, err := tx.PartitionsAfter(queueID, "", maxPopScan-len(parts))
+	if len(parts) <= maxPopScan && resume != "" {
+		wrapped, err := tx.PartitionsAfter(queueID, "", maxPopScan+1-len(parts))
 		must(err)
 		for _, p := range wrapped {
 			if p.Name > resume {
@@ -316,20 +317,19 @@ func popCandidates(tx *store.Tx, queueID uint64, partition, resume string) (part
 			parts = append(parts, p)
 		}
 	}
-	return parts, len(parts) == maxPopScan
+	if len(parts) > maxPopScan {
+		return parts[:maxPopScan], true
+	}
+	return parts, false
 }
 
-// newReset starts a reset of a group's positions in a queue with a fresh
-// generation. A reset to the end also moves the replicated clock on by one
-// millisecond: every entry appended so far carries a time at or below the
-// clock, every later one a time at or after AtMs, so "the end" is exact.
+// newReset starts a reset of a group's positions in a queue. Its
+// generation is a fresh id: every entry appended so far carries an append
+// sequence at or below it, every later one a larger one, so where the
+// reset puts each partition is exact whenever it is worked out.
 func newReset(meta *store.Meta, mode string) *store.Reset {
 	r := &store.Reset{Gen: meta.NextID, Mode: mode}
 	meta.NextID++
-	if mode == store.ResetToEnd {
-		meta.ClockMs++
-		r.AtMs = meta.ClockMs
-	}
 	return r
 }
 
@@ -485,20 +485,14 @@ func (p *Processor) ackOne(tx *store.Tx, meta *store.Meta, group string, tg *ack
 	if l.Acks[offset] != "" {
 		return res // acked before: nothing changes
 	}
-	status, failures := a.Status, cur.Failures[offset]
-	if status == AckFailed {
-		failures++
-		if failures > RetryLimit(tg.queue) {
-			status = AckDLQ
-		}
-	}
+	status, failures := ackOutcome(tg, offset, a.Status)
 	if status == AckDLQ && DeadLettering(tg.queue) {
 		d := deadLetter(tx, tg.queue, tg.part, group, offset, a.Error, cur.Attempts[offset])
-		if size := d.Size(); p.deadLetterBytes > 0 && p.deadLetterBytes+size > maxDeadLetterBytes {
+		size := d.Size()
+		if p.deadLetterBytes > 0 && p.deadLetterBytes+size > maxDeadLetterBytes {
 			return fail("this call dead-letters too much at once: ack this message again")
-		} else {
-			p.deadLetterBytes += size
 		}
+		p.deadLetterBytes += size
 		d.ID, d.AtMs = meta.NextID, meta.ClockMs
 		meta.NextID++
 		must(tx.PutDeadLetter(d))
@@ -520,6 +514,27 @@ func (p *Processor) ackOne(tx *store.Tx, meta *store.Meta, group string, tg *ack
 	}
 	cur.UpdatedMs = now
 	return res
+}
+
+// ackOutcome is what an ack of a leased offset comes to: a failure past
+// the queue's retry limit is a dead letter. failures is the offset's
+// failure count after it.
+func ackOutcome(tg *ackTarget, offset int64, status string) (outcome string, failures int32) {
+	failures = tg.cur.Failures[offset]
+	if status == AckFailed {
+		failures++
+		if failures > RetryLimit(tg.queue) {
+			return AckDLQ, failures
+		}
+	}
+	return status, failures
+}
+
+// wouldDeadLetter reports whether acking a leased offset with status
+// stores a dead letter.
+func wouldDeadLetter(tg *ackTarget, offset int64, status string) bool {
+	outcome, _ := ackOutcome(tg, offset, status)
+	return outcome == AckDLQ && DeadLettering(tg.queue)
 }
 
 // maxDeadLetterBytes bounds what one entry copies into dead letters (a
@@ -547,11 +562,11 @@ func (p *Processor) extendLease(tx *store.Tx, meta *store.Meta, c *ExtendLeaseCo
 		return ExtendLeaseResult{}
 	}
 	must(err)
-	if _, err := tx.QueueByID(cur.QueueID); errors.Is(err, store.ErrNotFound) {
+	_, err = tx.QueueByID(cur.QueueID)
+	if errors.Is(err, store.ErrNotFound) {
 		return ExtendLeaseResult{} // the queue was deleted
-	} else {
-		must(err)
 	}
+	must(err)
 	l := cur.Lease
 	if l == nil || l.ID != c.LeaseID || l.ExpiresAtMs <= meta.ClockMs {
 		return ExtendLeaseResult{}

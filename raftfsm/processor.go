@@ -236,6 +236,7 @@ func (p *Processor) push(tx *store.Tx, meta *store.Meta, cmd *PushCommand) []Pus
 			TimestampMs:   now,
 			TransactionID: it.TransactionID,
 			Payload:       it.Payload,
+			AppendSeq:     meta.NextID,
 		}))
 		entry := dedup.Entry{Offset: offset, MessageID: it.MessageID, StoredAtMs: now, ExpiresAtMs: now + windowMs}
 		if windowMs > 0 {

@@ -96,7 +96,7 @@ func (p *Processor) transaction(tx *store.Tx, meta *store.Meta, c *TransactionCo
 		}
 		// The commit below must not refuse a dead letter: bound what the
 		// acks could dead-letter here (one is always taken).
-		if op.Ack.Status == AckDLQ || op.Ack.Status == AckFailed {
+		if wouldDeadLetter(tg, offset, op.Ack.Status) {
 			size := deadLetter(tx, tg.queue, tg.part, op.Group, offset, op.Ack.Error, 0).Size()
 			if dlBytes > 0 && dlBytes+size > maxDeadLetterBytes {
 				return rollback(RollbackRejectedAck, "the acks could dead-letter more than 2 MiB in one transaction: split it")

@@ -18,20 +18,21 @@ import (
 // by something other than the queue: a group's cursors and subscriptions
 // of the queue (with their leases), its dead letters, and Kafka producer
 // state of partitions that no longer exist.
+// Phases are stored in tombstones: never renumber them.
 const (
-	phasePartitions = iota
-	phaseCursors
-	phaseSubscriptions
-	phaseDeadLetters
-	phaseProducers
-	phaseQueueDone
+	phasePartitions    = 0
+	phaseCursors       = 1
+	phaseSubscriptions = 2
+	phaseDeadLetters   = 3
+	phaseProducers     = 4
+	phaseQueueDone     = 5
 )
 
-// Group clean-up phases.
+// Group clean-up phases, stored like the queue's.
 const (
-	phaseGroupCursors = iota
-	phaseGroupSubscriptions
-	phaseGroupDone
+	phaseGroupCursors       = 0
+	phaseGroupSubscriptions = 1
+	phaseGroupDone          = 2
 )
 
 // Budget bounds the work of one clean-up call: keys deleted or written,
@@ -103,31 +104,39 @@ func (t *Tx) CleanUp(b *Budget) (CleanupResult, error) {
 	rtxn := t.db.NewTransaction(false)
 	defer rtxn.Discard()
 	c := &cleaner{w: t, r: &Tx{txn: rtxn}, b: b}
+	// The tombstones as they stood before this entry, oldest first; each
+	// costs a write of its own (its progress, or its removal) and a look.
+	tss, err := c.r.Tombstones(b.MaxWrites)
+	if err != nil {
+		return CleanupResult{}, err
+	}
 	var res CleanupResult
-	for !b.spent() {
-		tss, err := t.Tombstones(1)
-		if err != nil || len(tss) == 0 {
-			return res, err
+	for _, ts := range tss {
+		if b.spent() {
+			res.More = true
+			break
 		}
-		ts := tss[0]
+		b.writes++
+		b.scanned++
 		before := b.writes
 		done, err := c.step(&ts)
 		res.Deleted += b.writes - before
 		if err != nil {
 			return res, err
 		}
-		if done {
-			if err := t.del(tombstoneKey(ts.Seq)); err != nil {
-				return res, err
-			}
-			res.Finished++
-		} else if err := t.putTombstone(ts); err != nil {
+		if !done {
+			res.More = true
+			return res, t.putTombstone(ts)
+		}
+		if err := t.del(tombstoneKey(ts.Seq)); err != nil {
 			return res, err
 		}
+		res.Finished++
 	}
-	tss, err := t.Tombstones(1)
-	res.More = len(tss) > 0
-	return res, err
+	if !res.More && len(tss) == b.MaxWrites {
+		res.More = true // there may be more than this entry looked at
+	}
+	return res, nil
 }
 
 // cleaner works off tombstones: it reads through r (a read transaction)
@@ -354,6 +363,7 @@ func cursorAndLease(k, v []byte) ([][]byte, error) {
 // whether the prefix is exhausted.
 func (c *cleaner) sweep(prefix []byte, next *[]byte, fn func(k, v []byte) ([][]byte, error)) (bool, error) {
 	b := c.b
+	b.scanned++ // the seek itself, even when it finds nothing
 	var doomed [][]byte
 	exhausted := true
 	err := c.r.scan(prefix, seekFrom(prefix, *next), func(k, v []byte) (bool, error) {

@@ -99,11 +99,15 @@ func (t *Tx) Position(v GroupView, part Partition) (c Cursor, found bool, err er
 		if c.Offset, err = t.resetPosition(*v.Sub.Reset, part); err != nil {
 			return Cursor{}, false, err
 		}
-		found = true
+		found, c.resolved = true, true
 	}
 	c.QueueID, c.Partition, c.superseded = v.QueueID, part.Name, superseded
 	return c, found, nil
 }
+
+// Resolved reports whether the position was worked out from a reset rather
+// than read from a cursor of its own; storing it saves working it out again.
+func (c Cursor) Resolved() bool { return c.resolved }
 
 // PutCursor stores a group's cursor stamped with generation gen (the state
 // machine's current id counter). A cursor that replaces a superseded one
@@ -261,60 +265,80 @@ func (t *Tx) GroupPositions(group string) ([]Cursor, error) {
 	return out, nil
 }
 
-// CursorGroups lists, in order, every group with a current cursor.
+// CursorGroups lists, in order, every group with a current cursor or
+// subscription.
 func (t *Tx) CursorGroups() ([]string, error) {
 	var out []string
-	var last string
-	var cutoff uint64
-	haveLast := false
-	err := t.scan([]byte{familyCursor}, nil, func(k, b []byte) (bool, error) {
-		g, _, _, err := parseCursorKey(k)
-		if err != nil {
-			return false, err
-		}
-		if !haveLast || g != last {
-			if cutoff, err = t.groupDeletedGen(g); err != nil {
+	for _, family := range []byte{familyCursor, familySubscr} {
+		var last string
+		var cutoff uint64
+		have, listed := false, false // last was seen; it is listed
+		err := t.scan([]byte{family}, nil, func(k, b []byte) (bool, error) {
+			if len(k) < 3 || len(k) < 3+int(binary.BigEndian.Uint16(k[1:])) {
+				return false, errBadKey
+			}
+			g := string(k[3 : 3+int(binary.BigEndian.Uint16(k[1:]))])
+			if !have || g != last {
+				var err error
+				if cutoff, err = t.groupDeletedGen(g); err != nil {
+					return false, err
+				}
+				last, have, listed = g, true, false
+			}
+			if listed {
+				return true, nil
+			}
+			gen, err := recordGen(family, b)
+			if err != nil {
 				return false, err
 			}
-			last, haveLast = g, true
-		}
-		if len(out) > 0 && out[len(out)-1] == g {
+			if cutoff == 0 || gen > cutoff {
+				out, listed = append(out, g), true
+			}
 			return true, nil
-		}
-		c, err := decodeCursor(b)
+		})
 		if err != nil {
-			return false, err
+			return nil, err
 		}
-		if cutoff == 0 || c.Gen > cutoff {
-			out = append(out, g)
-		}
-		return true, nil
-	})
-	return out, err
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
-// resetPosition is where a reset puts a group in a partition.
+// resetPosition is where a reset puts a group in a partition: what it
+// would have been at the moment of the reset, worked out from the append
+// sequence of the entries (see Entry.AppendSeq).
 func (t *Tx) resetPosition(r Reset, part Partition) (int64, error) {
-	start, next := int64(part.StartOffset), int64(part.NextOffset)
+	end, err := t.firstAppendedAfter(part, r.Gen)
+	if err != nil {
+		return 0, err
+	}
 	switch r.Mode {
 	case ResetToOffset:
-		return min(max(r.Offset, start), next), nil
+		return min(max(r.Offset, int64(part.StartOffset)), end), nil
 	case ResetToTime:
 		e, found, err := t.FirstEntryAtOrAfter(part, r.AtMs)
-		if err != nil || !found {
-			return next, err
+		if err != nil || !found || e.AppendSeq > r.Gen {
+			return end, err
 		}
-		return max(int64(e.Offset), start), nil
+		return max(int64(e.Offset), int64(part.StartOffset)), nil
 	default: // ResetToEnd
-		return t.firstAppendedAtOrAfter(part, r.AtMs)
+		return end, nil
 	}
 }
 
-// firstAppendedAtOrAfter finds, by binary search (append times never
-// decrease along a partition), the first offset appended at or after atMs,
-// or the partition's next offset when none was.
-func (t *Tx) firstAppendedAtOrAfter(part Partition, atMs int64) (int64, error) {
+// firstAppendedAfter finds, by binary search (append sequences never
+// decrease along a partition), the first offset appended after generation
+// gen, or the partition's next offset when none was.
+func (t *Tx) firstAppendedAfter(part Partition, gen uint64) (int64, error) {
 	lo, hi := part.StartOffset, part.NextOffset
+	if hi == lo {
+		return int64(hi), nil
+	}
+	// Most partitions got nothing since: one read of the last entry.
+	if last, found, err := t.EntryAt(part.ID, hi-1); err != nil || (found && last.AppendSeq <= gen) {
+		return int64(hi), err
+	}
 	for lo < hi {
 		mid := lo + (hi-lo)/2
 		e, found, err := t.EntryAt(part.ID, mid)
@@ -324,7 +348,7 @@ func (t *Tx) firstAppendedAtOrAfter(part Partition, atMs int64) (int64, error) {
 		switch {
 		case !found:
 			hi = mid
-		case e.AppendTimeMs >= atMs:
+		case e.AppendSeq > gen:
 			hi = max(e.Offset, lo) // the entry holding mid may start before lo
 		default:
 			lo = e.Offset + uint64(e.Count)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -44,48 +45,71 @@ func position(t *testing.T, s *Store, group string, part Partition) (c Cursor, f
 	return c, found
 }
 
-// A reset to the end (a seek, a first pop from new) is worked out when a
-// partition is read: the first offset appended at or after the reset's
-// time. HTTP messages carry their append time; Kafka batches written by
-// this version carry it beside the producer's timestamp, which may be
-// anything.
-func TestResetToEndFindsTheFirstOffsetAppendedAfterIt(t *testing.T) {
+// A reset (a seek, a first pop from new) is worked out when a partition
+// is read, as it would have been at the reset: entries carry the append
+// sequence they were appended at, and a reset with generation g came after
+// exactly those at or below g. Kafka batches carry it beside the
+// producer's timestamp, which may be anything; records from before resets
+// existed read 0.
+func TestResetIsWorkedOutAsAtTheMomentOfTheReset(t *testing.T) {
 	s := openTest(t)
-	part := Partition{ID: 7, QueueID: 3, Name: "p", NextOffset: 6}
+	part := Partition{ID: 7, QueueID: 3, Name: "p", NextOffset: 7}
 	write(t, s, func(tx *Tx) error {
-		for o, at := range []int64{100, 100, 101} {
-			if err := tx.PutMessage(part.ID, Message{Offset: uint64(o), TimestampMs: at, TransactionID: "m", Payload: []byte(`1`)}); err != nil {
+		// Offset 0: a message from an older binary (sequence 0).
+		old := []byte{kindMessage}
+		old = append(old, make([]byte, 24)...)
+		old = append(old, 0)
+		if err := tx.set(messageKey(part.ID, 0), append(old, '1')); err != nil {
+			return err
+		}
+		for o, seq := range []uint64{10, 10, 11} { // offsets 1-3
+			if err := tx.PutMessage(part.ID, Message{Offset: uint64(o + 1), TimestampMs: 100 * int64(o+1), TransactionID: "m", Payload: []byte(`1`), AppendSeq: seq}); err != nil {
 				return err
 			}
 		}
-		// Offsets 3–5: one batch appended at 105 whose records claim a
-		// producer time long before.
-		return tx.PutBatch(part.ID, 3, 3, 5, 105, []byte("batch"))
+		// Offsets 4-6: one batch appended at 15 whose records claim a
+		// producer time before all the others.
+		return tx.PutBatch(part.ID, 4, 3, 5, 15, []byte("batch"))
 	})
 	for _, c := range []struct {
-		atMs int64
-		want int64
-	}{{99, 0}, {100, 0}, {101, 2}, {102, 3}, {105, 3}, {106, 6}} {
+		reset Reset
+		want  int64
+	}{
+		{Reset{Gen: 9, Mode: ResetToEnd}, 1},
+		{Reset{Gen: 10, Mode: ResetToEnd}, 3},
+		{Reset{Gen: 12, Mode: ResetToEnd}, 4},
+		{Reset{Gen: 15, Mode: ResetToEnd}, 7},
+		{Reset{Gen: 10, Mode: ResetToOffset, Offset: 2}, 2},
+		{Reset{Gen: 10, Mode: ResetToOffset, Offset: 100}, 3}, // past the end then: the end then
+		{Reset{Gen: 15, Mode: ResetToOffset, Offset: -5}, 0},
+		{Reset{Gen: 12, Mode: ResetToTime, AtMs: 200}, 2},
+		{Reset{Gen: 12, Mode: ResetToTime, AtMs: 5000}, 4}, // in the future then: the end then
+		{Reset{Gen: 15, Mode: ResetToTime, AtMs: 350}, 7},  // no record so late (the batch's claims 5): the end
+	} {
 		write(t, s, func(tx *Tx) error {
-			return tx.PutSubscription("g", part.QueueID, Subscription{Reset: &Reset{Gen: 10, Mode: ResetToEnd, AtMs: c.atMs}}, 11)
+			return tx.PutSubscription("g", part.QueueID, Subscription{Reset: &c.reset}, 20)
 		})
-		if cur, found := position(t, s, "g", part); !found || cur.Offset != c.want {
-			t.Errorf("reset at %d: position %d (found %v), want %d", c.atMs, cur.Offset, found, c.want)
+		if cur, found := position(t, s, "g", part); !found || cur.Offset != c.want || !cur.Resolved() {
+			t.Errorf("reset %+v: position %d (found %v), want %d", c.reset, cur.Offset, found, c.want)
 		}
 	}
 }
 
-// A batch written by an older binary (kind 2) has no append time: its
-// newest record time stands in for it.
-func TestOldBatchRecordsReadTheirRecordTimeAsAppendTime(t *testing.T) {
+// Batch records of the first format (kind 2) read append sequence 0; the
+// current one keeps it beside the producer's timestamp.
+func TestBatchRecordFormats(t *testing.T) {
 	old := []byte{kindBatch, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 42, 'r', 'a', 'w'}
 	e, err := decodeEntry(9, old)
-	if err != nil || e.Count != 2 || e.MaxTimestampMs != 42 || e.AppendTimeMs != 42 || string(e.Batch) != "raw" {
+	if err != nil || e.Count != 2 || e.MaxTimestampMs != 42 || e.AppendSeq != 0 || string(e.Batch) != "raw" {
 		t.Fatalf("decoded %+v, %v", e, err)
 	}
 	e, err = decodeEntry(9, encodeBatch(2, 42, 77, []byte("raw")))
-	if err != nil || e.AppendTimeMs != 77 || e.MaxTimestampMs != 42 || string(e.Batch) != "raw" {
+	if err != nil || e.AppendSeq != 77 || e.MaxTimestampMs != 42 || string(e.Batch) != "raw" {
 		t.Fatalf("decoded %+v, %v", e, err)
+	}
+	m := Message{Offset: 3, ID: [16]byte{1, 2}, TimestampMs: 99, TransactionID: "tx", Payload: []byte(`{"a":1}`), AppendSeq: 5}
+	if got, err := decodeMessage(3, m.encode()); err != nil || got.AppendSeq != 5 || got.TransactionID != "tx" || got.TimestampMs != 99 || got.ID != m.ID || string(got.Payload) != `{"a":1}` {
+		t.Fatalf("message round trip: %+v, %v", got, err)
 	}
 }
 
@@ -95,6 +119,11 @@ func TestResetSupersedesOlderCursorsAndTheirLeases(t *testing.T) {
 	s := openTest(t)
 	part := Partition{ID: 7, QueueID: 3, Name: "p", NextOffset: 10}
 	write(t, s, func(tx *Tx) error {
+		for o := range uint64(10) {
+			if err := tx.PutMessage(part.ID, Message{Offset: o, TransactionID: "m", Payload: []byte(`1`), AppendSeq: 1}); err != nil {
+				return err
+			}
+		}
 		if err := tx.PutCursor("g", Cursor{QueueID: 3, Partition: "p", Offset: 4, Lease: &Lease{ID: "L", ExpiresAtMs: 1e12, Offsets: []int64{4}}}, 5); err != nil {
 			return err
 		}
@@ -150,6 +179,12 @@ func TestDeletedGroupIsGoneAtOnceAndItsNameReusable(t *testing.T) {
 	if groups := cursorGroups(t, s); len(groups) != 1 || groups[0] != "other" {
 		t.Fatalf("groups listed after the delete: %v", groups)
 	}
+	// A group with only a subscription (it sought, or popped nothing yet)
+	// is listed too.
+	write(t, s, func(tx *Tx) error { return tx.PutSubscription("sought", 3, Subscription{}, 10) })
+	if groups := cursorGroups(t, s); !slices.Equal(groups, []string{"other", "sought"}) {
+		t.Fatalf("groups listed: %v", groups)
+	}
 	write(t, s, func(tx *Tx) error { return tx.PutCursor("g", Cursor{QueueID: 3, Partition: "q", Offset: 5}, 10) })
 	for {
 		var res CleanupResult
@@ -169,7 +204,7 @@ func TestDeletedGroupIsGoneAtOnceAndItsNameReusable(t *testing.T) {
 		t.Fatalf("positions after cleanup: %+v, want only q at 5", positions)
 	}
 	fams := families(t, s)
-	if fams[familyCursor] != 2 || fams[familySubscr] != 0 || fams[familyGroup] != 0 || fams[familyTombstone] != 0 {
+	if fams[familyCursor] != 2 || fams[familySubscr] != 1 || fams[familyGroup] != 0 || fams[familyTombstone] != 0 { // other's cursor and g's new one; sought's subscription
 		t.Fatalf("keys left after cleanup: %v", fams)
 	}
 }

@@ -127,7 +127,7 @@ func TestDecodeRejectsCorruptRecords(t *testing.T) {
 	}
 	// A transactionId length running past the end of the record.
 	bad := Message{TransactionID: "abc"}.encode()
-	bad[25] = 200
+	bad[1+8+16+8] = 200
 	if _, err := decodeMessage(0, bad); err == nil {
 		t.Error("message with overlong transactionId length decoded")
 	}

@@ -137,16 +137,16 @@ func decodePartitionMeta(id uint64, b []byte) (Partition, error) {
 	}, nil
 }
 
-// Message values start with a kind byte: kindMessage is one JSON message
-// pushed over HTTP (at one offset), kindBatch a Kafka record batch as
-// produced (at Count offsets from the key's). kindBatchV2 adds the
-// replicated append time; kindBatch entries (written by older binaries)
-// read their newest record time as the append time. A changed format gets
-// a new kind.
+// Message values start with a kind byte: a JSON message pushed over HTTP
+// (at one offset) or a Kafka record batch as produced (at Count offsets
+// from the key's). Version 2 of each adds the append sequence (see
+// Entry.AppendSeq); records of version 1, written by older binaries, read
+// it as 0. A changed format gets a new kind.
 const (
-	kindMessage = recordV1
-	kindBatch   = 2
-	kindBatchV2 = 3
+	kindMessage   = recordV1
+	kindBatch     = 2
+	kindBatchV2   = 3
+	kindMessageV2 = 4
 )
 
 // Message is one stored message.
@@ -156,11 +156,16 @@ type Message struct {
 	TimestampMs   int64    // leader-stamped append time
 	TransactionID string
 	Payload       []byte // the JSON document as pushed
+	AppendSeq     uint64 // see Entry.AppendSeq
 }
 
+// encode writes kindMessageV2:
+//
+//	[0x04] appendSeq(8) id(16) timestampMs(8) len(transactionId) transactionId payload
 func (m Message) encode() []byte {
-	b := make([]byte, 0, 1+16+8+binary.MaxVarintLen64+len(m.TransactionID)+len(m.Payload))
-	b = append(b, recordV1)
+	b := make([]byte, 0, 1+8+16+8+binary.MaxVarintLen64+len(m.TransactionID)+len(m.Payload))
+	b = append(b, kindMessageV2)
+	b = binary.BigEndian.AppendUint64(b, m.AppendSeq)
 	b = append(b, m.ID[:]...)
 	b = binary.BigEndian.AppendUint64(b, uint64(m.TimestampMs))
 	b = binary.AppendUvarint(b, uint64(len(m.TransactionID)))
@@ -169,10 +174,15 @@ func (m Message) encode() []byte {
 }
 
 func decodeMessage(offset uint64, b []byte) (Message, error) {
-	if len(b) < 26 || b[0] != recordV1 {
+	var seq uint64
+	switch {
+	case len(b) >= 34 && b[0] == kindMessageV2:
+		seq, b = binary.BigEndian.Uint64(b[1:9]), b[8:] // the rest reads as version 1
+	case len(b) >= 26 && b[0] == kindMessage:
+	default:
 		return Message{}, errBadRecord
 	}
-	m := Message{Offset: offset, TimestampMs: int64(binary.BigEndian.Uint64(b[17:25]))}
+	m := Message{Offset: offset, TimestampMs: int64(binary.BigEndian.Uint64(b[17:25])), AppendSeq: seq}
 	copy(m.ID[:], b[1:17])
 	n, w := binary.Uvarint(b[25:])
 	rest := b[25:]
@@ -219,9 +229,11 @@ type Entry struct {
 	Count  uint32
 	// MaxTimestampMs is the newest record timestamp in the entry.
 	MaxTimestampMs int64
-	// AppendTimeMs is the replicated time the entry was appended at; it
-	// never decreases along a partition.
-	AppendTimeMs int64
+	// AppendSeq is the state machine's id counter when the entry was
+	// appended: it never decreases along a partition, and a reset stamped
+	// with generation g came after exactly the entries whose AppendSeq is
+	// at most g. Records written before resets existed read 0.
+	AppendSeq uint64
 	// Exactly one of Message and Batch is set. Batch is the raw record
 	// batch with its first offset already set to Offset.
 	Message *Message
@@ -238,13 +250,13 @@ func (e Entry) Size() int {
 
 // encodeBatch writes kindBatchV2:
 //
-//	[0x03] count(4) maxTimestampMs(8) appendTimeMs(8) raw batch
-func encodeBatch(count uint32, maxTimestampMs, appendTimeMs int64, raw []byte) []byte {
+//	[0x03] count(4) maxTimestampMs(8) appendSeq(8) raw batch
+func encodeBatch(count uint32, maxTimestampMs int64, appendSeq uint64, raw []byte) []byte {
 	b := make([]byte, 0, 21+len(raw))
 	b = append(b, kindBatchV2)
 	b = binary.BigEndian.AppendUint32(b, count)
 	b = binary.BigEndian.AppendUint64(b, uint64(maxTimestampMs))
-	b = binary.BigEndian.AppendUint64(b, uint64(appendTimeMs))
+	b = binary.BigEndian.AppendUint64(b, appendSeq)
 	return append(b, raw...)
 }
 
@@ -253,22 +265,20 @@ func decodeEntry(offset uint64, b []byte) (Entry, error) {
 		return Entry{}, errBadRecord
 	}
 	switch b[0] {
-	case kindMessage:
+	case kindMessage, kindMessageV2:
 		m, err := decodeMessage(offset, b)
 		if err != nil {
 			return Entry{}, err
 		}
-		return Entry{Offset: offset, Count: 1, MaxTimestampMs: m.TimestampMs, AppendTimeMs: m.TimestampMs, Message: &m}, nil
+		return Entry{Offset: offset, Count: 1, MaxTimestampMs: m.TimestampMs, AppendSeq: m.AppendSeq, Message: &m}, nil
 	case kindBatch:
 		if len(b) < 13 {
 			return Entry{}, errBadRecord
 		}
-		maxTs := int64(binary.BigEndian.Uint64(b[5:]))
 		return Entry{
 			Offset:         offset,
 			Count:          binary.BigEndian.Uint32(b[1:]),
-			MaxTimestampMs: maxTs,
-			AppendTimeMs:   maxTs,
+			MaxTimestampMs: int64(binary.BigEndian.Uint64(b[5:])),
 			Batch:          append([]byte(nil), b[13:]...),
 		}, nil
 	case kindBatchV2:
@@ -279,7 +289,7 @@ func decodeEntry(offset uint64, b []byte) (Entry, error) {
 			Offset:         offset,
 			Count:          binary.BigEndian.Uint32(b[1:]),
 			MaxTimestampMs: int64(binary.BigEndian.Uint64(b[5:])),
-			AppendTimeMs:   int64(binary.BigEndian.Uint64(b[13:])),
+			AppendSeq:      binary.BigEndian.Uint64(b[13:]),
 			Batch:          append([]byte(nil), b[21:]...),
 		}, nil
 	default:
@@ -344,8 +354,10 @@ type Cursor struct {
 	Failures map[int64]int32 `json:"failures,omitempty"`
 
 	// superseded is the lease of the stored cursor this one replaces after
-	// a reset; PutCursor drops it from the lease index.
+	// a reset; PutCursor drops it from the lease index. resolved: the
+	// position came from a reset, not a stored cursor.
 	superseded string
+	resolved   bool
 }
 
 // Lease hands some offsets of a partition to one consumer of a group until
@@ -385,12 +397,14 @@ type Subscription struct {
 
 // Reset modes.
 const (
-	// ResetToEnd: the first offset appended at or after AtMs (replicated
-	// time), so only messages appended after the reset are read.
+	// ResetToEnd: the first offset appended after the reset, so only
+	// messages appended after it are read.
 	ResetToEnd = "end"
-	// ResetToOffset: Offset, kept within the partition's range.
+	// ResetToOffset: Offset, kept within the partition's range at the
+	// time of the reset.
 	ResetToOffset = "offset"
-	// ResetToTime: the first entry whose newest record is at or after AtMs.
+	// ResetToTime: the first entry whose newest record is at or after AtMs
+	// among those appended before the reset, else the end.
 	ResetToTime = "time"
 )
 

@@ -321,8 +321,8 @@ func (t *Tx) PutMessage(partitionID uint64, m Message) error {
 
 // PutBatch stores a Kafka record batch covering count offsets from base.
 // raw must already carry base as its first offset.
-func (t *Tx) PutBatch(partitionID, base uint64, count uint32, maxTimestampMs, appendTimeMs int64, raw []byte) error {
-	return t.set(messageKey(partitionID, base), encodeBatch(count, maxTimestampMs, appendTimeMs, raw))
+func (t *Tx) PutBatch(partitionID, base uint64, count uint32, maxTimestampMs int64, appendSeq uint64, raw []byte) error {
+	return t.set(messageKey(partitionID, base), encodeBatch(count, maxTimestampMs, appendSeq, raw))
 }
 
 // Entries reads a partition's entries from offset on: the entry holding
