@@ -25,7 +25,9 @@ type Processor struct {
 }
 
 // Apply applies one command entry and returns its answer. meta is updated in
-// place (replicated clock, id counter); the caller stores it. An entry that
+// place (replicated clock, id counter); the caller stores it. A cleanup
+// entry needs a transaction with nothing written yet (see
+// store.Tx.CleanUp); the FSM commits before one. An entry that
 // does not decode, or a store that fails, panics: replicas must never
 // diverge, and a restart replays the entry from the raft log.
 func (p *Processor) Apply(tx *store.Tx, meta *store.Meta, data []byte) any {
