@@ -145,7 +145,16 @@ func (p *Processor) deleteOffsets(tx *store.Tx, meta *store.Meta, c *DeleteOffse
 			continue
 		}
 		must(err)
-		must(tx.DeleteCursor(c.Group, q.ID, strconv.Itoa(int(o.Partition))))
+		view, err := tx.GroupView(c.Group, q.ID)
+		must(err)
+		name := strconv.Itoa(int(o.Partition))
+		if view.Subscribed && view.Sub.Reset != nil {
+			// Without a cursor the reset would still place the group:
+			// store one that says "no position" instead.
+			must(tx.PutCursor(c.Group, store.Cursor{QueueID: q.ID, Partition: name, Offset: store.NoPosition}, meta.NextID))
+		} else {
+			must(tx.DeleteCursor(c.Group, q.ID, name))
+		}
 		n++
 	}
 	return n

@@ -15,6 +15,11 @@ import (
 // with; one stamped at or below a later reset or delete is superseded.
 // Readers treat it as absent, and the reset says where the group stands.
 
+// NoPosition is the offset of a cursor that records "no position here":
+// a Kafka offset delete in a queue whose positions a reset would otherwise
+// give.
+const NoPosition = -1
+
 // GroupView is what a group's positions in one queue are read through: its
 // subscription and the generation at or below which its records are
 // superseded.
@@ -87,6 +92,9 @@ func (t *Tx) Position(v GroupView, part Partition) (c Cursor, found bool, err er
 			return Cursor{}, false, err
 		}
 		found = true
+	}
+	if found && c.Offset == NoPosition && !v.superseded(c.Gen) {
+		return Cursor{QueueID: v.QueueID, Partition: part.Name}, false, nil
 	}
 	superseded := ""
 	if found && v.superseded(c.Gen) {
@@ -252,7 +260,7 @@ func (t *Tx) GroupPositions(group string) ([]Cursor, error) {
 			if err != nil {
 				return false, err
 			}
-			if !v.superseded(c.Gen) {
+			if !v.superseded(c.Gen) && c.Offset != NoPosition {
 				c.QueueID, c.Partition = qid, string(k[len(prefix):])
 				out = append(out, c)
 			}

@@ -234,3 +234,33 @@ func families(t *testing.T, s *Store) map[byte]int {
 	}
 	return out
 }
+
+// A Kafka offset delete in a queue the group reset stores "no position":
+// deleting the cursor alone would let the reset place the group again
+// (found in review of issue 14).
+func TestNoPositionCursorOutweighsAReset(t *testing.T) {
+	s := openTest(t)
+	part := Partition{ID: 7, QueueID: 3, Name: "0", NextOffset: 0}
+	write(t, s, func(tx *Tx) error {
+		if err := tx.CreatePartition(part); err != nil {
+			return err
+		}
+		return tx.PutSubscription("g", 3, Subscription{Reset: &Reset{Gen: 5, Mode: ResetToOffset}}, 6)
+	})
+	if _, found := position(t, s, "g", part); !found {
+		t.Fatal("the reset gives no position")
+	}
+	var positions []Cursor
+	if err := s.View(func(tx *Tx) (err error) { positions, err = tx.GroupPositions("g"); return err }); err != nil || len(positions) != 1 {
+		t.Fatalf("positions listed before the delete: %+v, %v", positions, err)
+	}
+	write(t, s, func(tx *Tx) error {
+		return tx.PutCursor("g", Cursor{QueueID: 3, Partition: "0", Offset: NoPosition}, 7)
+	})
+	if c, found := position(t, s, "g", part); found {
+		t.Fatalf("after the delete the group still stands at %d", c.Offset)
+	}
+	if err := s.View(func(tx *Tx) (err error) { positions, err = tx.GroupPositions("g"); return err }); err != nil || len(positions) != 0 {
+		t.Fatalf("positions listed: %+v, %v", positions, err)
+	}
+}
