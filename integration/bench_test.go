@@ -9,15 +9,22 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/waggle-mq/waggle/payload"
 )
 
+// benchPayloads is worker w's payload source: random, incompressible
+// payloads, unless WAGGLE_BENCH_COMPRESSIBLE=1 asks for repeated ones.
+func benchPayloads(w int) *payload.Source {
+	return payload.New(uint64(w)+1, os.Getenv("WAGGLE_BENCH_COMPRESSIBLE") == "1")
+}
+
 // BenchmarkHTTPPush measures push throughput of a single node over real
-// HTTP: each op is one push of 100 messages with 256-byte payloads and
+// HTTP: each op is one push of 100 messages with 256-byte random payloads and
 // unique transactionIds (dedup on, window 3600 s), sent by
 // WAGGLE_BENCH_CLIENTS concurrent clients (default 16). It reports
 // messages/s and the p50/p99 latency of one push.
@@ -30,7 +37,6 @@ func BenchmarkHTTPPush(b *testing.B) {
 		clients = v
 	}
 	n := startSingle(b)
-	payload := `"` + strings.Repeat("p", 254) + `"` // 256 bytes of JSON
 	transport := &http.Transport{MaxIdleConnsPerHost: clients}
 	hc := &http.Client{Transport: transport, Timeout: 30 * time.Second}
 	url := n.url("/api/v1/push")
@@ -45,6 +51,7 @@ func BenchmarkHTTPPush(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			var body bytes.Buffer
+			src := benchPayloads(c)
 			for {
 				op := next.Add(1) - 1
 				if op >= int64(b.N) {
@@ -56,7 +63,7 @@ func BenchmarkHTTPPush(b *testing.B) {
 					if i > 0 {
 						body.WriteByte(',')
 					}
-					fmt.Fprintf(&body, `{"queue":"bench","partition":"p%d","transactionId":"tx-%d-%d","payload":%s}`, c%4, op, i, payload)
+					fmt.Fprintf(&body, `{"queue":"bench","partition":"p%d","transactionId":"tx-%d-%d","payload":%s}`, c%4, op, i, src.JSON(256))
 				}
 				body.WriteString(`]}`)
 				t0 := time.Now()
@@ -98,7 +105,6 @@ func BenchmarkHTTPPush(b *testing.B) {
 //	go test ./integration -run '^$' -bench HTTPPushPopAck -benchtime 100000x
 func BenchmarkHTTPPushPopAck(b *testing.B) {
 	n := startSingle(b)
-	payload := `"` + strings.Repeat("p", 254) + `"`
 	total := b.N
 	var pushed, completed atomic.Int64
 	var wg sync.WaitGroup
@@ -109,6 +115,7 @@ func BenchmarkHTTPPushPopAck(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			var body bytes.Buffer
+			src := benchPayloads(p)
 			for {
 				first := pushed.Add(100) - 100
 				if first >= int64(total) {
@@ -120,7 +127,7 @@ func BenchmarkHTTPPushPopAck(b *testing.B) {
 					if i > first {
 						body.WriteByte(',')
 					}
-					fmt.Fprintf(&body, `{"queue":"e2e","partition":"p%d","transactionId":"t%d","payload":%s}`, i%8, i, payload)
+					fmt.Fprintf(&body, `{"queue":"e2e","partition":"p%d","transactionId":"t%d","payload":%s}`, i%8, i, src.JSON(256))
 				}
 				body.WriteString(`]}`)
 				resp, err := client.Post(n.url("/api/v1/push"), "application/json", &body)

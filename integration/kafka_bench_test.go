@@ -14,7 +14,7 @@ import (
 // The Kafka benchmarks run the same franz-go client code against a single
 // waggle node (raft + badger on disk) and against franz-go's kfake with
 // DataDir and SyncWrites (its on-disk, fsync-per-batch mode), in the same
-// run, and report waggle/kfake ratios. 100-byte records, acks=all.
+// run, and report waggle/kfake ratios. 100-byte random records (WAGGLE_BENCH_COMPRESSIBLE=1: repeated bytes), acks=all.
 //
 //	go test ./integration -run '^$' -bench Kafka -benchtime 200000x
 
@@ -41,7 +41,7 @@ func startWaggleForBench(b *testing.B) []string {
 func produceRun(b *testing.B, brokers []string, n int, opts ...kgo.Opt) (float64, time.Duration) {
 	cl := kafkaClient(b, brokers, append([]kgo.Opt{kgo.DefaultProduceTopic(benchTopic), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0), kgo.MaxBufferedRecords(10_000)}, opts...)...)
-	value := make([]byte, 100)
+	src := benchPayloads(0)
 	lat := make([]time.Duration, n)
 	var wg sync.WaitGroup
 	var failed error
@@ -50,7 +50,7 @@ func produceRun(b *testing.B, brokers []string, n int, opts ...kgo.Opt) (float64
 	for i := range n {
 		wg.Add(1)
 		t0 := time.Now()
-		cl.Produce(context.Background(), &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+		cl.Produce(context.Background(), &kgo.Record{Value: src.Bytes(100)}, func(_ *kgo.Record, err error) {
 			lat[i] = time.Since(t0)
 			if err != nil {
 				mu.Lock()

@@ -20,6 +20,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/waggle-mq/waggle/payload"
 )
 
 // benchRun collects what a load run measured: one latency per request
@@ -89,7 +91,7 @@ func newBenchCmd(o *clientOptions) *cobra.Command {
 }
 
 func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
-	var push bool
+	var push, compressible bool
 	var batch, clients, size, messages int
 	var queue string
 	cmd := &cobra.Command{
@@ -104,7 +106,6 @@ func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 				return errors.New("--batch, --clients, --messages must be positive and --size at least 2")
 			}
 			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients, TLSClientConfig: o.tlsConfig()}, Timeout: 60 * time.Second}
-			payload := `"` + strings.Repeat("x", size-2) + `"`
 			run := &benchRun{start: time.Now()}
 			stop := make(chan struct{})
 			go run.progress(c.ErrOrStderr(), int64(messages), stop)
@@ -116,6 +117,7 @@ func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 				go func() {
 					defer wg.Done()
 					var body bytes.Buffer
+					src := payload.New(uint64(nonce)+uint64(w), compressible)
 					for {
 						first := next.Add(int64(batch)) - int64(batch)
 						if first >= int64(messages) {
@@ -128,7 +130,7 @@ func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 							if i > 0 {
 								body.WriteByte(',')
 							}
-							fmt.Fprintf(&body, `{"queue":%q,"partition":"p%d","transactionId":"bench-%d-%d","payload":%s}`, queue, w%8, nonce, first+i, payload)
+							fmt.Fprintf(&body, `{"queue":%q,"partition":"p%d","transactionId":"bench-%d-%d","payload":%s}`, queue, w%8, nonce, first+i, src.JSON(size))
 						}
 						body.WriteString(`]}`)
 						t0 := time.Now()
@@ -162,6 +164,7 @@ func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 	f.IntVar(&batch, "batch", 100, "messages per push")
 	f.IntVar(&clients, "clients", 16, "concurrent clients")
 	f.IntVar(&size, "size", 256, "payload bytes")
+	f.BoolVar(&compressible, "compressible", false, "repeat one byte instead of random, incompressible payloads")
 	f.IntVar(&messages, "messages", 200_000, "messages in all")
 	f.StringVar(&queue, "queue", "bench", "queue to push to")
 	return cmd
@@ -170,6 +173,7 @@ func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 func newBenchKafkaCmd(o *clientOptions) *cobra.Command {
 	var produce bool
 	var records, size int
+	var compressible bool
 	var acks, topic string
 	var brokers []string
 	var useTLS bool
@@ -208,7 +212,7 @@ func newBenchKafkaCmd(o *clientOptions) *cobra.Command {
 				return err
 			}
 			defer cl.Close()
-			value := bytes.Repeat([]byte("x"), size)
+			src := payload.New(uint64(time.Now().UnixNano()), compressible)
 			run := &benchRun{start: time.Now(), latencies: make([]time.Duration, 0, records)}
 			stop := make(chan struct{})
 			go run.progress(c.ErrOrStderr(), int64(records), stop)
@@ -220,7 +224,7 @@ func newBenchKafkaCmd(o *clientOptions) *cobra.Command {
 			for range records {
 				wg.Add(1)
 				t0 := time.Now()
-				cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+				cl.Produce(ctx, &kgo.Record{Value: src.Bytes(size)}, func(_ *kgo.Record, err error) {
 					defer wg.Done()
 					if err != nil {
 						run.errors.Add(1)
@@ -238,6 +242,7 @@ func newBenchKafkaCmd(o *clientOptions) *cobra.Command {
 	f.BoolVar(&produce, "produce", false, "measure producing")
 	f.IntVar(&records, "records", 1_000_000, "records to produce")
 	f.IntVar(&size, "size", 100, "record value bytes")
+	f.BoolVar(&compressible, "compressible", false, "repeat one byte instead of random, incompressible values")
 	f.StringVar(&acks, "acks", "all", "all, 1 or 0")
 	f.StringVar(&topic, "topic", "bench", "topic (created if missing)")
 	f.StringSliceVar(&brokers, "brokers", []string{"127.0.0.1:9092"}, "bootstrap brokers")
