@@ -58,12 +58,19 @@ func (s *Service) LeaderHTTPAddr() (string, error) {
 // forward to.
 const ForwardWait = 3 * time.Second
 
+// NoLeaderWait bounds the wait while no leader is known at all: long enough
+// for an election under way to end and reach this node, short enough that
+// a node cut off from the majority answers no_leader (nothing written)
+// before a client's timeout would leave it guessing.
+const NoLeaderWait = time.Second
+
 // forwardPoll is how often AwaitLeaderHTTPAddr looks at raft's leader and
 // the FSM's applied index.
 const forwardPoll = 5 * time.Millisecond
 
 // AwaitLeaderHTTPAddr is LeaderHTTPAddr for a write about to be forwarded:
-// it waits, up to ForwardWait or until ctx ends, for a leader whose
+// it waits, up to ForwardWait (NoLeaderWait while no leader is known) or
+// until ctx ends, for a leader whose
 // address this node has applied, or for this node to lead (then local is
 // true and the write is to be served here). A newly elected leader writes
 // its address to the registry only after it has won, so right after an
@@ -83,6 +90,7 @@ func (s *Service) AwaitLeaderHTTPAddr(ctx context.Context) (addr string, local b
 	defer cancel()
 	tick := time.NewTicker(forwardPoll)
 	defer tick.Stop()
+	leaderless := time.Now().Add(NoLeaderWait)
 	_, lastLeader := s.node.Raft.LeaderWithID()
 	lastApplied := s.node.FSM.AppliedIndex()
 	for {
@@ -95,6 +103,9 @@ func (s *Service) AwaitLeaderHTTPAddr(ctx context.Context) (addr string, local b
 			return "", true, nil
 		}
 		_, leader := s.node.Raft.LeaderWithID()
+		if leader == "" && time.Now().After(leaderless) {
+			return "", false, err
+		}
 		applied := s.node.FSM.AppliedIndex()
 		if leader == lastLeader && applied == lastApplied {
 			continue
