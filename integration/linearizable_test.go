@@ -102,6 +102,12 @@ type registerClient struct {
 	h           *registerHistory
 	key         string
 	lastVersion int64 // the newest version this client saw on key
+	// lost: a write of this client on key has an unknown outcome. Like a
+	// crashed client in Jepsen, it leaves the key to the others until the
+	// next one: each unknown write may take effect at any later point, so
+	// a client piling them up on one key (a tight loop of broken
+	// connections while nodes die) made porcupine's search run out of time.
+	lost bool
 }
 
 // step runs one operation through c and records it; a get whose answer
@@ -111,7 +117,12 @@ func (rc *registerClient) step(c *cluster, i int) {
 	h := rc.h
 	key := fmt.Sprintf("reg-%d-%d", rc.id%2, time.Since(h.start)/time.Second)
 	if key != rc.key {
-		rc.key, rc.lastVersion = key, 0
+		rc.key, rc.lastVersion, rc.lost = key, 0, false
+	}
+	if rc.lost {
+		// Wait for the next key (a fresh one every second).
+		time.Sleep(time.Until(h.start.Add((time.Since(h.start)/time.Second + 1) * time.Second)))
+		return
 	}
 	in := regInput{key: key, value: rc.id*1_000_000 + i}
 	op := map[string]any{"op": "put", "ns": "lin", "key": key, "value": in.value, "forever": true}
@@ -161,6 +172,7 @@ func (rc *registerClient) step(c *cluster, i int) {
 	if !res.unknown {
 		rc.lastVersion = res.version
 	}
+	rc.lost = res.unknown
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if res.unknown {
