@@ -334,19 +334,22 @@ type healthAnswer struct {
 }
 
 type fetchAnswer struct {
-	Entries []struct {
-		Queue     string `json:"queue"`
-		Partition string `json:"partition"`
-		Records   []struct {
-			Offset        uint64          `json:"offset"`
-			MessageID     string          `json:"messageId"`
-			TransactionID string          `json:"transactionId"`
-			Payload       json.RawMessage `json:"payload"`
-			Timestamp     int64           `json:"ts"`
-		} `json:"records"`
-		HighWatermark uint64 `json:"highWatermark"`
-		Error         string `json:"error"`
-	} `json:"entries"`
+	Entries []fetchEntryAnswer `json:"entries"`
+}
+
+// fetchEntryAnswer is one entry of a fetch answer.
+type fetchEntryAnswer struct {
+	Queue     string `json:"queue"`
+	Partition string `json:"partition"`
+	Records   []struct {
+		Offset        uint64          `json:"offset"`
+		MessageID     string          `json:"messageId"`
+		TransactionID string          `json:"transactionId"`
+		Payload       json.RawMessage `json:"payload"`
+		Timestamp     int64           `json:"ts"`
+	} `json:"records"`
+	HighWatermark uint64 `json:"highWatermark"`
+	Error         string `json:"error"`
 }
 
 type queueAnswer struct {

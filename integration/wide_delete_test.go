@@ -276,20 +276,6 @@ func fetchEntry(n *node, queue, partition string) fetchEntryAnswer {
 	return out.Entries[0]
 }
 
-type fetchEntryAnswer = struct {
-	Queue     string `json:"queue"`
-	Partition string `json:"partition"`
-	Records   []struct {
-		Offset        uint64          `json:"offset"`
-		MessageID     string          `json:"messageId"`
-		TransactionID string          `json:"transactionId"`
-		Payload       json.RawMessage `json:"payload"`
-		Timestamp     int64           `json:"ts"`
-	} `json:"records"`
-	HighWatermark uint64 `json:"highWatermark"`
-	Error         string `json:"error"`
-}
-
 // fetchKeep is what a fetch answers for each partition of keep.
 func fetchKeep(n *node, parts []string) map[string]fetchEntryAnswer {
 	n.t.Helper()
