@@ -1,4 +1,4 @@
-// Package httpapi serves waggle's native HTTP API (see shared/HTTP-API.md):
+// Package httpapi serves waggle's native HTTP API (the README lists every call):
 // routes, JSON in and out, status codes. Every decision about dedup,
 // offsets or leadership is the broker's; this package only translates.
 package httpapi

@@ -2,7 +2,7 @@ package main
 
 import "encoding/json"
 
-// The API's answers as the CLI reads them (see shared/HTTP-API.md).
+// The API's answers as the CLI reads them (the README's HTTP API section).
 
 type queueInfo struct {
 	Name    string `json:"name"`
