@@ -40,23 +40,7 @@ func observe(ctx context.Context, m *metrics.Metrics, node *raftfsm.Node, st *st
 			"Messages a consumer group has yet to read, per queue partition.", []string{"group", "queue", "partition"}, nil)},
 	)
 
-	obs := make(chan raft.Observation, 16)
-	observer := raft.NewObserver(obs, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
-		return ok
-	})
-	node.Raft.RegisterObserver(observer)
-	go func() {
-		defer node.Raft.DeregisterObserver(observer)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-obs:
-				m.LeaderChanged()
-			}
-		}
-	}()
+	onLeaderChange(ctx, node, func(raft.LeaderObservation) { m.LeaderChanged() })
 }
 
 // lagCollector reports every group's lag at scrape time.

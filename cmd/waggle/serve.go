@@ -316,10 +316,25 @@ func registerSelf(ctx context.Context, base string, client *http.Client, self re
 // the raft leader (a missed wake-up is harmless: registerSelf polls too).
 func wonElection(ctx context.Context, node *raftfsm.Node, id string) <-chan struct{} {
 	won := make(chan struct{}, 1)
-	obs := make(chan raft.Observation, 4)
+	onLeaderChange(ctx, node, func(l raft.LeaderObservation) {
+		if string(l.LeaderID) != id {
+			return
+		}
+		select {
+		case won <- struct{}{}:
+		default:
+		}
+	})
+	return won
+}
+
+// onLeaderChange calls fn, from a goroutine of its own, for each leader
+// change raft reports, until ctx ends.
+func onLeaderChange(ctx context.Context, node *raftfsm.Node, fn func(raft.LeaderObservation)) {
+	obs := make(chan raft.Observation, 16)
 	observer := raft.NewObserver(obs, false, func(o *raft.Observation) bool {
-		l, ok := o.Data.(raft.LeaderObservation)
-		return ok && string(l.LeaderID) == id
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
 	})
 	node.Raft.RegisterObserver(observer)
 	go func() {
@@ -328,15 +343,11 @@ func wonElection(ctx context.Context, node *raftfsm.Node, id string) <-chan stru
 			select {
 			case <-ctx.Done():
 				return
-			case <-obs:
-				select {
-				case won <- struct{}{}:
-				default:
-				}
+			case o := <-obs:
+				fn(o.Data.(raft.LeaderObservation))
 			}
 		}
 	}()
-	return won
 }
 
 // registered reports whether this node's view of the cluster lists self
