@@ -12,28 +12,16 @@ import (
 // entries then each remove a bounded number of keys, oldest tombstone
 // first, recording in the tombstone where to resume.
 
-// Queue clean-up phases, in order. The partition phase empties one
-// partition at a time (messages, dedup records with their expiry keys,
-// then the partition's own keys). The family phases sweep records keyed
-// by something other than the queue: a group's cursors and subscriptions
-// of the queue (with their leases), its dead letters, and Kafka producer
-// state of partitions that no longer exist.
-// Phases are stored in tombstones: never renumber them.
-const (
-	phasePartitions    = 0
-	phaseCursors       = 1
-	phaseSubscriptions = 2
-	phaseDeadLetters   = 3
-	phaseProducers     = 4
-	phaseQueueDone     = 5
-)
-
-// Group clean-up phases, stored like the queue's.
-const (
-	phaseGroupCursors       = 0
-	phaseGroupSubscriptions = 1
-	phaseGroupDone          = 2
-)
+// A tombstone's clean-up runs in phases, in order; the phase reached is
+// stored in the tombstone as its index in the kind's list (queuePhases,
+// groupPhases), so phases are only ever appended to a list.
+//
+// A queue's: its partitions one at a time (messages, dedup records with
+// their expiry keys, then the partition's own keys), then the records keyed
+// by something other than the queue: groups' cursors and subscriptions of
+// it (with their leases), its dead letters, and Kafka producer state of
+// partitions that no longer exist. A group's: its superseded cursors (with
+// leases) and subscriptions, then its group record.
 
 // Budget bounds the work of one clean-up call: keys deleted or written,
 // and keys looked at.
@@ -75,15 +63,20 @@ func (t *Tx) putTombstone(ts Tombstone) error {
 func (t *Tx) Tombstones(limit int) ([]Tombstone, error) {
 	var out []Tombstone
 	err := t.scan([]byte{familyTombstone}, nil, func(k, v []byte) (bool, error) {
-		if len(k) != 9 {
-			return false, errBadKey
-		}
-		ts, err := decodeJSONRecord[Tombstone](v)
-		ts.Seq = binary.BigEndian.Uint64(k[1:])
+		ts, err := decodeTombstone(k, v)
 		out = append(out, ts)
 		return err == nil && len(out) < limit, err
 	})
 	return out, err
+}
+
+func decodeTombstone(k, v []byte) (Tombstone, error) {
+	if len(k) != 9 {
+		return Tombstone{}, errBadKey
+	}
+	ts, err := decodeJSONRecord[Tombstone](v)
+	ts.Seq = binary.BigEndian.Uint64(k[1:])
+	return ts, err
 }
 
 // ErrPendingWrites is returned by CleanUp on a transaction that already
@@ -92,11 +85,12 @@ var ErrPendingWrites = errors.New("store: cleanup needs a write transaction with
 
 // CleanUp works off tombstones, oldest first, within the budget. It must
 // run on a write transaction with nothing written yet (the state machine
-// commits before a cleanup entry): it reads through one iterator of a read
-// transaction over the same state, since an iterator on a write
-// transaction sorts all of its pending writes each time it is made.
-// Everything it deletes lies before the resume keys it records, so not
-// seeing its own deletes changes nothing.
+// commits before a cleanup entry): it reads through a read transaction
+// over the same state, since an iterator on a write transaction sorts all
+// of its pending writes each time it is made. Everything it deletes lies
+// before the resume keys it records, so not seeing its own deletes changes
+// nothing. Each tombstone costs a write of its own (its progress, or its
+// removal) and a look.
 func (t *Tx) CleanUp(b *Budget) (CleanupResult, error) {
 	if t.pendingWrites > 0 || t.db == nil {
 		return CleanupResult{}, ErrPendingWrites
@@ -104,39 +98,32 @@ func (t *Tx) CleanUp(b *Budget) (CleanupResult, error) {
 	rtxn := t.db.NewTransaction(false)
 	defer rtxn.Discard()
 	c := &cleaner{w: t, r: &Tx{txn: rtxn}, b: b}
-	// The tombstones as they stood before this entry, oldest first; each
-	// costs a write of its own (its progress, or its removal) and a look.
-	tss, err := c.r.Tombstones(b.MaxWrites)
-	if err != nil {
-		return CleanupResult{}, err
-	}
 	var res CleanupResult
-	for _, ts := range tss {
+	err := c.r.scan([]byte{familyTombstone}, nil, func(k, v []byte) (bool, error) {
 		if b.spent() {
 			res.More = true
-			break
+			return false, nil
+		}
+		ts, err := decodeTombstone(k, v)
+		if err != nil {
+			return false, err
 		}
 		b.writes++
 		b.scanned++
 		before := b.writes
 		done, err := c.step(&ts)
 		res.Deleted += b.writes - before
-		if err != nil {
-			return res, err
-		}
-		if !done {
+		switch {
+		case err != nil:
+			return false, err
+		case !done:
 			res.More = true
-			return res, t.putTombstone(ts)
-		}
-		if err := t.del(tombstoneKey(ts.Seq)); err != nil {
-			return res, err
+			return false, t.putTombstone(ts)
 		}
 		res.Finished++
-	}
-	if !res.More && len(tss) == b.MaxWrites {
-		res.More = true // there may be more than this entry looked at
-	}
-	return res, nil
+		return true, t.del(tombstoneKey(ts.Seq))
+	})
+	return res, err
 }
 
 // cleaner works off tombstones: it reads through r (a read transaction)
@@ -146,88 +133,122 @@ type cleaner struct {
 	b    *Budget
 }
 
-// step advances one tombstone within the budget and reports whether
-// nothing of it is left.
+// phase is one phase of a tombstone's clean-up: it works within the
+// budget and reports whether it is done.
+type phase func(c *cleaner, ts *Tombstone) (bool, error)
+
+// step advances one tombstone through its kind's phases within the budget
+// and reports whether nothing of it is left.
 func (c *cleaner) step(ts *Tombstone) (bool, error) {
+	var phases []phase
 	switch ts.Kind {
 	case TombstoneQueue:
-		return c.queue(ts)
+		phases = queuePhases
 	case TombstoneGroup:
-		return c.group(ts)
+		phases = groupPhases
+	default:
+		return false, errBadRecord
 	}
-	return false, errBadRecord
-}
-
-func (c *cleaner) queue(ts *Tombstone) (bool, error) {
 	for !c.b.spent() {
-		var done bool
-		var err error
-		switch ts.Phase {
-		case phasePartitions:
-			done, err = c.partitions(ts)
-		case phaseCursors:
-			done, err = c.sweep([]byte{familyCursor}, &ts.Next, func(k, v []byte) ([][]byte, error) {
-				_, qid, _, err := parseCursorKey(k)
-				if err != nil || qid != ts.QueueID {
-					return nil, err
-				}
-				return cursorAndLease(k, v)
-			})
-		case phaseSubscriptions:
-			done, err = c.sweep([]byte{familySubscr}, &ts.Next, func(k, _ []byte) ([][]byte, error) {
-				_, qid, err := parseSubscriptionKey(k)
-				if err != nil || qid != ts.QueueID {
-					return nil, err
-				}
-				return [][]byte{k}, nil
-			})
-		case phaseDeadLetters:
-			done, err = c.sweep([]byte{familyDeadLetter}, &ts.Next, func(k, v []byte) ([][]byte, error) {
-				d, err := decodeJSONRecord[DeadLetter](v)
-				if err != nil || d.QueueID != ts.QueueID {
-					return nil, err
-				}
-				return [][]byte{k}, nil
-			})
-		case phaseProducers:
-			// Producer state is keyed by producer first; state of a
-			// partition that no longer exists is what is left of a
-			// deleted queue.
-			done, err = c.sweep([]byte{familyProducer}, &ts.Next, func(k, _ []byte) ([][]byte, error) {
-				if len(k) != 17 {
-					return nil, errBadKey
-				}
-				_, err := c.w.get(partMetaKey(binary.BigEndian.Uint64(k[9:])))
-				if errors.Is(err, ErrNotFound) {
-					return [][]byte{k}, nil
-				}
-				return nil, err
-			})
-		default:
+		if ts.Phase >= len(phases) {
 			return true, nil
 		}
+		done, err := phases[ts.Phase](c, ts)
 		if err != nil || !done {
 			return false, err
 		}
 		ts.Phase++
 		ts.Next = nil
-		if ts.Phase == phaseQueueDone {
-			return true, nil
-		}
 	}
-	return false, nil
+	return ts.Phase >= len(phases), nil
+}
+
+// queuePhases: never reorder, only append (the index is stored).
+var queuePhases = []phase{
+	(*cleaner).partitions,
+	func(c *cleaner, ts *Tombstone) (bool, error) {
+		return c.sweep([]byte{familyCursor}, &ts.Next, func(k, v []byte) ([][]byte, error) {
+			_, qid, _, err := parseCursorKey(k)
+			if err != nil || qid != ts.QueueID {
+				return nil, err
+			}
+			return cursorAndLease(k, v)
+		})
+	},
+	func(c *cleaner, ts *Tombstone) (bool, error) {
+		return c.sweep([]byte{familySubscr}, &ts.Next, func(k, _ []byte) ([][]byte, error) {
+			_, qid, err := parseSubscriptionKey(k)
+			if err != nil || qid != ts.QueueID {
+				return nil, err
+			}
+			return [][]byte{k}, nil
+		})
+	},
+	func(c *cleaner, ts *Tombstone) (bool, error) {
+		return c.sweep([]byte{familyDeadLetter}, &ts.Next, func(k, v []byte) ([][]byte, error) {
+			d, err := decodeJSONRecord[DeadLetter](v)
+			if err != nil || d.QueueID != ts.QueueID {
+				return nil, err
+			}
+			return [][]byte{k}, nil
+		})
+	},
+	// Producer state is keyed by producer first; state of a partition that
+	// no longer exists is what is left of a deleted queue.
+	func(c *cleaner, ts *Tombstone) (bool, error) {
+		return c.sweep([]byte{familyProducer}, &ts.Next, func(k, _ []byte) ([][]byte, error) {
+			if len(k) != 17 {
+				return nil, errBadKey
+			}
+			_, err := c.w.get(partMetaKey(binary.BigEndian.Uint64(k[9:])))
+			if errors.Is(err, ErrNotFound) {
+				return [][]byte{k}, nil
+			}
+			return nil, err
+		})
+	},
+}
+
+// groupPhases: never reorder, only append (the index is stored).
+var groupPhases = []phase{
+	func(c *cleaner, ts *Tombstone) (bool, error) {
+		return c.sweep(cursorPrefix(ts.Group), &ts.Next, func(k, v []byte) ([][]byte, error) {
+			cur, err := decodeCursor(v)
+			if err != nil || cur.Gen > ts.Gen {
+				return nil, err
+			}
+			return cursorAndLease(k, v)
+		})
+	},
+	func(c *cleaner, ts *Tombstone) (bool, error) {
+		return c.sweep(subscriptionPrefix(ts.Group), &ts.Next, func(k, v []byte) ([][]byte, error) {
+			s, err := decodeJSONRecord[Subscription](v)
+			if err != nil || s.Gen > ts.Gen {
+				return nil, err
+			}
+			return [][]byte{k}, nil
+		})
+	},
+	// A later delete of the same group has its own tombstone and keeps the
+	// group record until it is done.
+	func(c *cleaner, ts *Tombstone) (bool, error) {
+		if deleted, err := c.w.groupDeletedGen(ts.Group); err != nil || deleted != ts.Gen {
+			return err == nil, err
+		}
+		c.b.writes++
+		return true, c.w.del(groupKey(ts.Group))
+	},
 }
 
 // partitions removes a deleted queue's partitions one by one, each with
-// everything keyed by its id: messages, then dedup records (with their
-// expiry keys), then the partition's own keys. Next names the key family
-// being swept by its first byte, and is {0xFF} once all three are done.
+// the key ranges under its id (partitionRanges), then its own two keys.
+// PartRange is the range being swept, len(ranges) once all are.
 func (c *cleaner) partitions(ts *Tombstone) (bool, error) {
 	for !c.b.spent() {
 		if ts.Partition == 0 {
 			prefix := partitionPrefix(ts.QueueID)
 			var nameKey []byte
-			err := c.r.scan(prefix, seekFrom(prefix, ts.PartNext), func(k, v []byte) (bool, error) {
+			err := c.r.scan(prefix, ts.PartNext, func(k, v []byte) (bool, error) {
 				c.b.scanned++
 				if len(v) != 8 {
 					return false, errBadRecord
@@ -238,14 +259,11 @@ func (c *cleaner) partitions(ts *Tombstone) (bool, error) {
 			if err != nil || nameKey == nil {
 				return nameKey == nil && err == nil, err
 			}
-			ts.PartNext, ts.Next = nameKey, nil
+			ts.PartNext, ts.PartRange, ts.Next = nameKey, 0, nil
 		}
-		pid := ts.Partition
-		ranges := [][]byte{messageKey(pid, 0)[:9], dedupPrefix(familyDedup, pid), dedupPrefix(familyDedupLong, pid)}
-		for len(ts.Next) == 0 || ts.Next[0] != 0xFF {
-			i := rangeIndex(ranges, ts.Next)
-			next := ts.Next
-			done, err := c.sweep(ranges[i], &next, func(k, v []byte) ([][]byte, error) {
+		ranges := partitionRanges(ts.Partition)
+		for ; ts.PartRange < len(ranges); ts.PartRange++ {
+			done, err := c.sweep(ranges[ts.PartRange], &ts.Next, func(k, v []byte) ([][]byte, error) {
 				if k[0] == familyMessage {
 					return [][]byte{k}, nil
 				}
@@ -255,17 +273,10 @@ func (c *cleaner) partitions(ts *Tombstone) (bool, error) {
 				}
 				return [][]byte{k, expiryKey(e.ExpiresAtMs, k)}, nil
 			})
-			switch {
-			case err != nil:
+			if err != nil || !done {
 				return false, err
-			case !done:
-				ts.Next = cmpOr(next, ranges[i])
-				return false, nil
-			case i+1 < len(ranges):
-				ts.Next = ranges[i+1]
-			default:
-				ts.Next = []byte{0xFF}
 			}
+			ts.Next = nil
 		}
 		if c.b.MaxWrites-c.b.writes < 2 {
 			c.b.full = true
@@ -274,76 +285,25 @@ func (c *cleaner) partitions(ts *Tombstone) (bool, error) {
 		if err := c.w.del(ts.PartNext); err != nil {
 			return false, err
 		}
-		if err := c.w.del(partMetaKey(pid)); err != nil {
+		if err := c.w.del(partMetaKey(ts.Partition)); err != nil {
 			return false, err
 		}
 		c.b.writes += 2
 		ts.PartNext = append(ts.PartNext, 0) // the next name after it
-		ts.Partition, ts.Next = 0, nil
+		ts.Partition = 0
 	}
 	return false, nil
 }
 
-// cmpOr is a unless it is empty, else b.
-func cmpOr(a, b []byte) []byte {
-	if len(a) > 0 {
-		return a
-	}
-	return b
-}
-
-// rangeIndex is which of ranges (distinct family bytes) a resume key
-// belongs to; an empty key starts at the first.
-func rangeIndex(ranges [][]byte, next []byte) int {
-	for i, r := range ranges {
-		if len(next) > 0 && next[0] == r[0] {
-			return i
-		}
-	}
-	return 0
+// partitionRanges are the key ranges under a partition's id: its messages,
+// and its dedup records (short and hashed ids). Never reorder (the index
+// is stored).
+func partitionRanges(pid uint64) [][]byte {
+	return [][]byte{messageKey(pid, 0)[:9], dedupPrefix(familyDedup, pid), dedupPrefix(familyDedupLong, pid)}
 }
 
 func dedupPrefix(family byte, partitionID uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{family}, partitionID)
-}
-
-func (c *cleaner) group(ts *Tombstone) (bool, error) {
-	for !c.b.spent() {
-		var done bool
-		var err error
-		switch ts.Phase {
-		case phaseGroupCursors:
-			done, err = c.sweep(cursorPrefix(ts.Group), &ts.Next, func(k, v []byte) ([][]byte, error) {
-				cur, err := decodeCursor(v)
-				if err != nil || cur.Gen > ts.Gen {
-					return nil, err
-				}
-				return cursorAndLease(k, v)
-			})
-		case phaseGroupSubscriptions:
-			done, err = c.sweep(subscriptionPrefix(ts.Group), &ts.Next, func(k, v []byte) ([][]byte, error) {
-				s, err := decodeJSONRecord[Subscription](v)
-				if err != nil || s.Gen > ts.Gen {
-					return nil, err
-				}
-				return [][]byte{k}, nil
-			})
-		default:
-			// A later delete of the same group has its own tombstone and
-			// keeps the group record until it is done.
-			if deleted, err := c.w.groupDeletedGen(ts.Group); err != nil || deleted != ts.Gen {
-				return err == nil, err
-			}
-			c.b.writes++
-			return true, c.w.del(groupKey(ts.Group))
-		}
-		if err != nil || !done {
-			return false, err
-		}
-		ts.Phase++
-		ts.Next = nil
-	}
-	return false, nil
 }
 
 // cursorAndLease is a cursor's key with its lease's, when it holds one.
@@ -366,7 +326,7 @@ func (c *cleaner) sweep(prefix []byte, next *[]byte, fn func(k, v []byte) ([][]b
 	b.scanned++ // the seek itself, even when it finds nothing
 	var doomed [][]byte
 	exhausted := true
-	err := c.r.scan(prefix, seekFrom(prefix, *next), func(k, v []byte) (bool, error) {
+	err := c.r.scan(prefix, *next, func(k, v []byte) (bool, error) {
 		keys, err := fn(k, v)
 		if err != nil {
 			return false, err
@@ -397,12 +357,4 @@ func (c *cleaner) sweep(prefix []byte, next *[]byte, fn func(k, v []byte) ([][]b
 	}
 	b.writes += len(doomed)
 	return exhausted, nil
-}
-
-// seekFrom is where a resumed scan of prefix starts.
-func seekFrom(prefix, next []byte) []byte {
-	if len(next) == 0 {
-		return prefix
-	}
-	return next
 }

@@ -435,10 +435,12 @@ type Tombstone struct {
 	Queue   string `json:"queue,omitempty"`
 	Group   string `json:"group,omitempty"`
 	Gen     uint64 `json:"gen,omitempty"` // a group's records at or below it go
-	// Progress: the phase, the partition being emptied, and where the
-	// current scan resumes.
+	// Progress: the phase; for a queue, the partition being emptied, the
+	// key range of it being swept, and where the partition scan resumes;
+	// where the current sweep resumes.
 	Phase     int    `json:"phase"`
 	Partition uint64 `json:"partition,omitempty"`
+	PartRange int    `json:"partRange,omitempty"`
 	PartNext  []byte `json:"partNext,omitempty"`
 	Next      []byte `json:"next,omitempty"`
 }
