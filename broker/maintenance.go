@@ -61,8 +61,8 @@ func (s *Service) RunMaintenance(ctx context.Context, period time.Duration, log 
 // cleanUp proposes bounded cleanup entries while tombstones remain, a few
 // per tick so that deleting a large queue never crowds out other writes.
 func (s *Service) cleanUp(log *slog.Logger) {
-	if n, err := s.PendingDeletes(); err != nil || n == 0 {
-		return
+	if n, err := s.pendingDeletes(1); err != nil || n == 0 {
+		return // the common case: one key looked at each second
 	}
 	for range 10 {
 		cmd := raftfsm.CleanupCommand{MaxWrites: raftfsm.MaxCleanupWrites}
@@ -79,10 +79,13 @@ func (s *Service) cleanUp(log *slog.Logger) {
 
 // PendingDeletes counts the deleted queues and groups whose data cleanup
 // entries have not finished removing (at most 10,000).
-func (s *Service) PendingDeletes() (int, error) {
+func (s *Service) PendingDeletes() (int, error) { return s.pendingDeletes(10_000) }
+
+// pendingDeletes is PendingDeletes counting at most limit.
+func (s *Service) pendingDeletes(limit int) (int, error) {
 	var n int
 	err := s.store.View(func(tx *store.Tx) error {
-		tss, err := tx.Tombstones(10_000)
+		tss, err := tx.Tombstones(limit)
 		n = len(tss)
 		return err
 	})

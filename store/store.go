@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
@@ -279,19 +280,7 @@ func (t *Tx) PutPartition(p Partition) error {
 
 // Partitions lists a queue's partitions in name order.
 func (t *Tx) Partitions(queueID uint64) ([]Partition, error) {
-	var out []Partition
-	err := t.scan(partitionPrefix(queueID), nil, func(_, v []byte) (bool, error) {
-		if len(v) != 8 {
-			return false, errBadRecord
-		}
-		p, err := t.partitionByID(beUint64(v))
-		if err != nil {
-			return false, err
-		}
-		out = append(out, p)
-		return true, nil
-	})
-	return out, err
+	return t.PartitionsAfter(queueID, "", math.MaxInt)
 }
 
 // PartitionsAfter lists up to limit of a queue's partitions in name order,
@@ -488,7 +477,7 @@ func (t *Tx) PruneDedup(nowMs int64, limit int) (int, error) {
 func (t *Tx) scan(prefix, seek []byte, fn func(k, v []byte) (bool, error)) error {
 	it := t.txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: false})
 	defer it.Close()
-	if seek == nil {
+	if len(seek) == 0 {
 		seek = prefix
 	}
 	for it.Seek(seek); it.Valid(); it.Next() {
