@@ -156,10 +156,20 @@ func (f *FSM) commit(tx *store.Tx, meta store.Meta) {
 	f.meta = meta
 }
 
-// Snapshot implements raft.FSM. It only opens a read transaction; the
-// stream is written later by Persist, concurrently with new applies.
+// Snapshot implements raft.FSM. Raft calls it between batches: it fsyncs
+// the message data applied so far (the snapshot lets raft compact the log
+// that is its durable copy), opens a read transaction and links the
+// segment files; Persist writes the stream later, concurrently with new
+// applies.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	return &fsmSnapshot{snap: f.store.Snapshot()}, nil
+	if err := f.store.SyncData(); err != nil {
+		return nil, fmt.Errorf("snapshot: sync message data: %w", err)
+	}
+	sn, err := f.store.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return &fsmSnapshot{snap: sn}, nil
 }
 
 // Restore implements raft.FSM: the store is replaced whole.
@@ -173,14 +183,43 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	return f.loadMeta()
 }
 
+// Reset empties the store, for raft to re-apply its whole log.
+func (f *FSM) Reset() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.store.Reset(); err != nil {
+		return err
+	}
+	return f.loadMeta()
+}
+
 type fsmSnapshot struct {
 	snap *store.Snapshot
 }
 
+// Persist writes the snapshot's keys to the sink. The segment files go as
+// hard links into the snapshot's directory when the sink takes them (see
+// snapshots.go), and are copied into the stream otherwise.
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := s.snap.WriteTo(sink); err != nil {
+	fail := func(err error) error {
 		sink.Cancel()
 		return fmt.Errorf("persist snapshot: %w", err)
+	}
+	if _, err := s.snap.WriteState(sink); err != nil {
+		return fail(err)
+	}
+	if a, ok := sink.(segmentAdopter); ok {
+		err := a.adoptSegments(s.snap.PinDir, s.snap.Segments)
+		if err == nil {
+			s.snap.PinDir = ""
+			return sink.Close()
+		}
+		return fail(err)
+	}
+	section, _ := store.SegmentSection(s.snap.PinDir, s.snap.Segments)
+	defer section.Close()
+	if _, err := io.Copy(sink, section); err != nil {
+		return fail(err)
 	}
 	return sink.Close()
 }

@@ -73,7 +73,10 @@ func requireResult(t *testing.T, got PushResult, status PushStatus, offset uint6
 // bytes mean equal state.
 func snapshotBytes(t *testing.T, f *FSM) []byte {
 	t.Helper()
-	snap := f.store.Snapshot()
+	snap, err := f.store.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer snap.Release()
 	var buf bytes.Buffer
 	if _, err := snap.WriteTo(&buf); err != nil {

@@ -293,7 +293,7 @@ func (p *Processor) produce(tx *store.Tx, meta *store.Meta, c *ProduceCommand) P
 			continue
 		}
 		raw := recordbatch.Rebase(b.Raw, appendAt[i], 0)
-		must(tx.PutBatch(part.ID, uint64(appendAt[i]), uint32(b.NumRecords), b.MaxTimestamp, meta.NextID, raw))
+		must(tx.PutBatch(q, part.ID, uint64(appendAt[i]), uint32(b.NumRecords), b.MaxTimestamp, meta.NextID, meta.ClockMs, raw))
 	}
 	for _, id := range stateOrder {
 		must(tx.PutProducer(id, part.ID, *states[id]))

@@ -133,7 +133,7 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, cfg.Logger)
+	snaps, err := newSnapshotStore(dir, 2, cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("open snapshots: %w", err)
 	}
@@ -227,16 +227,30 @@ func clusterConfig(cfg NodeConfig) raft.Configuration {
 // catchUpFromSnapshot restores the newest snapshot into the store when the
 // store is older than it. Badger does not fsync, so after a machine crash
 // the store can lag entries that raft already compacted away behind a
-// snapshot; with NoSnapshotRestoreOnStart raft would not notice.
+// snapshot; with NoSnapshotRestoreOnStart raft would not notice. Segment
+// files are not fsynced per entry either: when a crash left one shorter
+// than the index says (store.DataBehind), the newest snapshot (whose data
+// was fsynced when it was taken) is restored, or with no snapshot the
+// store starts empty, and raft re-applies the log from there.
 //
 // The comparison uses the applied index recorded inside the snapshot, not
 // the snapshot's raft index: raft's index also counts entries the FSM never
 // sees (a new leader's no-op), so it is often ahead of a store that is in
 // fact complete.
 func catchUpFromSnapshot(fsm *FSM, snaps raft.SnapshotStore) error {
+	behind := fsm.store.DataBehind()
 	list, err := snaps.List()
-	if err != nil || len(list) == 0 || fsm.AppliedIndex() >= list[0].Index {
+	if err != nil {
 		return err
+	}
+	if len(list) == 0 {
+		if behind != nil {
+			return fsm.Reset()
+		}
+		return nil
+	}
+	if behind == nil && fsm.AppliedIndex() >= list[0].Index {
+		return nil
 	}
 	newest := list[0]
 	open := func() (io.ReadCloser, error) {
@@ -246,19 +260,22 @@ func catchUpFromSnapshot(fsm *FSM, snaps raft.SnapshotStore) error {
 		}
 		return rc, nil
 	}
+	if behind == nil {
+		rc, err := open()
+		if err != nil {
+			return err
+		}
+		inSnapshot, err := store.SnapshotAppliedIndex(rc)
+		rc.Close()
+		if err != nil {
+			return fmt.Errorf("read snapshot %s: %w", newest.ID, err)
+		}
+		if fsm.AppliedIndex() >= inSnapshot {
+			return nil
+		}
+	}
 	rc, err := open()
 	if err != nil {
-		return err
-	}
-	inSnapshot, err := store.SnapshotAppliedIndex(rc)
-	rc.Close()
-	if err != nil {
-		return fmt.Errorf("read snapshot %s: %w", newest.ID, err)
-	}
-	if fsm.AppliedIndex() >= inSnapshot {
-		return nil
-	}
-	if rc, err = open(); err != nil {
 		return err
 	}
 	if err := fsm.Restore(rc); err != nil {

@@ -232,7 +232,7 @@ func (p *Processor) push(tx *store.Tx, meta *store.Meta, cmd *PushCommand) []Pus
 
 		offset := tg.part.NextOffset
 		tg.part.NextOffset++
-		must(tx.PutMessage(pid, store.Message{
+		must(tx.PutMessage(*tg.queue, pid, store.Message{
 			Offset:        offset,
 			ID:            it.MessageID,
 			TimestampMs:   now,

@@ -20,7 +20,8 @@ import (
 // their expiry keys, then the partition's own keys), then the records keyed
 // by something other than the queue: groups' cursors and subscriptions of
 // it (with their leases), its dead letters, and Kafka producer state of
-// partitions that no longer exist. A group's: its superseded cursors (with
+// partitions that no longer exist, and last its message data (segment
+// records, stream head, files). A group's: its superseded cursors (with
 // leases) and subscriptions, then its group record.
 
 // Budget bounds the work of one clean-up call: keys deleted or written,
@@ -146,6 +147,8 @@ func (c *cleaner) step(ts *Tombstone) (bool, error) {
 		phases = queuePhases
 	case TombstoneGroup:
 		phases = groupPhases
+	case TombstoneTrim:
+		phases = trimPhases
 	default:
 		return false, errBadRecord
 	}
@@ -165,7 +168,9 @@ func (c *cleaner) step(ts *Tombstone) (bool, error) {
 
 // queuePhases: never reorder, only append (the index is stored).
 var queuePhases = []phase{
-	(*cleaner).partitions,
+	func(c *cleaner, ts *Tombstone) (bool, error) {
+		return c.eachPartition(ts, (*cleaner).dropPartition)
+	},
 	func(c *cleaner, ts *Tombstone) (bool, error) {
 		return c.sweep([]byte{familyCursor}, &ts.Next, func(k, v []byte) ([][]byte, error) {
 			_, qid, _, err := parseCursorKey(k)
@@ -207,6 +212,21 @@ var queuePhases = []phase{
 			return nil, err
 		})
 	},
+	// The message data: the sealed segments' records, then the stream's
+	// head, and its files once that commit stands (a crash before they go
+	// leaves a stream no head names, which opening the store removes).
+	func(c *cleaner, ts *Tombstone) (bool, error) {
+		done, err := c.sweep(segmentPrefix(ts.QueueID), &ts.Next, func(k, _ []byte) ([][]byte, error) {
+			return [][]byte{k}, nil
+		})
+		if err != nil || !done || c.b.spent() {
+			return false, err
+		}
+		c.b.writes++
+		id := ts.QueueID
+		c.w.afterCommit = append(c.w.afterCommit, func() error { return c.w.segs.Remove(id) })
+		return true, c.w.del(streamKey(id))
+	},
 }
 
 // groupPhases: never reorder, only append (the index is stored).
@@ -240,10 +260,10 @@ var groupPhases = []phase{
 	},
 }
 
-// partitions removes a deleted queue's partitions one by one, each with
-// the key ranges under its id (partitionRanges), then its own two keys.
-// PartRange is the range being swept, len(ranges) once all are.
-func (c *cleaner) partitions(ts *Tombstone) (bool, error) {
+// eachPartition runs fn on a queue's partitions one at a time, in name
+// order, within the budget: ts.Partition is the one being worked on
+// (ts.PartNext its name key), and fn reports when it is done with it.
+func (c *cleaner) eachPartition(ts *Tombstone, fn phase) (bool, error) {
 	for !c.b.spent() {
 		if ts.Partition == 0 {
 			prefix := partitionPrefix(ts.QueueID)
@@ -261,38 +281,49 @@ func (c *cleaner) partitions(ts *Tombstone) (bool, error) {
 			}
 			ts.PartNext, ts.PartRange, ts.Next = nameKey, 0, nil
 		}
-		ranges := partitionRanges(ts.Partition)
-		for ; ts.PartRange < len(ranges); ts.PartRange++ {
-			done, err := c.sweep(ranges[ts.PartRange], &ts.Next, func(k, v []byte) ([][]byte, error) {
-				if k[0] == familyMessage {
-					return [][]byte{k}, nil
-				}
-				e, _, err := decodeDedup(v)
-				if err != nil {
-					return nil, err
-				}
-				return [][]byte{k, expiryKey(e.ExpiresAtMs, k)}, nil
-			})
-			if err != nil || !done {
-				return false, err
-			}
-			ts.Next = nil
-		}
-		if c.b.MaxWrites-c.b.writes < 2 {
-			c.b.full = true
-			return false, nil
-		}
-		if err := c.w.del(ts.PartNext); err != nil {
+		done, err := fn(c, ts)
+		if err != nil || !done {
 			return false, err
 		}
-		if err := c.w.del(partMetaKey(ts.Partition)); err != nil {
-			return false, err
-		}
-		c.b.writes += 2
 		ts.PartNext = append(ts.PartNext, 0) // the next name after it
-		ts.Partition = 0
+		ts.Partition, ts.Next = 0, nil
 	}
 	return false, nil
+}
+
+// dropPartition removes a deleted queue's partition: the key ranges under
+// its id (partitionRanges), then its own two keys. PartRange is the range
+// being swept, len(ranges) once all are.
+func (c *cleaner) dropPartition(ts *Tombstone) (bool, error) {
+	ranges := partitionRanges(ts.Partition)
+	for ; ts.PartRange < len(ranges); ts.PartRange++ {
+		done, err := c.sweep(ranges[ts.PartRange], &ts.Next, func(k, v []byte) ([][]byte, error) {
+			if k[0] == familyMessage {
+				return [][]byte{k}, nil
+			}
+			e, _, err := decodeDedup(v)
+			if err != nil {
+				return nil, err
+			}
+			return [][]byte{k, expiryKey(e.ExpiresAtMs, k)}, nil
+		})
+		if err != nil || !done {
+			return false, err
+		}
+		ts.Next = nil
+	}
+	if c.b.MaxWrites-c.b.writes < 2 {
+		c.b.full = true
+		return false, nil
+	}
+	if err := c.w.del(ts.PartNext); err != nil {
+		return false, err
+	}
+	if err := c.w.del(partMetaKey(ts.Partition)); err != nil {
+		return false, err
+	}
+	c.b.writes += 2
+	return true, nil
 }
 
 // partitionRanges are the key ranges under a partition's id: its messages,

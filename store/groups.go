@@ -344,12 +344,12 @@ func (t *Tx) firstAppendedAfter(part Partition, gen uint64) (int64, error) {
 		return int64(hi), nil
 	}
 	// Most partitions got nothing since: one read of the last entry.
-	if last, found, err := t.EntryAt(part.ID, hi-1); err != nil || (found && last.AppendSeq <= gen) {
+	if last, found, err := t.entryAt(part.ID, hi-1, false); err != nil || (found && last.AppendSeq <= gen) {
 		return int64(hi), err
 	}
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		e, found, err := t.EntryAt(part.ID, mid)
+		e, found, err := t.entryAt(part.ID, mid, false)
 		if err != nil {
 			return 0, err
 		}

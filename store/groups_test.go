@@ -63,13 +63,13 @@ func TestResetIsWorkedOutAsAtTheMomentOfTheReset(t *testing.T) {
 			return err
 		}
 		for o, seq := range []uint64{10, 10, 11} { // offsets 1-3
-			if err := tx.PutMessage(part.ID, Message{Offset: uint64(o + 1), TimestampMs: 100 * int64(o+1), TransactionID: "m", Payload: []byte(`1`), AppendSeq: seq}); err != nil {
+			if err := tx.PutMessage(Queue{ID: 3}, part.ID, Message{Offset: uint64(o + 1), TimestampMs: 100 * int64(o+1), TransactionID: "m", Payload: []byte(`1`), AppendSeq: seq}); err != nil {
 				return err
 			}
 		}
 		// Offsets 4-6: one batch appended at 15 whose records claim a
 		// producer time before all the others.
-		return tx.PutBatch(part.ID, 4, 3, 5, 15, []byte("batch"))
+		return tx.PutBatch(Queue{ID: 3}, part.ID, 4, 3, 5, 15, 400, []byte("batch"))
 	})
 	for _, c := range []struct {
 		reset Reset
@@ -120,7 +120,7 @@ func TestResetSupersedesOlderCursorsAndTheirLeases(t *testing.T) {
 	part := Partition{ID: 7, QueueID: 3, Name: "p", NextOffset: 10}
 	write(t, s, func(tx *Tx) error {
 		for o := range uint64(10) {
-			if err := tx.PutMessage(part.ID, Message{Offset: o, TransactionID: "m", Payload: []byte(`1`), AppendSeq: 1}); err != nil {
+			if err := tx.PutMessage(Queue{ID: 3}, part.ID, Message{Offset: o, TransactionID: "m", Payload: []byte(`1`), AppendSeq: 1}); err != nil {
 				return err
 			}
 		}

@@ -65,6 +65,9 @@ type Queue struct {
 	// Topic configs set over Kafka; zero means the broker default.
 	RetentionMs     int64 `json:"retentionMs,omitempty"`
 	MaxMessageBytes int32 `json:"maxMessageBytes,omitempty"`
+	// Segment files: zero means the default (see segmentLimits).
+	SegmentBytes int64 `json:"segmentBytes,omitempty"`
+	SegmentMs    int64 `json:"segmentMs,omitempty"`
 	// Consuming over HTTP; nil means the default (see raftfsm).
 	LeaseTimeSeconds         *int64 `json:"leaseTime,omitempty"`
 	RetryLimit               *int32 `json:"retryLimit,omitempty"`
@@ -238,10 +241,15 @@ type Entry struct {
 	// batch with its first offset already set to Offset.
 	Message *Message
 	Batch   []byte
+
+	ptr *pointer // where the body is, for an entry read without it
 }
 
 // Size is roughly how many bytes the entry returns to a reader.
 func (e Entry) Size() int {
+	if e.ptr != nil && e.Message == nil && e.Batch == nil {
+		return int(e.ptr.length)
+	}
 	if e.Message != nil {
 		return len(e.Message.Payload) + len(e.Message.TransactionID) + 40
 	}
@@ -426,7 +434,7 @@ const (
 )
 
 // Tombstone marks a deleted queue or group whose keys clean-up entries are
-// still removing. Readers never see it: the queue's name and id lookups are
+// still removing, or a queue's data being dropped by retention. Readers never see it: the queue's name and id lookups are
 // gone at once, and a group's records are superseded by its group record.
 type Tombstone struct {
 	Seq     uint64 `json:"-"`
@@ -443,6 +451,8 @@ type Tombstone struct {
 	PartRange int    `json:"partRange,omitempty"`
 	PartNext  []byte `json:"partNext,omitempty"`
 	Next      []byte `json:"next,omitempty"`
+	// Pos: a trim drops the queue's data before this stream position.
+	Pos uint64 `json:"pos,omitempty"`
 }
 
 // groupRecord is kept while a deleted group's old records are cleaned up.

@@ -6,38 +6,133 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"sync/atomic"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
 
-// Snapshot stream format, version 1:
+// Snapshot stream format, version 2:
 //
-//	"WGLSNAP" 0x01
+//	"WGLSNAP" 0x02
 //	repeated: uvarint(len(key)) key uvarint(len(value)) value
-//	uvarint(0)                       end marker (keys are never empty)
+//	uvarint(0)                       end of the keys (keys are never empty)
+//	repeated: uvarint(1) uvarint(stream) uvarint(base) uvarint(size) size bytes
+//	uvarint(0)                       end of the segments
 //
-// A newer binary that changes the stream bumps the version byte and keeps
-// reading version 1.
-var snapshotMagic = []byte("WGLSNAP\x01")
+// The keys are badger's (the metadata and indexes); the segments are the
+// message data, each the first size bytes of a segment file. Version 1
+// (before segment files) has the keys only; Restore reads both. A newer
+// binary that changes the stream bumps the version byte and keeps reading
+// the older ones.
+var (
+	snapshotMagic   = []byte("WGLSNAP\x02")
+	snapshotMagicV1 = []byte("WGLSNAP\x01")
+)
 
 // maxSnapshotField bounds a key or value read from a snapshot stream, so a
 // corrupt stream cannot make Restore allocate without limit.
 const maxSnapshotField = 64 << 20
 
 // Snapshot is a point-in-time view of the whole store, taken by Snapshot and
-// written out later, while writes go on.
+// written out later, while writes go on: a read transaction for the keys
+// and hard links to the segment files as they were, so that retention or
+// a delete cannot take them away meanwhile. Taking one costs time in
+// proportion to the metadata and the number of segments, not the data.
 type Snapshot struct {
 	txn *badger.Txn
+	// Segments lists the data as of the snapshot; PinDir holds their links.
+	Segments []SnapshotSegment
+	PinDir   string
 }
 
-// Snapshot opens a read transaction at the current state. Call Release when
-// done with it.
-func (s *Store) Snapshot() *Snapshot {
-	return &Snapshot{txn: s.db.NewTransaction(false)}
+// SnapshotSegment is one segment file in a snapshot: its first Size bytes
+// at Path hold positions [Base, Base+Size) of the stream.
+type SnapshotSegment struct {
+	Stream uint64 `json:"stream"`
+	Base   uint64 `json:"base"`
+	Size   uint64 `json:"size"`
+	Path   string `json:"path"` // relative to the directory holding the links
 }
 
-// WriteTo streams every key and value of the snapshot to w.
+var pinSeq atomic.Uint64
+
+// Snapshot opens a read transaction at the current state and links the
+// segment files it points into. It must not run concurrently with a
+// write transaction's commit (the state machine calls it between batches).
+// Call Release when done with it.
+func (s *Store) Snapshot() (*Snapshot, error) {
+	sn := &Snapshot{txn: s.db.NewTransaction(false)}
+	segs, err := (&Tx{txn: sn.txn}).dataManifest()
+	if err != nil {
+		sn.Release()
+		return nil, err
+	}
+	if len(segs) == 0 {
+		return sn, nil
+	}
+	sn.PinDir = filepath.Join(s.segs.Root(), pinDirName, fmt.Sprint(pinSeq.Add(1)))
+	if err := os.MkdirAll(sn.PinDir, 0o755); err != nil {
+		sn.Release()
+		return nil, err
+	}
+	for i := range segs {
+		sg := &segs[i]
+		sg.Path = fmt.Sprintf("%d-%d.seg", sg.Stream, sg.Base)
+		src := s.segs.Stream(sg.Stream).Path(sg.Base)
+		if err := os.Link(src, filepath.Join(sn.PinDir, sg.Path)); err != nil {
+			sn.Release()
+			return nil, fmt.Errorf("snapshot: pin segment: %w", err)
+		}
+	}
+	sn.Segments = segs
+	return sn, nil
+}
+
+// pinDirName is where snapshots keep their links until written out.
+const pinDirName = ".pinned"
+
+// dataManifest lists every stream's segments as the transaction sees them:
+// the sealed ones from their records, then the active one up to the
+// committed end.
+func (t *Tx) dataManifest() ([]SnapshotSegment, error) {
+	var out []SnapshotSegment
+	err := t.scan([]byte{familyStream}, nil, func(k, v []byte) (bool, error) {
+		h, err := decodeStreamHead(v)
+		if err != nil || len(k) != 9 {
+			return false, errBadRecord
+		}
+		id := beUint64(k[1:])
+		err = t.scan(segmentPrefix(id), nil, func(k, v []byte) (bool, error) {
+			sr, err := decodeSegmentRecord(k, v)
+			out = append(out, SnapshotSegment{Stream: id, Base: sr.Base, Size: sr.End - sr.Base})
+			return err == nil, err
+		})
+		if h.End > h.ActiveBase {
+			out = append(out, SnapshotSegment{Stream: id, Base: h.ActiveBase, Size: h.End - h.ActiveBase})
+		}
+		return err == nil, err
+	})
+	return out, err
+}
+
+// WriteTo writes the whole snapshot stream to w: WriteState, then the
+// segment section with the data itself.
 func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
+	n, err := sn.WriteState(w)
+	if err != nil {
+		return n, err
+	}
+	section, _ := SegmentSection(sn.PinDir, sn.Segments)
+	defer section.Close()
+	m, err := io.Copy(w, section)
+	return n + m, err
+}
+
+// WriteState writes the stream up to the segment section: the header and
+// every key and value.
+func (sn *Snapshot) WriteState(w io.Writer) (int64, error) {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	cw := &countingWriter{w: bw}
 	cw.Write(snapshotMagic)
@@ -70,15 +165,113 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	return cw.n, bw.Flush()
 }
 
-// Release ends the snapshot's read transaction.
-func (sn *Snapshot) Release() { sn.txn.Discard() }
+// Release ends the snapshot's read transaction and removes its links, if
+// they were not handed on.
+func (sn *Snapshot) Release() {
+	sn.txn.Discard()
+	if sn.PinDir != "" {
+		os.RemoveAll(sn.PinDir)
+	}
+}
+
+// SegmentSection returns the segment section of a snapshot stream, read
+// from the segment files listed (Path relative to dir), and its length.
+func SegmentSection(dir string, segs []SnapshotSegment) (io.ReadCloser, int64) {
+	r := &sectionReader{dir: dir, segs: segs}
+	size := int64(1)
+	for _, sg := range segs {
+		size += int64(len(sectionHeader(nil, sg))) + int64(sg.Size)
+	}
+	return r, size
+}
+
+func sectionHeader(b []byte, sg SnapshotSegment) []byte {
+	b = binary.AppendUvarint(b, 1)
+	b = binary.AppendUvarint(b, sg.Stream)
+	b = binary.AppendUvarint(b, sg.Base)
+	return binary.AppendUvarint(b, sg.Size)
+}
+
+// sectionReader produces a segment section, opening one file at a time.
+type sectionReader struct {
+	dir  string
+	segs []SnapshotSegment
+	pend []byte    // header bytes not yet read
+	file io.Reader // the current segment's remaining bytes
+	f    *os.File
+	done bool
+}
+
+func (r *sectionReader) Read(p []byte) (int, error) {
+	for {
+		if len(r.pend) > 0 {
+			n := copy(p, r.pend)
+			r.pend = r.pend[n:]
+			return n, nil
+		}
+		if r.file != nil {
+			n, err := r.file.Read(p)
+			if err == io.EOF {
+				r.closeFile()
+				if n > 0 {
+					return n, nil
+				}
+				continue
+			}
+			return n, err
+		}
+		if len(r.segs) == 0 {
+			if r.done {
+				return 0, io.EOF
+			}
+			r.done, r.pend = true, []byte{0}
+			continue
+		}
+		sg := r.segs[0]
+		r.segs = r.segs[1:]
+		f, err := os.Open(filepath.Join(r.dir, sg.Path))
+		if err != nil {
+			return 0, fmt.Errorf("snapshot: segment: %w", err)
+		}
+		r.f, r.file = f, &exactReader{r: io.LimitReader(f, int64(sg.Size)), left: int64(sg.Size)}
+		r.pend = sectionHeader(nil, sg)
+	}
+}
+
+func (r *sectionReader) closeFile() {
+	if r.f != nil {
+		r.f.Close()
+	}
+	r.f, r.file = nil, nil
+}
+
+func (r *sectionReader) Close() error {
+	r.closeFile()
+	return nil
+}
+
+// exactReader fails when its source ends before left bytes: a segment
+// file shorter than the snapshot says is damage, not a short segment.
+type exactReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (e *exactReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	e.left -= int64(n)
+	if err == io.EOF && e.left > 0 {
+		return n, fmt.Errorf("snapshot: a segment file is %d bytes short", e.left)
+	}
+	return n, err
+}
 
 // SnapshotAppliedIndex reads just the head of a snapshot stream and returns
 // the raft index the snapshotted state had applied. The meta record's key
 // sorts first, so this costs one record, not the whole stream.
 func SnapshotAppliedIndex(r io.Reader) (uint64, error) {
 	br := bufio.NewReader(r)
-	if err := readMagic(br); err != nil {
+	if _, err := readMagic(br); err != nil {
 		return 0, err
 	}
 	k, err := readField(br)
@@ -96,22 +289,30 @@ func SnapshotAppliedIndex(r io.Reader) (uint64, error) {
 	return m.AppliedIndex, err
 }
 
-func readMagic(br *bufio.Reader) error {
+// readMagic reads the stream's header and returns its version.
+func readMagic(br *bufio.Reader) (int, error) {
 	magic := make([]byte, len(snapshotMagic))
 	if _, err := io.ReadFull(br, magic); err != nil {
-		return fmt.Errorf("read snapshot header: %w", err)
+		return 0, fmt.Errorf("read snapshot header: %w", err)
 	}
-	if string(magic) != string(snapshotMagic) {
-		return fmt.Errorf("not a waggle snapshot (header %q)", magic)
+	switch string(magic) {
+	case string(snapshotMagic):
+		return 2, nil
+	case string(snapshotMagicV1):
+		return 1, nil
 	}
-	return nil
+	return 0, fmt.Errorf("not a waggle snapshot (header %q)", magic)
 }
 
-// Restore replaces the whole store with the snapshot read from r. On error
-// the store may hold part of the snapshot; the caller must not serve from it.
+// Restore replaces the whole store with the snapshot read from r: the
+// keys, then the segment files (a local file that already holds a
+// segment's bytes is kept), then every stream or segment file the snapshot
+// does not name is removed. On error the store may hold part of the
+// snapshot; the caller must not serve from it.
 func (s *Store) Restore(r io.Reader) error {
 	br := bufio.NewReaderSize(r, 1<<20)
-	if err := readMagic(br); err != nil {
+	version, err := readMagic(br)
+	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	if err := s.db.DropAll(); err != nil {
@@ -135,7 +336,34 @@ func (s *Store) Restore(r io.Reader) error {
 			return fmt.Errorf("restore: write: %w", err)
 		}
 	}
-	return wb.Flush()
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("restore: write: %w", err)
+	}
+	keep := map[uint64][]uint64{}
+	for version >= 2 {
+		tag, err := binary.ReadUvarint(br)
+		if err != nil {
+			return fmt.Errorf("restore: segments: %w", err)
+		}
+		if tag == 0 {
+			break
+		}
+		var f [3]uint64
+		for i := range f {
+			if f[i], err = binary.ReadUvarint(br); err != nil {
+				return fmt.Errorf("restore: segments: %w", err)
+			}
+		}
+		stream, base, size := f[0], f[1], f[2]
+		if err := s.segs.Stream(stream).Install(base, size, br); err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		keep[stream] = append(keep[stream], base)
+	}
+	if err := s.segs.Retain(keep); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	return s.recoverStreams()
 }
 
 func readField(br *bufio.Reader) ([]byte, error) {

@@ -7,7 +7,10 @@ import (
 
 func snapshotOf(t *testing.T, s *Store) []byte {
 	t.Helper()
-	sn := s.Snapshot()
+	sn, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer sn.Release()
 	var buf bytes.Buffer
 	if _, err := sn.WriteTo(&buf); err != nil {

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 
 	"github.com/waggle-mq/waggle/dedup"
+	"github.com/waggle-mq/waggle/segment"
 )
 
 // ErrNotFound is returned by lookups of a row that does not exist.
@@ -16,10 +19,14 @@ var ErrNotFound = errors.New("store: not found")
 
 // Store is waggle's replicated state on disk.
 type Store struct {
-	db *badger.DB
+	db     *badger.DB
+	segs   *segment.Dir
+	behind error // see DataBehind
 }
 
-// Open opens (or creates) the badger database in dir.
+// Open opens (or creates) the badger database in dir, with message data in
+// segment files under dir/segments, and cuts every segment stream back to
+// the point its index was committed.
 //
 // Writes are not fsynced: the raft log is the durable record, and after a
 // crash the state machine replays every entry past the applied index kept
@@ -36,26 +43,42 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
 	}
-	return &Store{db: db}, nil
+	segs, err := segment.Open(filepath.Join(dir, "segments"))
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s := &Store{db: db, segs: segs}
+	// Links of snapshots that were never written out (a crash meanwhile).
+	os.RemoveAll(filepath.Join(segs.Root(), pinDirName))
+	if err := s.recoverStreams(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // Size reports badger's on-disk sizes: the LSM tree and the value log.
 func (s *Store) Size() (lsm, vlog int64) { return s.db.Size() }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close closes the segment files and the database.
+func (s *Store) Close() error { return errors.Join(s.segs.Close(), s.db.Close()) }
+
+// SyncData fsyncs the message data appended so far (the active segments;
+// sealed ones were fsynced when sealed).
+func (s *Store) SyncData() error { return s.segs.SyncAll() }
 
 // BeginWrite starts a read-write transaction. The caller commits or
 // discards it.
 func (s *Store) BeginWrite() *Tx {
-	return &Tx{txn: s.db.NewTransaction(true), db: s.db}
+	return &Tx{txn: s.db.NewTransaction(true), db: s.db, segs: s.segs}
 }
 
 // View runs fn inside a read-only transaction: a consistent point-in-time
 // view of the state.
 func (s *Store) View(fn func(tx *Tx) error) error {
 	return s.db.View(func(txn *badger.Txn) error {
-		return fn(&Tx{txn: txn})
+		return fn(&Tx{txn: txn, segs: s.segs})
 	})
 }
 
@@ -63,8 +86,13 @@ func (s *Store) View(fn func(tx *Tx) error) error {
 type Tx struct {
 	txn           *badger.Txn
 	db            *badger.DB // set on write transactions
+	segs          *segment.Dir
 	pendingWrites int
 	pendingBytes  int // approximate
+
+	heads       map[uint64]*streamHead // streams this transaction appended to
+	afterCommit []func() error         // file removals, once the commit stands
+	committed   bool
 }
 
 // Pending reports how many writes the transaction holds and roughly how many
@@ -72,11 +100,32 @@ type Tx struct {
 // limits (about 100,000 writes or 9.6 MB with the default options).
 func (t *Tx) Pending() (writes, bytes int) { return t.pendingWrites, t.pendingBytes }
 
-// Commit writes the transaction.
-func (t *Tx) Commit() error { return t.txn.Commit() }
+// Commit writes the appended message data to the segment files, then the
+// transaction, then removes the files the transaction dropped.
+func (t *Tx) Commit() error {
+	if err := t.flushStreams(); err != nil {
+		return err
+	}
+	if err := t.txn.Commit(); err != nil {
+		return err
+	}
+	t.committed = true
+	// Best effort: files left behind belong to no stream head, and opening
+	// the store removes them.
+	for _, fn := range t.afterCommit {
+		fn()
+	}
+	return nil
+}
 
-// Discard drops the transaction; safe after Commit.
-func (t *Tx) Discard() { t.txn.Discard() }
+// Discard drops the transaction, and the message data it appended; safe
+// after Commit.
+func (t *Tx) Discard() {
+	if !t.committed && t.heads != nil {
+		t.unwindStreams()
+	}
+	t.txn.Discard()
+}
 
 func (t *Tx) set(k, v []byte) error {
 	t.pendingWrites++
@@ -303,15 +352,17 @@ func (t *Tx) PartitionsAfter(queueID uint64, after string, limit int) ([]Partiti
 	return out, err
 }
 
-// PutMessage stores a message at its offset in a partition.
-func (t *Tx) PutMessage(partitionID uint64, m Message) error {
-	return t.set(messageKey(partitionID, m.Offset), m.encode())
+// PutMessage stores a message at its offset in a partition of q; its
+// timestamp is the replicated time of the append.
+func (t *Tx) PutMessage(q Queue, partitionID uint64, m Message) error {
+	return t.appendData(q, partitionID, m.Offset, m.encode(), 1, m.TimestampMs, m.AppendSeq, m.TimestampMs)
 }
 
-// PutBatch stores a Kafka record batch covering count offsets from base.
-// raw must already carry base as its first offset.
-func (t *Tx) PutBatch(partitionID, base uint64, count uint32, maxTimestampMs int64, appendSeq uint64, raw []byte) error {
-	return t.set(messageKey(partitionID, base), encodeBatch(count, maxTimestampMs, appendSeq, raw))
+// PutBatch stores a Kafka record batch covering count offsets from base in
+// a partition of q, appended at appendMs (replicated time). raw must
+// already carry base as its first offset.
+func (t *Tx) PutBatch(q Queue, partitionID, base uint64, count uint32, maxTimestampMs int64, appendSeq uint64, appendMs int64, raw []byte) error {
+	return t.appendData(q, partitionID, base, encodeBatch(count, maxTimestampMs, appendSeq, raw), count, maxTimestampMs, appendSeq, appendMs)
 }
 
 // Entries reads a partition's entries from offset on: the entry holding
@@ -320,6 +371,12 @@ func (t *Tx) PutBatch(partitionID, base uint64, count uint32, maxTimestampMs int
 // always returned, however large, so a reader cannot get stuck behind an
 // entry larger than its limit.
 func (t *Tx) Entries(partitionID, from uint64, maxBytes, maxCount int) ([]Entry, error) {
+	return t.entries(partitionID, from, maxBytes, maxCount, true)
+}
+
+// entries is Entries; without bodies, the entries carry only what the
+// index holds (offsets, count, times) and no segment is read.
+func (t *Tx) entries(partitionID, from uint64, maxBytes, maxCount int, bodies bool) ([]Entry, error) {
 	prefix := messageKey(partitionID, 0)[:9]
 	start := messageKey(partitionID, from)
 	// The entry holding from is the last one whose first offset is <= from.
@@ -337,7 +394,7 @@ func (t *Tx) Entries(partitionID, from uint64, maxBytes, maxCount int) ([]Entry,
 		if err != nil {
 			return false, err
 		}
-		e, err := decodeEntry(off, v)
+		e, err := t.indexEntry(partitionID, off, v, false)
 		if err != nil {
 			return false, err
 		}
@@ -347,6 +404,11 @@ func (t *Tx) Entries(partitionID, from uint64, maxBytes, maxCount int) ([]Entry,
 		if len(out) > 0 && size+e.Size() > maxBytes {
 			return false, nil
 		}
+		if bodies && e.ptr != nil {
+			if e, err = t.readPointed(partitionID, off, *e.ptr); err != nil {
+				return false, err
+			}
+		}
 		out = append(out, e)
 		size += e.Size()
 		return len(out) < maxCount, nil
@@ -354,20 +416,40 @@ func (t *Tx) Entries(partitionID, from uint64, maxBytes, maxCount int) ([]Entry,
 	return out, err
 }
 
+// indexEntry decodes a message key's value: an entry stored inline (by
+// older binaries) or a pointer into a segment, read when body is set.
+func (t *Tx) indexEntry(partitionID, offset uint64, v []byte, body bool) (Entry, error) {
+	if len(v) == 0 || v[0] != kindPointer {
+		return decodeEntry(offset, v)
+	}
+	p, err := decodePointer(v)
+	if err != nil {
+		return Entry{}, err
+	}
+	if body {
+		return t.readPointed(partitionID, offset, p)
+	}
+	return Entry{Offset: offset, Count: p.count, MaxTimestampMs: p.maxTimestampMs, AppendSeq: p.appendSeq, ptr: &p}, nil
+}
+
 // EntryAt returns the entry holding offset: a direct read when an entry
 // starts there (every HTTP message does), else the batch around it.
 // Direct reads matter inside the state machine: a badger iterator on a
 // write transaction first sorts all the transaction's pending writes.
 func (t *Tx) EntryAt(partitionID, offset uint64) (Entry, bool, error) {
+	return t.entryAt(partitionID, offset, true)
+}
+
+func (t *Tx) entryAt(partitionID, offset uint64, body bool) (Entry, bool, error) {
 	b, err := t.get(messageKey(partitionID, offset))
 	if err == nil {
-		e, err := decodeEntry(offset, b)
+		e, err := t.indexEntry(partitionID, offset, b, body)
 		return e, err == nil, err
 	}
 	if !errors.Is(err, ErrNotFound) {
 		return Entry{}, false, err
 	}
-	entries, err := t.Entries(partitionID, offset, 1, 1)
+	entries, err := t.entries(partitionID, offset, 1, 1, body)
 	if err != nil || len(entries) == 0 || entries[0].Offset+uint64(entries[0].Count) <= offset {
 		return Entry{}, false, err
 	}
@@ -378,13 +460,16 @@ func (t *Tx) EntryAt(partitionID, offset uint64) (Entry, bool, error) {
 // record is at or after tsMs (found is false when none is).
 func (t *Tx) FirstEntryAtOrAfter(p Partition, tsMs int64) (e Entry, found bool, err error) {
 	for from := p.StartOffset; from < p.NextOffset; {
-		entries, err := t.Entries(p.ID, from, 4<<20, 1000)
+		entries, err := t.entries(p.ID, from, 4<<20, 1000, false)
 		if err != nil || len(entries) == 0 {
 			return Entry{}, false, err
 		}
 		for _, e := range entries {
 			if e.MaxTimestampMs >= tsMs {
-				return e, true, nil
+				if e.ptr != nil {
+					e, err = t.readPointed(p.ID, e.Offset, *e.ptr)
+				}
+				return e, err == nil, err
 			}
 		}
 		last := entries[len(entries)-1]

@@ -1,0 +1,146 @@
+package raftfsm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/waggle-mq/waggle/store"
+)
+
+// Snapshots keep the message data out of the snapshot file: raft's file
+// snapshot store holds the metadata (state.bin, a few MB), and the segment
+// files the snapshot needs sit beside it as hard links, so taking one
+// costs time in proportion to the metadata, not the data. Opening the
+// snapshot (to restore it, or to send it to a follower) streams the links'
+// bytes after state.bin as the stream's segment section (store/snapshot.go).
+// A snapshot received from a leader arrives whole in state.bin and has no
+// links.
+//
+// The layout inside raft's snapshot directory (<data>/raft/snapshots/<id>):
+//
+//	state.bin       the stream up to the segment section (raft's CRC covers it)
+//	meta.json       raft's
+//	segments.json   the linked segments, oldest first (absent: state.bin is whole)
+//	segments/       the links
+const (
+	segmentListFile = "segments.json"
+	segmentLinkDir  = "segments"
+)
+
+// segmentAdopter is a snapshot sink that takes a snapshot's segment links.
+type segmentAdopter interface {
+	adoptSegments(pinDir string, segs []store.SnapshotSegment) error
+}
+
+// snapshotStore wraps raft's FileSnapshotStore with segment links.
+type snapshotStore struct {
+	*raft.FileSnapshotStore
+	dir string // raft's snapshot directory: <base>/snapshots
+}
+
+func newSnapshotStore(base string, retain int, logger hclog.Logger) (*snapshotStore, error) {
+	fs, err := raft.NewFileSnapshotStoreWithLogger(base, retain, logger)
+	if err != nil {
+		return nil, err
+	}
+	return &snapshotStore{FileSnapshotStore: fs, dir: filepath.Join(base, "snapshots")}, nil
+}
+
+// Create implements raft.SnapshotStore.
+func (s *snapshotStore) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
+	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
+	sink, err := s.FileSnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
+	if err != nil {
+		return nil, err
+	}
+	// raft's sink writes into <id>.tmp and renames it to <id> on Close.
+	return &linkingSink{SnapshotSink: sink, dir: filepath.Join(s.dir, sink.ID()+".tmp")}, nil
+}
+
+// Open implements raft.SnapshotStore: state.bin, followed by the segment
+// section read from the links when the snapshot has them. The size in the
+// returned meta is the whole stream's (a follower reads exactly that many
+// bytes).
+func (s *snapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	meta, rc, err := s.FileSnapshotStore.Open(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	dir := filepath.Join(s.dir, id)
+	b, err := os.ReadFile(filepath.Join(dir, segmentListFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return meta, rc, nil
+	}
+	var segs []store.SnapshotSegment
+	if err == nil {
+		err = json.Unmarshal(b, &segs)
+	}
+	if err != nil {
+		rc.Close()
+		return nil, nil, fmt.Errorf("snapshot %s: segment list: %w", id, err)
+	}
+	section, size := store.SegmentSection(filepath.Join(dir, segmentLinkDir), segs)
+	whole := *meta
+	whole.Size += size
+	return &whole, &multiReadCloser{Reader: io.MultiReader(rc, section), closers: []io.Closer{rc, section}}, nil
+}
+
+type multiReadCloser struct {
+	io.Reader
+	closers []io.Closer
+}
+
+func (m *multiReadCloser) Close() error {
+	var errs []error
+	for _, c := range m.closers {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// linkingSink is raft's file sink that also takes segment links.
+type linkingSink struct {
+	raft.SnapshotSink
+	dir string
+}
+
+// adoptSegments moves the pinned links into the snapshot's directory (one
+// rename) and lists them.
+func (l *linkingSink) adoptSegments(pinDir string, segs []store.SnapshotSegment) error {
+	if segs == nil {
+		segs = []store.SnapshotSegment{}
+	}
+	if pinDir != "" {
+		if err := os.Rename(pinDir, filepath.Join(l.dir, segmentLinkDir)); err != nil {
+			return fmt.Errorf("snapshot: take segment links: %w", err)
+		}
+	}
+	b, err := json.Marshal(segs)
+	if err != nil {
+		return err
+	}
+	return writeFileSync(filepath.Join(l.dir, segmentListFile), b)
+}
+
+func writeFileSync(path string, b []byte) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,99 @@
+package raftfsm
+
+import (
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// randomPush pushes n messages of random (incompressible) payloads.
+func randomPush(nowMs int64, queue string, first, n int) []byte {
+	items := make([]PushItem, n)
+	for i := range items {
+		p := make([]byte, 600)
+		rand.Read(p)
+		items[i] = PushItem{Queue: queue, Partition: "p", TransactionID: fmt.Sprint(first + i), MessageID: [16]byte{byte(i)},
+			Payload: fmt.Appendf(nil, `"%x"`, p)}
+	}
+	return push(nowMs, items...)
+}
+
+// A snapshot in raft's snapshot store holds the metadata in state.bin and
+// links to the segment files; opening it streams both, with the size raft
+// sends a follower, and the follower that restores it has the same state.
+func TestSnapshotLinksSegmentsAndStreamsThem(t *testing.T) {
+	src := newFSM(t)
+	var entries [][]byte
+	for i := range 40 {
+		entries = append(entries, randomPush(int64(1000+i), "q", i*50, 50))
+	}
+	src.ApplyBatch(logs(1, entries...))
+
+	snaps, err := newSnapshotStore(t.TempDir(), 2, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := src.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := snaps.Create(raft.SnapshotVersionMax, 40, 1, raft.Configuration{}, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	fs.Release()
+
+	// state.bin is the metadata only (pointers, dedup records: ~150 bytes a
+	// message), far smaller than the ~2.4 MB of data.
+	state, err := os.Stat(filepath.Join(snaps.dir, sink.ID(), "state.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state.Size() > 600<<10 {
+		t.Fatalf("state.bin is %d bytes: the data was copied", state.Size())
+	}
+	links, _ := filepath.Glob(filepath.Join(snaps.dir, sink.ID(), segmentLinkDir, "*.seg"))
+	if len(links) == 0 {
+		t.Fatal("no segment links in the snapshot")
+	}
+
+	meta, rc, err := snaps.Open(sink.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(stream)) != meta.Size || meta.Size < 2<<20 {
+		t.Fatalf("stream of %d bytes, meta says %d", len(stream), meta.Size)
+	}
+	// More appends on the source do not change what the snapshot holds.
+	src.ApplyBatch(logs(41, randomPush(2000, "q", 9000, 20)))
+
+	dst := newFSM(t)
+	if err := dst.Restore(nopCloser{bytes.NewReader(stream)}); err != nil {
+		t.Fatal(err)
+	}
+	want := newFSM(t)
+	want.ApplyBatch(logs(1, entries...))
+	if !bytes.Equal(snapshotBytes(t, dst), snapshotBytes(t, want)) {
+		t.Fatal("the restored state differs from the state at the snapshot")
+	}
+	// The restored follower applies what comes next exactly as the source.
+	dst.ApplyBatch(logs(41, randomPush(2000, "q", 9000, 20)))
+	if got := pushResults(t, dst.ApplyBatch(logs(42, randomPush(2001, "q", 9000, 1)))[0]); got[0].Status != PushDuplicate {
+		t.Fatalf("a retried push after the restore: %+v", got[0])
+	}
+}

@@ -1,0 +1,357 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/waggle-mq/waggle/segment"
+)
+
+// Message data lives in segment files, one stream per queue (package
+// segment); badger keeps, under each message key, a pointer to the record
+// plus what readers need without reading it (count, newest timestamp,
+// append sequence). A stream's head record says how far it is committed
+// and where its active segment began; each sealed segment has a record of
+// its own. All three are written in the same badger transaction as the
+// entries that point into the stream, and on open every stream is cut back
+// to its committed end (see recoverStreams).
+//
+//	familyStream  [0x16] queueID(8)          -> stream head (versioned)
+//	familySegment [0x17] queueID(8) base(8)  -> sealed segment (versioned)
+//
+// A record's body in the stream is partitionID(8) offset(8) followed by the
+// entry encoded as it once was stored in badger itself (kindMessageV2 or
+// kindBatchV2), so a record names its place and decodes with the same code.
+const (
+	familyStream  byte = 0x16
+	familySegment byte = 0x17
+)
+
+// kindPointer is a message key's value when the entry lives in a segment:
+//
+//	[0x05] stream(8) pos(8) length(4) count(4) maxTimestampMs(8) appendSeq(8)
+const kindPointer = 5
+
+const pointerBytes = 41
+
+// Segment limits. A queue's active segment is sealed before an append would
+// take it past SegmentBytes, or once it began SegmentMs ago (replicated
+// time), whichever comes first; retention drops whole sealed segments, so
+// the age bounds how long expired data can outlive its retention.
+const (
+	DefaultSegmentBytes = 64 << 20
+	DefaultSegmentMs    = 60 * 60 * 1000
+	MinSegmentBytes     = 64 << 10
+)
+
+func streamKey(queueID uint64) []byte { return appendUint64([]byte{familyStream}, queueID) }
+
+func segmentKey(queueID, base uint64) []byte {
+	return appendUint64(appendUint64([]byte{familySegment}, queueID), base)
+}
+
+func segmentPrefix(queueID uint64) []byte { return appendUint64([]byte{familySegment}, queueID) }
+
+// streamHead is a stream's committed state.
+type streamHead struct {
+	End           uint64 // position after the last committed record
+	ActiveBase    uint64 // where the active segment begins
+	ActiveSinceMs int64  // replicated time of the active segment's first append
+	LastAppendMs  int64  // replicated time of the last append
+
+	committedEnd uint64 // End as last committed (for Discard)
+}
+
+func (h streamHead) encode() []byte {
+	b := make([]byte, 0, 33)
+	b = append(b, recordV1)
+	b = binary.BigEndian.AppendUint64(b, h.End)
+	b = binary.BigEndian.AppendUint64(b, h.ActiveBase)
+	b = binary.BigEndian.AppendUint64(b, uint64(h.ActiveSinceMs))
+	return binary.BigEndian.AppendUint64(b, uint64(h.LastAppendMs))
+}
+
+func decodeStreamHead(b []byte) (streamHead, error) {
+	if len(b) != 33 || b[0] != recordV1 {
+		return streamHead{}, errBadRecord
+	}
+	h := streamHead{
+		End:           binary.BigEndian.Uint64(b[1:]),
+		ActiveBase:    binary.BigEndian.Uint64(b[9:]),
+		ActiveSinceMs: int64(binary.BigEndian.Uint64(b[17:])),
+		LastAppendMs:  int64(binary.BigEndian.Uint64(b[25:])),
+	}
+	h.committedEnd = h.End
+	return h, nil
+}
+
+// SegmentRecord describes a sealed segment: positions [Base, End) of its
+// stream, the last appended at LastAppendMs (replicated time; appends are
+// in time order, so it is the segment's newest).
+type SegmentRecord struct {
+	QueueID      uint64
+	Base, End    uint64
+	LastAppendMs int64
+}
+
+func (s SegmentRecord) encode() []byte {
+	b := make([]byte, 0, 17)
+	b = append(b, recordV1)
+	b = binary.BigEndian.AppendUint64(b, s.End)
+	return binary.BigEndian.AppendUint64(b, uint64(s.LastAppendMs))
+}
+
+func decodeSegmentRecord(k, v []byte) (SegmentRecord, error) {
+	if len(k) != 17 || k[0] != familySegment || len(v) != 17 || v[0] != recordV1 {
+		return SegmentRecord{}, errBadRecord
+	}
+	return SegmentRecord{
+		QueueID:      beUint64(k[1:]),
+		Base:         beUint64(k[9:]),
+		End:          beUint64(v[1:]),
+		LastAppendMs: int64(beUint64(v[9:])),
+	}, nil
+}
+
+// pointer is a decoded kindPointer value.
+type pointer struct {
+	stream, pos    uint64
+	length, count  uint32
+	maxTimestampMs int64
+	appendSeq      uint64
+}
+
+func (p pointer) encode() []byte {
+	b := make([]byte, 0, pointerBytes)
+	b = append(b, kindPointer)
+	b = binary.BigEndian.AppendUint64(b, p.stream)
+	b = binary.BigEndian.AppendUint64(b, p.pos)
+	b = binary.BigEndian.AppendUint32(b, p.length)
+	b = binary.BigEndian.AppendUint32(b, p.count)
+	b = binary.BigEndian.AppendUint64(b, uint64(p.maxTimestampMs))
+	return binary.BigEndian.AppendUint64(b, p.appendSeq)
+}
+
+func decodePointer(b []byte) (pointer, error) {
+	if len(b) != pointerBytes || b[0] != kindPointer {
+		return pointer{}, errBadRecord
+	}
+	return pointer{
+		stream:         beUint64(b[1:]),
+		pos:            beUint64(b[9:]),
+		length:         binary.BigEndian.Uint32(b[17:]),
+		count:          binary.BigEndian.Uint32(b[21:]),
+		maxTimestampMs: int64(beUint64(b[25:])),
+		appendSeq:      beUint64(b[33:]),
+	}, nil
+}
+
+// segmentLimits returns the queue's effective segment size and age. A
+// retention period shorter than the age shortens it, so expired data is
+// dropped within about one retention period.
+func segmentLimits(q Queue) (bytes uint64, ageMs int64) {
+	bytes, ageMs = DefaultSegmentBytes, DefaultSegmentMs
+	if q.SegmentBytes > 0 {
+		bytes = uint64(max(q.SegmentBytes, MinSegmentBytes))
+	}
+	if q.SegmentMs > 0 {
+		ageMs = q.SegmentMs
+	}
+	if r := q.RetentionMs; r > 0 && r < ageMs {
+		ageMs = r
+	}
+	return bytes, ageMs
+}
+
+// head returns the stream's head as this transaction sees it, loading it on
+// first use.
+func (t *Tx) head(queueID uint64) (*streamHead, error) {
+	if h := t.heads[queueID]; h != nil {
+		return h, nil
+	}
+	h := &streamHead{}
+	b, err := t.get(streamKey(queueID))
+	switch {
+	case errors.Is(err, ErrNotFound):
+	case err != nil:
+		return nil, err
+	default:
+		if *h, err = decodeStreamHead(b); err != nil {
+			return nil, err
+		}
+	}
+	if t.heads == nil {
+		t.heads = map[uint64]*streamHead{}
+	}
+	t.heads[queueID] = h
+	return h, nil
+}
+
+// appendData writes an entry's record to its queue's stream and its pointer
+// under the message key. appendMs is the replicated time of the append.
+func (t *Tx) appendData(q Queue, partitionID, offset uint64, value []byte, count uint32, maxTs int64, appendSeq uint64, appendMs int64) error {
+	if t.segs == nil {
+		return errors.New("store: appending data on a read-only transaction")
+	}
+	h, err := t.head(q.ID)
+	if err != nil {
+		return err
+	}
+	stream := t.segs.Stream(q.ID)
+	body := make([]byte, 0, 16+len(value))
+	body = binary.BigEndian.AppendUint64(body, partitionID)
+	body = binary.BigEndian.AppendUint64(body, offset)
+	body = append(body, value...)
+	limit, ageMs := segmentLimits(q)
+	frame := uint64(segment.FrameBytes + len(body))
+	if h.End > h.ActiveBase && (h.End-h.ActiveBase+frame > limit || appendMs-h.ActiveSinceMs >= ageMs) {
+		if err := stream.Roll(); err != nil {
+			return err
+		}
+		sealed := SegmentRecord{QueueID: q.ID, Base: h.ActiveBase, End: h.End, LastAppendMs: h.LastAppendMs}
+		if err := t.set(segmentKey(q.ID, sealed.Base), sealed.encode()); err != nil {
+			return err
+		}
+		h.ActiveBase = h.End
+	}
+	if h.End == h.ActiveBase {
+		h.ActiveSinceMs = appendMs
+	}
+	pos, err := stream.Append(body)
+	if err != nil {
+		return err
+	}
+	if pos != h.End {
+		return fmt.Errorf("store: stream %d appends at %d, its head says %d", q.ID, pos, h.End)
+	}
+	h.End += frame
+	h.LastAppendMs = appendMs
+	p := pointer{stream: q.ID, pos: pos, length: uint32(len(body)), count: count, maxTimestampMs: maxTs, appendSeq: appendSeq}
+	return t.set(messageKey(partitionID, offset), p.encode())
+}
+
+// readPointed reads the entry a pointer names.
+func (t *Tx) readPointed(partitionID, offset uint64, p pointer) (Entry, error) {
+	if t.segs == nil {
+		return Entry{}, errors.New("store: no segment directory")
+	}
+	body, err := t.segs.Stream(p.stream).Read(p.pos, p.length)
+	if err != nil {
+		return Entry{}, fmt.Errorf("partition %d offset %d: %w", partitionID, offset, err)
+	}
+	if len(body) < 16 || beUint64(body) != partitionID || beUint64(body[8:]) != offset {
+		return Entry{}, fmt.Errorf("partition %d offset %d: %w: the record names another place", partitionID, offset, segment.ErrCorrupt)
+	}
+	return decodeEntry(offset, body[16:])
+}
+
+// flushStreams writes the buffered appends of the streams this transaction
+// touched to their files and their heads to the transaction, just before
+// it commits.
+func (t *Tx) flushStreams() error {
+	ids := make([]uint64, 0, len(t.heads))
+	for id := range t.heads {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		h := t.heads[id]
+		if h.End == h.committedEnd && h.End != 0 {
+			continue
+		}
+		if h.End == 0 {
+			continue // never appended to
+		}
+		if err := t.segs.Stream(id).Flush(); err != nil {
+			return err
+		}
+		if err := t.set(streamKey(id), h.encode()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unwindStreams cuts the streams this transaction appended to back to their
+// committed ends, when it is discarded without a commit.
+func (t *Tx) unwindStreams() {
+	for id, h := range t.heads {
+		if h.End != h.committedEnd {
+			t.segs.Stream(id).Truncate(h.committedEnd)
+		}
+	}
+	t.heads = nil
+}
+
+// recoverStreams cuts every stream back to its committed end and removes
+// the streams no head names (a queue whose clean-up finished, or appends
+// never committed). It runs when the store opens.
+func (s *Store) recoverStreams() error {
+	heads := map[uint64]streamHead{}
+	err := s.View(func(tx *Tx) error {
+		return tx.scan([]byte{familyStream}, nil, func(k, v []byte) (bool, error) {
+			h, err := decodeStreamHead(v)
+			if err != nil || len(k) != 9 {
+				return false, fmt.Errorf("stream head %x: %w", k, errBadRecord)
+			}
+			heads[beUint64(k[1:])] = h
+			return true, nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	ids, err := s.segs.IDs()
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if _, ok := heads[id]; !ok {
+			if err := s.segs.Remove(id); err != nil {
+				return err
+			}
+		}
+	}
+	s.behind = nil
+	for id, h := range heads {
+		stream := s.segs.Stream(id)
+		if end, err := stream.End(); err != nil {
+			return err
+		} else if end < h.End {
+			s.behind = fmt.Errorf("queue %d's message data ends at %d, its index at %d (a crash before the data reached the disk)", id, end, h.End)
+			continue
+		}
+		if err := stream.Truncate(h.End); err != nil {
+			return fmt.Errorf("recover queue %d's messages: %w", id, err)
+		}
+		segs, err := stream.Segments()
+		if err != nil {
+			return err
+		}
+		if len(segs) > 0 && segs[len(segs)-1].Base < h.ActiveBase {
+			if err := stream.Roll(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// DataBehind reports a segment stream found shorter than its committed
+// index when the store opened: the store must be rebuilt from a snapshot
+// and the raft log before it serves.
+func (s *Store) DataBehind() error { return s.behind }
+
+// Reset empties the store: every key and segment file.
+func (s *Store) Reset() error {
+	if err := s.db.DropAll(); err != nil {
+		return fmt.Errorf("reset: %w", err)
+	}
+	if err := s.segs.Retain(nil); err != nil {
+		return fmt.Errorf("reset: %w", err)
+	}
+	s.behind = nil
+	return nil
+}

@@ -1,0 +1,144 @@
+package store
+
+import "errors"
+
+// Retention drops a queue's oldest message data in whole sealed segments.
+// The leader finds a point in the queue's stream before which every
+// sealed segment's last append is older than the retention period
+// (RetentionPoint) and proposes it; the entry files a trim tombstone
+// (Retain), and clean-up entries then work it off like a delete: each
+// partition's index entries before the point go, and its start offset
+// moves past them in the same entry, so a reader never meets an index
+// entry whose data is gone; last the sealed segments' records, and the
+// files once that commit stands.
+//
+// Appends along a stream are in replicated-time order, so a segment's
+// last append is its newest. The dedup index is not touched: a retried
+// transactionId inside its window still answers duplicate with the
+// original offset, even once the message itself is gone.
+
+// TombstoneTrim marks a queue's data being dropped before a stream
+// position (Tombstone.Pos).
+const TombstoneTrim = "trim"
+
+// MaxRetainSegments bounds how many sealed segments one retention step
+// drops, so its last clean-up step deletes a bounded number of records.
+const MaxRetainSegments = 1000
+
+// RetentionPoint returns the stream position before which the queue's
+// sealed segments, oldest first, all had their last append before
+// cutoffMs, taking at most MaxRetainSegments of them; found is false when
+// the oldest is not that old.
+func (t *Tx) RetentionPoint(queueID uint64, cutoffMs int64) (pos uint64, found bool, err error) {
+	n := 0
+	err = t.scan(segmentPrefix(queueID), nil, func(k, v []byte) (bool, error) {
+		sr, err := decodeSegmentRecord(k, v)
+		if err != nil || sr.LastAppendMs >= cutoffMs {
+			return false, err
+		}
+		pos, found = sr.End, true
+		n++
+		return n < MaxRetainSegments, nil
+	})
+	return pos, found, err
+}
+
+// Retain files a trim of the queue's data before pos (tombstone sequence
+// seq) if pos is still a point RetentionPoint could answer for cutoffMs;
+// it reports whether it did. A stale proposal (the segments are gone
+// already, or are not that old) changes nothing.
+func (t *Tx) Retain(queueID, pos uint64, cutoffMs int64, seq uint64) (bool, error) {
+	ok, n := false, 0
+	err := t.scan(segmentPrefix(queueID), nil, func(k, v []byte) (bool, error) {
+		sr, err := decodeSegmentRecord(k, v)
+		if err != nil || sr.LastAppendMs >= cutoffMs {
+			return false, err
+		}
+		ok = sr.End == pos
+		n++
+		return !ok && n < MaxRetainSegments, nil
+	})
+	if err != nil || !ok {
+		return false, err
+	}
+	return true, t.putTombstone(Tombstone{Seq: seq, Kind: TombstoneTrim, QueueID: queueID, Pos: pos})
+}
+
+// trimPhases: never reorder, only append (the index is stored).
+var trimPhases = []phase{
+	func(c *cleaner, ts *Tombstone) (bool, error) {
+		return c.eachPartition(ts, (*cleaner).trimPartition)
+	},
+	func(c *cleaner, ts *Tombstone) (bool, error) {
+		done, err := c.sweep(segmentPrefix(ts.QueueID), &ts.Next, func(k, v []byte) ([][]byte, error) {
+			sr, err := decodeSegmentRecord(k, v)
+			if err != nil || sr.End > ts.Pos {
+				return nil, err
+			}
+			return [][]byte{k}, nil
+		})
+		if err != nil || !done {
+			return false, err
+		}
+		id, pos := ts.QueueID, ts.Pos
+		c.w.afterCommit = append(c.w.afterCommit, func() error { return c.w.segs.Stream(id).DropBefore(pos) })
+		return true, nil
+	},
+}
+
+// trimPartition deletes a partition's index entries whose data lies before
+// ts.Pos, oldest first, and moves the partition's start offset past them
+// in the same step. It stops at the first entry at or after the point (or
+// one stored inline by an older binary, which no segment holds).
+func (c *cleaner) trimPartition(ts *Tombstone) (bool, error) {
+	pid := ts.Partition
+	var doomed [][]byte
+	var start uint64
+	done := true
+	err := c.r.scan(messageKey(pid, 0)[:9], ts.Next, func(k, v []byte) (bool, error) {
+		c.b.scanned++
+		_, off, err := parseMessageKey(k)
+		if err != nil {
+			return false, err
+		}
+		if len(v) == 0 || v[0] != kindPointer {
+			return false, nil
+		}
+		p, err := decodePointer(v)
+		if err != nil || p.pos >= ts.Pos {
+			return false, err
+		}
+		if c.b.writes+len(doomed)+2 > c.b.MaxWrites || c.b.scanned >= c.b.MaxScanned {
+			done, c.b.full = false, true
+			return false, nil
+		}
+		doomed = append(doomed, append([]byte(nil), k...))
+		start = off + uint64(p.count)
+		ts.Next = append(append([]byte(nil), k...), 0)
+		return true, nil
+	})
+	if err != nil || len(doomed) == 0 {
+		return done && err == nil, err
+	}
+	for _, k := range doomed {
+		if err := c.w.del(k); err != nil {
+			return false, err
+		}
+	}
+	c.b.writes += len(doomed)
+	part, err := c.w.partitionByID(pid)
+	if errors.Is(err, ErrNotFound) {
+		return done, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if start > part.StartOffset {
+		part.StartOffset = min(start, part.NextOffset)
+		c.b.writes++
+		if err := c.w.PutPartition(part); err != nil {
+			return false, err
+		}
+	}
+	return done, nil
+}
