@@ -13,8 +13,8 @@ import (
 
 // RunMaintenance proposes the leader's periodic housekeeping every period
 // until ctx ends: forgetting dedup records whose window has passed and
-// expired KV rows, firing due timers, and removing what deleted queues and
-// groups left behind.
+// expired KV rows, firing due timers, removing what deleted queues and
+// groups left behind, and dropping messages past their queue's retention.
 // Followers do nothing; the entries reach them through the log.
 func (s *Service) RunMaintenance(ctx context.Context, period time.Duration, log *slog.Logger) {
 	tick := time.NewTicker(period)
@@ -43,6 +43,7 @@ func (s *Service) RunMaintenance(ctx context.Context, period time.Duration, log 
 			}
 		}
 		s.cleanUp(log)
+		s.retain(log)
 		// Expired KV rows and due timers, through the log.
 		for range 10 {
 			cmd := raftfsm.TickCommand{NowMs: s.now().UnixMilli(), Limit: 1000}
@@ -90,4 +91,58 @@ func (s *Service) pendingDeletes(limit int) (int, error) {
 		return err
 	})
 	return n, err
+}
+
+// retainQueuesPerTick bounds how many queues one retention pass looks at:
+// the passes go round all queues, this many a second.
+const retainQueuesPerTick = 1000
+
+// retain proposes retention for the queues whose oldest sealed segments
+// have outlived their retention, looking at a bounded slice of the queues
+// each tick. It waits while deletes or earlier trims are being worked off,
+// so a trim is never proposed twice.
+func (s *Service) retain(log *slog.Logger) {
+	if n, err := s.pendingDeletes(1); err != nil || n > 0 {
+		return
+	}
+	now := s.now().UnixMilli()
+	var cmds []raftfsm.RetainCommand
+	err := s.store.View(func(tx *store.Tx) error {
+		qs, err := tx.QueuesAfter(s.retainAfter, retainQueuesPerTick)
+		if err != nil {
+			return err
+		}
+		s.retainAfter = ""
+		if len(qs) == retainQueuesPerTick {
+			s.retainAfter = qs[len(qs)-1].Name
+		}
+		for _, q := range qs {
+			keep := raftfsm.RetentionMs(q, s.KafkaRetentionMs)
+			if keep <= 0 {
+				continue
+			}
+			cutoff := now - keep
+			pos, found, err := tx.RetentionPoint(q.ID, cutoff)
+			if err != nil {
+				return err
+			}
+			if found {
+				cmds = append(cmds, raftfsm.RetainCommand{NowMs: now, QueueID: q.ID, Pos: pos, CutoffMs: cutoff})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		log.Warn("retention", "err", err)
+		return
+	}
+	for _, cmd := range cmds {
+		if _, err := s.apply(cmd.Encode()); err != nil {
+			log.Debug("retain", "err", err)
+			return
+		}
+	}
+	if len(cmds) > 0 {
+		s.cleanUp(log)
+	}
 }

@@ -14,6 +14,7 @@ import (
 const (
 	maxDedupWindowSeconds = 30 * 24 * 3600
 	maxLeaseSeconds       = 12 * 3600
+	maxRetentionSeconds   = 100 * 365 * 24 * 3600
 )
 
 // QueueOptions are a queue's settable options; nil keeps the current value.
@@ -28,6 +29,7 @@ type QueueInfo struct {
 	DeadLetterQueue    bool
 	DelayedProcessing  int64
 	KafkaPartitions    int32
+	RetentionSeconds   int64 // 0: for ever
 	CreatedAt          time.Time
 	Partitions         []PartitionInfo
 }
@@ -57,6 +59,9 @@ func (s *Service) Configure(queue string, opts QueueOptions) (QueueInfo, error) 
 	if d := opts.DelayedProcessingSeconds; d != nil && (*d < 0 || *d > maxDedupWindowSeconds) {
 		return QueueInfo{}, fmt.Errorf("%w: delayedProcessing must be between 0 and %d seconds", ErrInvalid, maxDedupWindowSeconds)
 	}
+	if r := opts.RetentionSeconds; r != nil && (*r < 0 || *r > maxRetentionSeconds) {
+		return QueueInfo{}, fmt.Errorf("%w: retentionSeconds must be between 0 (for ever) and %d", ErrInvalid, maxRetentionSeconds)
+	}
 	if n := opts.KafkaPartitions; n != nil && (*n < 1 || *n > 10_000) {
 		return QueueInfo{}, fmt.Errorf("%w: partitions must be between 1 and 10000", ErrInvalid)
 	}
@@ -68,7 +73,7 @@ func (s *Service) Configure(queue string, opts QueueOptions) (QueueInfo, error) 
 	q := answer.(raftfsm.ConfigureQueueResult).Queue
 	var info QueueInfo
 	err = s.store.View(func(tx *store.Tx) error {
-		info, err = queueInfo(tx, q)
+		info, err = queueInfo(tx, q, s.KafkaRetentionMs)
 		return err
 	})
 	return info, err
@@ -83,7 +88,7 @@ func (s *Service) Queues() ([]QueueInfo, error) {
 			return err
 		}
 		for _, q := range qs {
-			info, err := queueInfo(tx, q)
+			info, err := queueInfo(tx, q, s.KafkaRetentionMs)
 			if err != nil {
 				return err
 			}
@@ -105,20 +110,21 @@ func (s *Service) Queue(name string) (QueueInfo, error) {
 		if err != nil {
 			return err
 		}
-		info, err = queueInfo(tx, q)
+		info, err = queueInfo(tx, q, s.KafkaRetentionMs)
 		return err
 	})
 	return info, err
 }
 
-func queueInfo(tx *store.Tx, q store.Queue) (QueueInfo, error) {
+func queueInfo(tx *store.Tx, q store.Queue, kafkaRetentionMs int64) (QueueInfo, error) {
 	parts, err := tx.Partitions(q.ID)
 	if err != nil {
 		return QueueInfo{}, err
 	}
 	info := QueueInfo{Name: q.Name, DedupWindowSeconds: q.DedupWindowSeconds, CreatedAt: time.UnixMilli(q.CreatedAtMs).UTC(),
 		LeaseTimeSeconds: raftfsm.LeaseTimeSeconds(q), RetryLimit: raftfsm.RetryLimit(q),
-		DeadLetterQueue: raftfsm.DeadLettering(q), DelayedProcessing: raftfsm.DelaySeconds(q), KafkaPartitions: max(q.KafkaPartitions, 1)}
+		DeadLetterQueue: raftfsm.DeadLettering(q), DelayedProcessing: raftfsm.DelaySeconds(q), KafkaPartitions: max(q.KafkaPartitions, 1),
+		RetentionSeconds: raftfsm.RetentionMs(q, kafkaRetentionMs) / 1000}
 	for _, p := range parts {
 		info.Partitions = append(info.Partitions, PartitionInfo{Name: p.Name, StartOffset: p.StartOffset, NextOffset: p.NextOffset})
 	}

@@ -24,8 +24,13 @@ type Service struct {
 	ApplyTimeout time.Duration
 	// Metrics records apply latency; nil records nothing.
 	Metrics *metrics.Metrics
+	// KafkaRetentionMs is the retention of topics created over Kafka
+	// without retention.ms (raftfsm.RetentionMs); set before serving.
+	KafkaRetentionMs int64
 	// now stamps commands on the leader; tests may replace it.
 	now func() time.Time
+
+	retainAfter string // the queue name the next retention pass starts after (leader only)
 
 	caughtUpMu    sync.Mutex
 	caughtUpTerm  uint64 // the term caughtUpIndex was taken in
@@ -55,7 +60,8 @@ func (s *Service) LeaderCaughtUp() bool {
 
 // New returns the service over a started raft node and its store.
 func New(nodeID string, node *raftfsm.Node, st *store.Store) *Service {
-	return &Service{nodeID: nodeID, node: node, store: st, ApplyTimeout: 10 * time.Second, now: time.Now}
+	return &Service{nodeID: nodeID, node: node, store: st, ApplyTimeout: 10 * time.Second, now: time.Now,
+		KafkaRetentionMs: raftfsm.DefaultKafkaRetentionMs}
 }
 
 // apply commits one command through raft and returns the state machine's

@@ -90,16 +90,31 @@ func (s *Service) Topics(names []string) ([]TopicInfo, error) {
 	return out, err
 }
 
+// MinSegmentBytes is the smallest segment.bytes a topic may set.
+const MinSegmentBytes = store.MinSegmentBytes
+
+// TopicConfig holds the topic configs set at creation; zero values are the
+// defaults.
+type TopicConfig struct {
+	RetentionMs     int64 // retention.ms; -1 for ever
+	MaxMessageBytes int32 // max.message.bytes
+	SegmentBytes    int64 // segment.bytes
+	SegmentMs       int64 // segment.ms
+}
+
 // CreateTopic creates a queue from Kafka, with dedup window 0.
-func (s *Service) CreateTopic(name string, partitions int32, retentionMs int64, maxMessageBytes int32) (TopicOutcome, error) {
+func (s *Service) CreateTopic(name string, partitions int32, cfg TopicConfig) (TopicOutcome, error) {
 	if err := validateQueueName(name); err != nil {
 		return 0, err
 	}
-	if maxMessageBytes < 0 || maxMessageBytes > MaxTopicMessageBytes {
+	if cfg.MaxMessageBytes < 0 || cfg.MaxMessageBytes > MaxTopicMessageBytes {
 		return 0, fmt.Errorf("%w: max.message.bytes must be between 1 and %d", ErrInvalid, MaxTopicMessageBytes)
 	}
+	if cfg.SegmentBytes != 0 && cfg.SegmentBytes < MinSegmentBytes {
+		return 0, fmt.Errorf("%w: segment.bytes must be at least %d", ErrInvalid, MinSegmentBytes)
+	}
 	cmd := raftfsm.CreateTopicCommand{NowMs: s.now().UnixMilli(), Name: name, Partitions: partitions,
-		RetentionMs: retentionMs, MaxMessageBytes: maxMessageBytes}
+		RetentionMs: cfg.RetentionMs, MaxMessageBytes: cfg.MaxMessageBytes, SegmentBytes: cfg.SegmentBytes, SegmentMs: cfg.SegmentMs}
 	answer, err := s.apply(cmd.Encode())
 	if err != nil {
 		return 0, err

@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -14,11 +16,21 @@ import (
 // The Kafka benchmarks run the same franz-go client code against a single
 // waggle node (raft + badger on disk) and against franz-go's kfake with
 // DataDir and SyncWrites (its on-disk, fsync-per-batch mode), in the same
-// run, and report waggle/kfake ratios. 100-byte random records (WAGGLE_BENCH_COMPRESSIBLE=1: repeated bytes), acks=all.
+// run, and report waggle/kfake ratios. Random records of 100 bytes
+// (WAGGLE_BENCH_RECORD_BYTES sets another size; WAGGLE_BENCH_COMPRESSIBLE=1:
+// repeated bytes), acks=all, idempotent producer.
 //
 //	go test ./integration -run '^$' -bench Kafka -benchtime 200000x
 
 const benchTopic = "bench"
+
+// benchRecordBytes is the size of a benchmark record's value.
+func benchRecordBytes() int {
+	if v, err := strconv.Atoi(os.Getenv("WAGGLE_BENCH_RECORD_BYTES")); err == nil && v > 0 {
+		return v
+	}
+	return 100
+}
 
 func startKfake(b *testing.B) []string {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DataDir(b.TempDir()), kfake.SyncWrites(), kfake.SeedTopics(1, benchTopic))
@@ -41,7 +53,7 @@ func startWaggleForBench(b *testing.B) []string {
 func produceRun(b *testing.B, brokers []string, n int, opts ...kgo.Opt) (float64, time.Duration) {
 	cl := kafkaClient(b, brokers, append([]kgo.Opt{kgo.DefaultProduceTopic(benchTopic), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0), kgo.MaxBufferedRecords(10_000)}, opts...)...)
-	src := benchPayloads(0)
+	src, size := benchPayloads(0), benchRecordBytes()
 	lat := make([]time.Duration, n)
 	var wg sync.WaitGroup
 	var failed error
@@ -50,7 +62,7 @@ func produceRun(b *testing.B, brokers []string, n int, opts ...kgo.Opt) (float64
 	for i := range n {
 		wg.Add(1)
 		t0 := time.Now()
-		cl.Produce(context.Background(), &kgo.Record{Value: src.Bytes(100)}, func(_ *kgo.Record, err error) {
+		cl.Produce(context.Background(), &kgo.Record{Value: src.Bytes(size)}, func(_ *kgo.Record, err error) {
 			lat[i] = time.Since(t0)
 			if err != nil {
 				mu.Lock()

@@ -16,6 +16,8 @@ func init() { register(kmsg.CreateTopics.Int16(), 0, 7, answerNow(handleCreateTo
 // Topic configs waggle understands; any other is refused with INVALID_CONFIG.
 const (
 	configRetentionMs     = "retention.ms"
+	configSegmentBytes    = "segment.bytes"
+	configSegmentMs       = "segment.ms"
 	configMaxMessageBytes = "max.message.bytes"
 	configCleanupPolicy   = "cleanup.policy"
 )
@@ -55,8 +57,7 @@ func (c *conn) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool) 
 	if partitions <= 0 {
 		return kerr.InvalidPartitions.Code, "partition count must be positive"
 	}
-	var retentionMs int64
-	var maxMessageBytes int32
+	var tc broker.TopicConfig
 	for _, cfg := range rt.Configs {
 		if cfg.Value == nil {
 			continue
@@ -67,13 +68,25 @@ func (c *conn) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool) 
 			if err != nil || v < -1 {
 				return kerr.InvalidConfig.Code, "retention.ms must be a number of milliseconds or -1"
 			}
-			retentionMs = v
+			tc.RetentionMs = v
+		case configSegmentBytes:
+			v, err := strconv.ParseInt(*cfg.Value, 10, 64)
+			if err != nil || v < broker.MinSegmentBytes || v > 1<<30 {
+				return kerr.InvalidConfig.Code, "segment.bytes must be a number from " + strconv.Itoa(broker.MinSegmentBytes) + " to 1073741824"
+			}
+			tc.SegmentBytes = v
+		case configSegmentMs:
+			v, err := strconv.ParseInt(*cfg.Value, 10, 64)
+			if err != nil || v < 1000 {
+				return kerr.InvalidConfig.Code, "segment.ms must be a number of milliseconds, at least 1000"
+			}
+			tc.SegmentMs = v
 		case configMaxMessageBytes:
 			v, err := strconv.ParseInt(*cfg.Value, 10, 32)
 			if err != nil || v <= 0 || v > broker.MaxTopicMessageBytes {
 				return kerr.InvalidConfig.Code, "max.message.bytes must be a number from 1 to " + strconv.Itoa(broker.MaxTopicMessageBytes)
 			}
-			maxMessageBytes = int32(v)
+			tc.MaxMessageBytes = int32(v)
 		case configCleanupPolicy:
 			if *cfg.Value != "delete" {
 				return kerr.InvalidConfig.Code, "only cleanup.policy=delete is supported"
@@ -91,7 +104,7 @@ func (c *conn) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool) 
 		}
 		return 0, ""
 	}
-	outcome, err := c.s.svc.CreateTopic(rt.Topic, partitions, retentionMs, maxMessageBytes)
+	outcome, err := c.s.svc.CreateTopic(rt.Topic, partitions, tc)
 	if errors.Is(err, broker.ErrInvalid) {
 		return kerr.InvalidRequest.Code, err.Error()
 	}

@@ -2,6 +2,7 @@ package raftfsm
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -180,6 +181,9 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 	h.one((&RegisterNodeCommand{Node: store.Node{ID: "9", HTTPAddr: "h", KafkaAddr: "k"}}).Encode())
 	h.one((&ForgetNodeCommand{ID: "9"}).Encode())
 	h.one((&DeleteOffsetsCommand{Group: "g", Offsets: []OffsetCommit{{Topic: "t0", Partition: 1}}}).Encode())
+	if r := h.one((&RetainCommand{NowMs: now, QueueID: 1, Pos: 1, CutoffMs: now}).Encode()).(RetainResult); r.Started {
+		t.Fatal("a retain at no segment's end started a trim")
+	}
 
 	// The largest entries the broker lets through: a push of MaxPushItems
 	// into MaxPushTargets partitions of as many new queues, and a
@@ -373,4 +377,62 @@ func TestCleanupOfManyEmptyQueuesIsBounded(t *testing.T) {
 		t.Fatalf("%d tombstones left", fams[0x14])
 	}
 	t.Logf("%d tombstones removed by %d cleanup entries in %v", queues, entries, time.Since(start))
+}
+
+// Retention of a queue whose segments hold many partitions works off in
+// bounded cleanup entries: every partition's start moves, the index
+// entries before it go, and no entry writes more than the bound.
+func TestRetentionOfAWideQueueIsBounded(t *testing.T) {
+	h := newBoundHarness(t)
+	h.one((&CreateTopicCommand{NowMs: 1000, Name: "aged", Partitions: maxKafkaPartitions, RetentionMs: 1000, SegmentBytes: store.MinSegmentBytes}).Encode())
+	var cmds [][]byte
+	for round := range 3 { // every partition gets 3 messages, one second apart
+		var items []PushItem
+		for p := range maxKafkaPartitions {
+			items = append(items, item("aged", strconv.Itoa(p), fmt.Sprintf("%d-%d", round, p), 1))
+			if len(items) == 1000 {
+				cmds = append(cmds, push(int64(1000*(round+1)), items...))
+				items = nil
+			}
+		}
+	}
+	h.apply(cmds...)
+	var q store.Queue
+	var pos uint64
+	h.f.store.View(func(tx *store.Tx) error {
+		q, _ = tx.Queue("aged")
+		var found bool
+		pos, found, _ = tx.RetentionPoint(q.ID, 2500)
+		if !found {
+			t.Fatal("no retention point after the first two seconds")
+		}
+		return nil
+	})
+	if r := h.one((&RetainCommand{NowMs: 3500, QueueID: q.ID, Pos: pos, CutoffMs: 2500}).Encode()).(RetainResult); !r.Started {
+		t.Fatal("retain did not start a trim")
+	}
+	entries := h.cleanUp()
+	if most := h.most[CmdCleanup]; most > MaxCleanupWrites+1 {
+		t.Fatalf("a cleanup entry wrote %d keys", most)
+	}
+	moved := 0
+	h.f.store.View(func(tx *store.Tx) error {
+		parts, err := tx.Partitions(q.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range parts {
+			if p.StartOffset > 0 {
+				moved++
+			}
+			if p.StartOffset > 2 {
+				t.Fatalf("partition %s starts at %d: the last second's message is gone", p.Name, p.StartOffset)
+			}
+		}
+		return nil
+	})
+	if moved < maxKafkaPartitions/2 {
+		t.Fatalf("%d of %d partitions moved their start", moved, maxKafkaPartitions)
+	}
+	t.Logf("trim of %d partitions: %d cleanup entries", maxKafkaPartitions, entries)
 }

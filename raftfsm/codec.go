@@ -94,6 +94,10 @@ func (d *decoder) count(minSize int) int {
 }
 
 // finish reports a decoding error, or trailing bytes nothing read.
+// more reports whether bytes are left: fields appended to a command after
+// its first release are read only when present.
+func (d *decoder) more() bool { return d.err == nil && len(d.b) > 0 }
+
 func (d *decoder) finish() error {
 	if d.err == nil && len(d.b) != 0 {
 		return errors.New("raftfsm: trailing bytes after command")

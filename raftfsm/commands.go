@@ -36,6 +36,7 @@ const (
 	CmdTimers         CommandType = 19
 	CmdTick           CommandType = 20
 	CmdCleanup        CommandType = 21
+	CmdRetain         CommandType = 22
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.
@@ -94,6 +95,9 @@ type QueueOptions struct {
 	DelayedProcessingSeconds *int64 `json:"delayedProcessing,omitempty"`
 	// KafkaPartitions grows the partitions Kafka clients see ("0".."n-1").
 	KafkaPartitions *int32 `json:"partitions,omitempty"`
+	// RetentionSeconds: messages older than this are dropped; 0 keeps
+	// them for ever.
+	RetentionSeconds *int64 `json:"retentionSeconds,omitempty"`
 }
 
 // Defaults for queues configured without these options.

@@ -256,13 +256,14 @@ func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *PopCommand) PopResult
 			settled = true
 			settles++
 		}
+		jumped := cur.Lease == nil && skipExpired(&cur, part)
 		var offsets []int64
 		var hashes []uint64
 		if cur.Offset < int64(part.NextOffset) { // else there is nothing to read
 			offsets, hashes = deliverable(tx, part.ID, &cur, c.Batch, now, delayMs)
 		}
 		if len(offsets) == 0 {
-			if settled || cur.Resolved() { // a position worked out from a reset is kept
+			if settled || jumped || cur.Resolved() { // a position worked out from a reset is kept
 				must(tx.PutCursor(c.Group, cur, meta.NextID))
 			}
 			continue
@@ -331,6 +332,31 @@ func newReset(meta *store.Meta, mode string) *store.Reset {
 	r := &store.Reset{Gen: meta.NextID, Mode: mode}
 	meta.NextID++
 	return r
+}
+
+// skipExpired moves a cursor that retention left behind to the partition's
+// start: messages before it are gone, so the group jumps past them (its
+// position shows the jump). It reports whether it moved the cursor.
+func skipExpired(cur *store.Cursor, part store.Partition) bool {
+	start := int64(part.StartOffset)
+	if cur.Offset >= start {
+		return false
+	}
+	cur.Offset = start
+	for len(cur.Done) > 0 && cur.Done[0] < start {
+		cur.Done = cur.Done[1:]
+	}
+	for o := range cur.Attempts {
+		if o < start {
+			delete(cur.Attempts, o)
+		}
+	}
+	for o := range cur.Failures {
+		if o < start {
+			delete(cur.Failures, o)
+		}
+	}
+	return true
 }
 
 // deliverable lists up to batch offsets from the cursor that are not

@@ -33,6 +33,9 @@ type CreateTopicCommand struct {
 	Partitions      int32
 	RetentionMs     int64
 	MaxMessageBytes int32
+	// Added after the first release: entries that end before them read 0.
+	SegmentBytes int64
+	SegmentMs    int64
 }
 
 // Encode returns the raft entry for the command.
@@ -44,6 +47,8 @@ func (c *CreateTopicCommand) Encode() []byte {
 	e.varint(int64(c.Partitions))
 	e.varint(c.RetentionMs)
 	e.varint(int64(c.MaxMessageBytes))
+	e.varint(c.SegmentBytes)
+	e.varint(c.SegmentMs)
 	return e.b
 }
 
@@ -51,6 +56,9 @@ func decodeCreateTopic(b []byte) (*CreateTopicCommand, error) {
 	d := decoder{b: b}
 	c := &CreateTopicCommand{NowMs: d.varint(), Name: d.string(), Partitions: int32(d.varint()),
 		RetentionMs: d.varint(), MaxMessageBytes: int32(d.varint())}
+	if d.more() {
+		c.SegmentBytes, c.SegmentMs = d.varint(), d.varint()
+	}
 	return c, d.finish()
 }
 
@@ -65,6 +73,7 @@ func (p *Processor) createTopic(tx *store.Tx, meta *store.Meta, c *CreateTopicCo
 	}
 	q := newQueue(meta, c.Name, 0, c.Partitions)
 	q.RetentionMs, q.MaxMessageBytes = c.RetentionMs, c.MaxMessageBytes
+	q.SegmentBytes, q.SegmentMs, q.KafkaCreated = c.SegmentBytes, c.SegmentMs, true
 	var queues queueCache
 	for i := range c.Partitions {
 		p.partition(tx, meta, &queues, &q, strconv.Itoa(int(i)))

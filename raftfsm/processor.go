@@ -88,6 +88,7 @@ func init() {
 	register(CmdTimers, decodeJSONCommand[TimersCommand], func(c *TimersCommand) int64 { return c.NowMs }, (*Processor).timers)
 	register(CmdTick, decodeJSONCommand[TickCommand], func(c *TickCommand) int64 { return c.NowMs }, (*Processor).tick)
 	register(CmdCleanup, decodeCleanup, nil, (*Processor).cleanup)
+	register(CmdRetain, decodeRetain, func(c *RetainCommand) int64 { return c.NowMs }, (*Processor).retain)
 }
 
 func (p *Processor) pruneDedup(tx *store.Tx, meta *store.Meta, c *PruneDedupCommand) PruneDedupResult {
@@ -317,6 +318,12 @@ func (p *Processor) configure(tx *store.Tx, meta *store.Meta, cmd *ConfigureQueu
 	q.RetryLimit = keep(q.RetryLimit, o.RetryLimit)
 	q.DeadLetterQueue = keep(q.DeadLetterQueue, o.DeadLetterQueue)
 	q.DelayedProcessingSeconds = keep(q.DelayedProcessingSeconds, o.DelayedProcessingSeconds)
+	if r := o.RetentionSeconds; r != nil {
+		q.RetentionMs = -1 // for ever
+		if *r > 0 {
+			q.RetentionMs = *r * 1000
+		}
+	}
 	if n := o.KafkaPartitions; n != nil && *n > q.KafkaPartitions && *n <= maxKafkaPartitions {
 		var queues queueCache
 		for i := range *n { // creates the missing ones, "0" included

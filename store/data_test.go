@@ -3,9 +3,12 @@ package store
 import (
 	"bytes"
 	"crypto/rand"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/waggle-mq/waggle/dedup"
 )
 
 func randomPayload(n int) []byte {
@@ -206,20 +209,7 @@ func TestQueueDeleteRemovesSegmentFiles(t *testing.T) {
 	})
 	appendMessages(t, s, q, 4, 0, 100, 5)
 	write(t, s, func(tx *Tx) error { return tx.DeleteQueue(q, 50) })
-	for i := 0; ; i++ {
-		if i > 20 {
-			t.Fatal("clean-up did not finish")
-		}
-		var res CleanupResult
-		write(t, s, func(tx *Tx) error {
-			var err error
-			res, err = tx.CleanUp(&Budget{MaxWrites: 30, MaxScanned: 1000})
-			return err
-		})
-		if !res.More {
-			break
-		}
-	}
+	cleanUpAll(t, s, 30)
 	if ids, _ := s.segs.IDs(); len(ids) != 0 {
 		t.Fatalf("streams left after the delete: %v", ids)
 	}
@@ -230,4 +220,109 @@ func TestQueueDeleteRemovesSegmentFiles(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Retention drops whole sealed segments older than the cutoff: each
+// partition's start offset moves past the dropped entries in the same step
+// as their index entries go, the files go last, and the dedup records
+// stay.
+func TestRetentionTrimsWholeSegments(t *testing.T) {
+	s := openTest(t)
+	q := Queue{ID: 3, Name: "q", SegmentBytes: MinSegmentBytes}
+	write(t, s, func(tx *Tx) error {
+		if err := tx.PutQueue(q); err != nil {
+			return err
+		}
+		for pid := uint64(10); pid < 13; pid++ {
+			if err := tx.CreatePartition(Partition{ID: pid, QueueID: 3, Name: fmt.Sprint(pid), NextOffset: 300}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	// Three partitions interleaved in one stream, 100 messages each per
+	// second, for three seconds: about 6 segments of 64 KiB.
+	want := map[uint64][][]byte{}
+	for sec := range 3 {
+		for pid := uint64(10); pid < 13; pid++ {
+			want[pid] = append(want[pid], appendMessages(t, s, q, pid, uint64(sec*100), 100, int64(1000*(sec+1)))...)
+		}
+	}
+	write(t, s, func(tx *Tx) error { return tx.PutDedup(10, "t-0", dedup.Entry{Offset: 0, ExpiresAtMs: 1e12}) })
+	segsBefore, _ := s.segs.Stream(3).Segments()
+
+	var pos uint64
+	s.View(func(tx *Tx) error {
+		var found bool
+		var err error
+		if _, found, _ = tx.RetentionPoint(3, 1000); found {
+			t.Fatal("a cutoff at the first append found a point")
+		}
+		pos, found, err = tx.RetentionPoint(3, 2500) // the first second's data and a little more
+		if err != nil || !found {
+			t.Fatalf("retention point: %v, %v", found, err)
+		}
+		return nil
+	})
+	write(t, s, func(tx *Tx) error {
+		if ok, err := tx.Retain(3, pos+1, 2500, 90); ok || err != nil {
+			t.Fatalf("a point that is no segment end started a trim: %v %v", ok, err)
+		}
+		ok, err := tx.Retain(3, pos, 2500, 91)
+		if !ok || err != nil {
+			t.Fatalf("retain: %v %v", ok, err)
+		}
+		return nil
+	})
+	cleanUpAll(t, s, 40)
+	segsAfter, _ := s.segs.Stream(3).Segments()
+	if len(segsAfter) >= len(segsBefore) || segsAfter[0].Base != pos {
+		t.Fatalf("segments %d -> %d, first at %d, want at %d", len(segsBefore), len(segsAfter), segsAfter[0].Base, pos)
+	}
+	s.View(func(tx *Tx) error {
+		for pid := uint64(10); pid < 13; pid++ {
+			p, err := tx.PartitionByID(pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.StartOffset < 100 || p.StartOffset >= 300 {
+				t.Fatalf("partition %d starts at %d", pid, p.StartOffset)
+			}
+			got, err := tx.Entries(pid, 0, 1<<30, 1000)
+			if err != nil {
+				t.Fatalf("read after trim: %v", err)
+			}
+			if len(got) == 0 || got[0].Offset != p.StartOffset || len(got) != 300-int(p.StartOffset) {
+				t.Fatalf("partition %d: %d entries from %d, start %d", pid, len(got), got[0].Offset, p.StartOffset)
+			}
+			for i, e := range got {
+				if !bytes.Equal(e.Message.Payload, want[pid][int(p.StartOffset)+i]) {
+					t.Fatalf("partition %d offset %d: wrong payload", pid, e.Offset)
+				}
+			}
+		}
+		if _, found, _ := tx.Dedup(10, "t-0"); !found {
+			t.Fatal("retention dropped a dedup record")
+		}
+		return nil
+	})
+}
+
+// cleanUpAll runs clean-up steps of maxWrites until no tombstone is left.
+func cleanUpAll(t *testing.T, s *Store, maxWrites int) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if i > 1000 {
+			t.Fatal("clean-up did not finish")
+		}
+		var res CleanupResult
+		write(t, s, func(tx *Tx) error {
+			var err error
+			res, err = tx.CleanUp(&Budget{MaxWrites: maxWrites, MaxScanned: 1000})
+			return err
+		})
+		if !res.More {
+			return
+		}
+	}
 }

@@ -62,9 +62,14 @@ type Queue struct {
 	// KafkaPartitions is how many partitions ("0" … "n-1") Kafka clients
 	// see; at least 1.
 	KafkaPartitions int32 `json:"kafkaPartitions"`
-	// Topic configs set over Kafka; zero means the broker default.
+	// RetentionMs: how long messages are kept; zero is the default (see
+	// raftfsm.RetentionMs), negative for ever. Kafka's retention.ms, or an
+	// HTTP queue's retentionSeconds.
 	RetentionMs     int64 `json:"retentionMs,omitempty"`
 	MaxMessageBytes int32 `json:"maxMessageBytes,omitempty"`
+	// KafkaCreated: created over Kafka, so a zero RetentionMs means the
+	// Kafka default rather than for ever.
+	KafkaCreated bool `json:"kafkaCreated,omitempty"`
 	// Segment files: zero means the default (see segmentLimits).
 	SegmentBytes int64 `json:"segmentBytes,omitempty"`
 	SegmentMs    int64 `json:"segmentMs,omitempty"`

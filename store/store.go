@@ -197,15 +197,23 @@ func (t *Tx) QueueByID(id uint64) (Queue, error) {
 func (t *Tx) PartitionByID(id uint64) (Partition, error) { return t.partitionByID(id) }
 
 // Queues lists every queue in name order.
-func (t *Tx) Queues() ([]Queue, error) {
+func (t *Tx) Queues() ([]Queue, error) { return t.QueuesAfter("", math.MaxInt) }
+
+// QueuesAfter lists up to limit queues in name order, from the one after
+// the named queue ("": from the first).
+func (t *Tx) QueuesAfter(after string, limit int) ([]Queue, error) {
 	var out []Queue
-	err := t.scan(queuePrefix(), nil, func(_, v []byte) (bool, error) {
+	var seek []byte
+	if after != "" {
+		seek = append(queueKey(after), 0)
+	}
+	err := t.scan(queuePrefix(), seek, func(_, v []byte) (bool, error) {
 		q, err := decodeQueue(v)
 		if err != nil {
 			return false, err
 		}
 		out = append(out, q)
-		return true, nil
+		return len(out) < limit, nil
 	})
 	return out, err
 }

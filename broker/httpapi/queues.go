@@ -22,6 +22,7 @@ type configureOptions struct {
 	DeadLetterQueue          *bool  `json:"deadLetterQueue"`
 	DelayedProcessingSeconds *int64 `json:"delayedProcessing"`
 	Partitions               *int32 `json:"partitions"` // Kafka partitions; only grows
+	RetentionSeconds         *int64 `json:"retentionSeconds"`
 }
 
 type queueJSON struct {
@@ -38,6 +39,7 @@ type queueOptionJSON struct {
 	DeadLetterQueue    bool  `json:"deadLetterQueue"`
 	DelayedProcessing  int64 `json:"delayedProcessing"`
 	Partitions         int32 `json:"partitions"` // Kafka partitions
+	RetentionSeconds   int64 `json:"retentionSeconds"`
 }
 
 type partitionJSON struct {
@@ -52,7 +54,7 @@ func toQueueJSON(q broker.QueueInfo) queueJSON {
 		Name: q.Name,
 		Options: queueOptionJSON{DedupWindowSeconds: q.DedupWindowSeconds, LeaseTime: q.LeaseTimeSeconds,
 			RetryLimit: q.RetryLimit, DeadLetterQueue: q.DeadLetterQueue, DelayedProcessing: q.DelayedProcessing,
-			Partitions: q.KafkaPartitions},
+			Partitions: q.KafkaPartitions, RetentionSeconds: q.RetentionSeconds},
 		CreatedAt:  q.CreatedAt,
 		Partitions: make([]partitionJSON, len(q.Partitions)),
 	}
@@ -70,7 +72,7 @@ func (s *Server) configure(w http.ResponseWriter, r *http.Request) {
 	o := req.Options
 	q, err := s.svc.Configure(req.Queue, broker.QueueOptions{DedupWindowSeconds: o.DedupWindowSeconds, LeaseTimeSeconds: o.LeaseTimeSeconds,
 		RetryLimit: o.RetryLimit, DeadLetterQueue: o.DeadLetterQueue, DelayedProcessingSeconds: o.DelayedProcessingSeconds,
-		KafkaPartitions: o.Partitions})
+		KafkaPartitions: o.Partitions, RetentionSeconds: o.RetentionSeconds})
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return

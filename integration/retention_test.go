@@ -1,0 +1,104 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A topic with retention.ms drops whole segments of records older than
+// that under continuous produce: the log start offset moves (ListOffsets
+// earliest; a Fetch below it answers OFFSET_OUT_OF_RANGE as Kafka does),
+// the segment files go from the disk, every record from the start on reads
+// back at its offset, and no record younger than the retention is dropped.
+func TestKafkaRetentionDropsExpiredSegments(t *testing.T) {
+	const retention = 3 * time.Second
+	n := startSingle(t)
+	cl := kafkaClient(t, []string{n.kafkaAddr}, kgo.DefaultProduceTopic("ret"), kgo.ProducerLinger(0))
+	createTopic(t, cl, "ret", 1, map[string]string{
+		"retention.ms": strconv.Itoa(int(retention.Milliseconds())), "segment.ms": "1000"})
+	earliest := func() int64 {
+		t.Helper()
+		req := kmsg.NewPtrListOffsetsRequest()
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "ret"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp = 0, -2
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(context.Background(), cl)
+		if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("list offsets: %v %+v", err, resp)
+		}
+		return resp.Topics[0].Partitions[0].Offset
+	}
+
+	// sentAt[i] is taken before record i is produced: its append time is
+	// later, so a record with sentAt after (now - retention) must be kept.
+	var sentAt []time.Time
+	start := time.Now()
+	for time.Since(start) < 20*time.Second {
+		sentAt = append(sentAt, time.Now())
+		produceSync(t, cl, &kgo.Record{Value: []byte(strconv.Itoa(len(sentAt) - 1))})
+		if time.Since(start) > 6*time.Second && earliest() > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	checkedAt := time.Now()
+	first := earliest()
+	if first <= 0 {
+		t.Fatalf("after %v of produce with retention %v, the log still starts at %d", time.Since(start), retention, first)
+	}
+	for i := range first {
+		if !sentAt[i].Before(checkedAt.Add(-retention)) {
+			t.Fatalf("record %d, produced %v before the check, was dropped (retention %v)", i, checkedAt.Sub(sentAt[i]), retention)
+		}
+	}
+
+	// Below the start: out of range. From it: every record, in order.
+	id := topicIDOf(t, cl, "ret")
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis, req.MaxBytes = 100, 1<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = "ret", id
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = 0, 0, 1<<20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != kerr.OffsetOutOfRange.Code || p.LogStartOffset < first {
+		t.Fatalf("fetch at 0 below the start %d: error %d, log start %d", first, p.ErrorCode, p.LogStartOffset)
+	}
+	recs := consumeN(t, []string{n.kafkaAddr}, "ret", len(sentAt)-int(first))
+	for i, r := range recs {
+		if want := first + int64(i); r.Offset != want || string(r.Value) != fmt.Sprint(want) {
+			t.Fatalf("record %d: offset %d value %q, want offset and value %d", i, r.Offset, r.Value, want)
+		}
+	}
+
+	// The dropped segments' files are gone: the topic's stream no longer
+	// starts at position 0.
+	waitFor(t, 10*time.Second, func() error {
+		files, _ := filepath.Glob(filepath.Join(n.dataDir, "state", "segments", "*", "*.seg"))
+		for _, f := range files {
+			if filepath.Base(f) == fmt.Sprintf("%020d.seg", 0) {
+				return fmt.Errorf("the first segment file is still there: %v", files)
+			}
+		}
+		if len(files) == 0 {
+			return fmt.Errorf("no segment files at all")
+		}
+		return nil
+	})
+}

@@ -1,0 +1,68 @@
+package raftfsm
+
+import "github.com/waggle-mq/waggle/store"
+
+// DefaultKafkaRetentionMs is how long a topic created over Kafka keeps its
+// records when it sets no retention.ms: Kafka's default, 7 days. A node's
+// flag can change it; the leader stamps the cutoff it implies into each
+// retain entry.
+const DefaultKafkaRetentionMs = 7 * 24 * 3600 * 1000
+
+// RetentionMs is how long a queue keeps its messages, or 0 for ever: a
+// topic created over Kafka without retention.ms has kafkaDefaultMs, any
+// other queue keeps its messages unless its retention is set. A negative
+// setting (Kafka's -1) is for ever.
+func RetentionMs(q store.Queue, kafkaDefaultMs int64) int64 {
+	switch {
+	case q.RetentionMs > 0:
+		return q.RetentionMs
+	case q.RetentionMs == 0 && q.KafkaCreated:
+		return max(kafkaDefaultMs, 0)
+	}
+	return 0
+}
+
+// RetainCommand drops a queue's message data before stream position Pos,
+// in whole sealed segments whose last append is before CutoffMs. The leader
+// proposes it from store.Tx.RetentionPoint; a proposal that no longer holds
+// changes nothing.
+type RetainCommand struct {
+	NowMs    int64
+	QueueID  uint64
+	Pos      uint64
+	CutoffMs int64
+}
+
+// RetainResult says whether the entry started a trim.
+type RetainResult struct {
+	Started bool
+}
+
+// Encode returns the raft entry for the command.
+func (c *RetainCommand) Encode() []byte {
+	e := encoder{}
+	e.byte(byte(CmdRetain))
+	e.varint(c.NowMs)
+	e.uvarint(c.QueueID)
+	e.uvarint(c.Pos)
+	e.varint(c.CutoffMs)
+	return e.b
+}
+
+func decodeRetain(b []byte) (*RetainCommand, error) {
+	d := decoder{b: b}
+	c := &RetainCommand{NowMs: d.varint(), QueueID: d.uvarint(), Pos: d.uvarint(), CutoffMs: d.varint()}
+	return c, d.finish()
+}
+
+func (p *Processor) retain(tx *store.Tx, meta *store.Meta, c *RetainCommand) RetainResult {
+	if c.CutoffMs > meta.ClockMs {
+		return RetainResult{} // a cutoff in the future is no retention
+	}
+	started, err := tx.Retain(c.QueueID, c.Pos, c.CutoffMs, meta.NextID)
+	must(err)
+	if started {
+		meta.NextID++
+	}
+	return RetainResult{Started: started}
+}
