@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
@@ -39,6 +40,11 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Auth makes clients authenticate with SASL before anything else.
 	Auth AuthConfig
+	// InFlightBytes bounds the request bytes read and not yet answered,
+	// over all connections: once it is spent, connections are not read
+	// until answers go out, so producers faster than the disk are slowed
+	// down instead of queued without limit in memory.
+	InFlightBytes int64
 	// AdvertisedAddr is the address clients are told for this node. The
 	// node lists itself under it even before its registration in the
 	// replicated state has landed, so Metadata is never without brokers.
@@ -63,6 +69,7 @@ const preAuthMaxFrame = 64 << 10
 func DefaultConfig() Config {
 	return Config{
 		MaxFrameBytes:     100 << 20,
+		InFlightBytes:     64 << 20,
 		AutoCreateTopics:  true,
 		DefaultPartitions: 1,
 		FrameTimeout:      30 * time.Second,
@@ -76,7 +83,8 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 
-	groups *coordinator
+	groups   *coordinator
+	inFlight *semaphore.Weighted // request bytes read and not yet answered (Config.InFlightBytes)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -88,7 +96,11 @@ type Server struct {
 // New returns a listener over svc.
 func New(svc *broker.Service, cfg Config, log *slog.Logger) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{svc: svc, cfg: cfg, log: log, groups: newCoordinator(), ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+	if cfg.InFlightBytes <= 0 {
+		cfg.InFlightBytes = DefaultConfig().InFlightBytes
+	}
+	return &Server{svc: svc, cfg: cfg, log: log, groups: newCoordinator(), inFlight: semaphore.NewWeighted(cfg.InFlightBytes),
+		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
 }
 
 // Serve accepts connections on ln until Close.
@@ -179,9 +191,10 @@ const maxInFlight = 16
 // pendingReply is a request read and handed off, waiting for its answer to
 // be written in order.
 type pendingReply struct {
-	h     header
-	wait  reply
-	start time.Time
+	h      header
+	wait   reply
+	start  time.Time
+	weight int64 // bytes of the in-flight budget it holds
 }
 
 // serve reads requests and hands each to its handler in order; a writer
@@ -195,12 +208,14 @@ func (c *conn) serve() error {
 		var err error
 		for p := range pending {
 			if err != nil {
+				c.s.inFlight.Release(p.weight)
 				continue // drain after a failure
 			}
 			var resp kmsg.Response
 			if resp, err = p.wait(); err == nil && resp != nil {
 				err = c.write(p.h, resp)
 			}
+			c.s.inFlight.Release(p.weight)
 			c.s.cfg.Metrics.KafkaRequest(kmsg.NameForKey(p.h.key), time.Since(p.start).Seconds())
 			if err != nil {
 				c.nc.Close() // stops the reader too
@@ -231,15 +246,25 @@ func (c *conn) read(pending chan<- pendingReply) error {
 		if size < 8 || size > limit {
 			return fmt.Errorf("%w: frame size %d outside [8, %d]", errBadFrame, size, limit)
 		}
+		// Wait for room before reading the rest: a client that outruns
+		// the disk finds its connection not read for a while (TCP pushes
+		// back), rather than the broker buffering its requests.
+		weight := min(int64(size), c.s.cfg.InFlightBytes)
+		if err := c.s.inFlight.Acquire(c.s.ctx, weight); err != nil {
+			return err
+		}
 		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
 		body := make([]byte, size)
 		if _, err := io.ReadFull(c.nc, body); err != nil {
+			c.s.inFlight.Release(weight)
 			return err
 		}
 		p, err := c.handle(body)
 		if err != nil {
+			c.s.inFlight.Release(weight)
 			return err
 		}
+		p.weight = weight
 		pending <- p
 		if c.closing {
 			return errClosing

@@ -16,6 +16,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/metrics"
@@ -24,14 +26,18 @@ import (
 // MaxBodyBytes caps a request body; a larger one is answered 413.
 const MaxBodyBytes = 1 << 20
 
+// DefaultInFlightBytes is the default of Options.InFlightBytes.
+const DefaultInFlightBytes = 32 << 20
+
 // Server routes HTTP requests to a broker.
 type Server struct {
-	svc     *broker.Service
-	mux     *http.ServeMux
-	log     *slog.Logger
-	metrics *metrics.Metrics
-	peers   peerLinks
-	auth    AuthConfig
+	svc      *broker.Service
+	mux      *http.ServeMux
+	log      *slog.Logger
+	metrics  *metrics.Metrics
+	peers    peerLinks
+	auth     AuthConfig
+	inFlight *semaphore.Weighted // request bodies being worked on (Options.InFlightBytes)
 }
 
 // Options are the HTTP API's optional parts.
@@ -44,11 +50,19 @@ type Options struct {
 	PeerTLS *tls.Config
 	// Auth turns authentication and authorization on.
 	Auth AuthConfig
+	// InFlightBytes bounds the request bodies being worked on at once; a
+	// request that does not fit is answered 429 overloaded with
+	// Retry-After, having changed nothing. Zero: DefaultInFlightBytes.
+	InFlightBytes int64
 }
 
 // New returns the HTTP API over svc.
 func New(svc *broker.Service, log *slog.Logger, opts Options) *Server {
-	s := &Server{svc: svc, mux: http.NewServeMux(), log: log, metrics: opts.Metrics, peers: newPeerLinks(opts.PeerTLS), auth: opts.Auth}
+	if opts.InFlightBytes <= 0 {
+		opts.InFlightBytes = DefaultInFlightBytes
+	}
+	s := &Server{svc: svc, mux: http.NewServeMux(), log: log, metrics: opts.Metrics, peers: newPeerLinks(opts.PeerTLS), auth: opts.Auth,
+		inFlight: semaphore.NewWeighted(opts.InFlightBytes)}
 	s.routes()
 	return s
 }
@@ -141,8 +155,11 @@ func (s *Server) routes() {
 			start := time.Now()
 			rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 			if rt, ok := methods[r.Method]; ok {
-				if r, ok = s.authorize(rec, r, rt.perm); ok {
-					rt.h(rec, r)
+				if release, ok := s.admit(rec, r); ok {
+					if r, ok = s.authorize(rec, r, rt.perm); ok {
+						rt.h(rec, r)
+					}
+					release()
 				}
 			} else {
 				writeError(rec, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+path)
@@ -153,6 +170,31 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path)
 	})
+}
+
+// minBodyWeight is what a request with a body counts against the in-flight
+// budget at least: its decoded form and answer take memory too.
+const minBodyWeight = 4 << 10
+
+// admit reserves room in the in-flight budget for a request's body, sized
+// by its Content-Length (MaxBodyBytes when unknown), or answers 429
+// overloaded: when producers outrun the disk, they are told to come back
+// rather than queued in memory. Requests without a body pass.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	if r.Method == http.MethodGet || r.Method == http.MethodDelete || r.Method == http.MethodHead {
+		return func() {}, true
+	}
+	weight := r.ContentLength
+	if weight < 0 || weight > MaxBodyBytes {
+		weight = MaxBodyBytes
+	}
+	weight = max(weight, minBodyWeight)
+	if !s.inFlight.TryAcquire(weight) {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, "overloaded", "the node is working on as many requests as it holds in memory; retry after a second")
+		return nil, false
+	}
+	return func() { s.inFlight.Release(weight) }, true
 }
 
 // ServeHTTP implements http.Handler.

@@ -48,6 +48,7 @@ type serveOptions struct {
 	snapshotThreshold uint64
 	trailingLogs      uint64
 	minFreeDiskMiB    uint64
+	kafkaRetention    time.Duration
 
 	tls tlsconf.Files
 
@@ -101,6 +102,7 @@ func newServeCmd() *cobra.Command {
 	f.Int32Var(&o.kafka.MaxFrameBytes, "kafka-max-frame-bytes", o.kafka.MaxFrameBytes, "largest Kafka request accepted; a larger one closes the connection")
 	f.BoolVar(&o.kafka.AutoCreateTopics, "kafka-auto-create-topics", o.kafka.AutoCreateTopics, "create unknown topics on Metadata and Produce")
 	f.Int32Var(&o.kafka.DefaultPartitions, "kafka-default-partitions", o.kafka.DefaultPartitions, "partitions of an auto-created topic")
+	f.DurationVar(&o.kafkaRetention, "kafka-retention", raftfsm.DefaultKafkaRetentionMs*time.Millisecond, "how long topics created over Kafka without retention.ms keep records (0: for ever)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	f.StringVar(&o.pprofAddr, "pprof-addr", "", "serve Go's /debug/pprof on this address (empty: off)")
@@ -206,6 +208,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	m := metrics.New()
 	svc := broker.New(id, node, st)
 	svc.Metrics = m
+	svc.KafkaRetentionMs = o.kafkaRetention.Milliseconds()
 	observe(ctx, m, node, st, svc)
 	go svc.RunMaintenance(ctx, time.Second, log)
 	ln, err := net.Listen("tcp", o.httpAddr)
