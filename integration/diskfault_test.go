@@ -99,13 +99,15 @@ func TestDamagedFileIsDetectedAndRepairedFromPeers(t *testing.T) {
 		"bit flip in a badger table": func(t *testing.T, dir string) { flipByte(t, largestFile(t, filepath.Join(dir, "state"), ".sst"), -1) },
 		"badger table cut short":     func(t *testing.T, dir string) { truncateHalf(t, largestFile(t, filepath.Join(dir, "state"), ".sst")) },
 		"bit flip in a raft log entry": func(t *testing.T, dir string) {
-			path := filepath.Join(dir, "raft", "raft.db")
-			b, _ := os.ReadFile(path)
-			at := strings.Index(string(b), "canary-0777")
-			if at < 0 {
-				t.Fatal("the pushed payload is not in the raft log file")
+			files, _ := filepath.Glob(filepath.Join(dir, "raft", "wal", "*.wal"))
+			for _, path := range files {
+				b, _ := os.ReadFile(path)
+				if at := strings.Index(string(b), "canary-0777"); at >= 0 {
+					flipByte(t, path, at+3)
+					return
+				}
 			}
-			flipByte(t, path, at+3)
+			t.Fatalf("the pushed payload is not in the raft log files %v", files)
 		},
 		"snapshot cut short": func(t *testing.T, dir string) {
 			truncateHalf(t, largestFile(t, filepath.Join(dir, "raft", "snapshots"), "state.bin"))
@@ -228,7 +230,7 @@ func TestDataDirInUseIsNotMistakenForDamage(t *testing.T) {
 	pushCanaries(c, 0, 100)
 	n := c.followers()[0]
 	n.stop()
-	held, err := bolt.Open(filepath.Join(n.dataDir, "raft", "raft.db"), 0o600, nil)
+	held, err := bolt.Open(filepath.Join(n.dataDir, "raft", "wal", "wal-meta.db"), 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/hashicorp/raft-wal/metadb"
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
 
@@ -60,28 +60,43 @@ var ErrDataDirUnreadable = errors.New("cannot read or write the data directory (
 var ErrNoData = errors.New("no waggle data")
 
 // VerifyDataDir checks a stopped node's store, raft log and newest snapshot
-// under dir and returns the first damage found. It returns ErrNoData for a
-// directory that is missing or holds no waggle data, ErrDataDirInUse when
-// another process holds it, and ErrDataDirUnreadable when this process may
-// not read or write it: none of the three is damage.
-func VerifyDataDir(dir string) error {
+// under dir, every byte of them, and returns the first damage found. It
+// returns ErrNoData for a directory that is missing or holds no waggle
+// data, ErrDataDirInUse when another process holds it, and
+// ErrDataDirUnreadable when this process may not read or write it: none of
+// the three is damage.
+func VerifyDataDir(dir string) error { return verifyDataDir(dir, true) }
+
+// VerifyDataDirAtStart is the check a node runs on itself before it
+// starts: VerifyDataDir without reading the data. The store's tables are
+// checked (metadata and indexes only: message data lives in segment files,
+// whose records are checked when read), the raft log's last
+// startCheckEntries entries (those a restart applies again), and the
+// newest snapshot's files against their recorded sizes.
+func VerifyDataDirAtStart(dir string) error { return verifyDataDir(dir, false) }
+
+// startCheckEntries is how many of the raft log's newest entries the
+// start-up check reads.
+const startCheckEntries = 4096
+
+func verifyDataDir(dir string, full bool) error {
 	if err := probeDataDir(dir); err != nil {
 		return err
 	}
 	checks := []struct {
 		what string
 		path string
-		fn   func(path string) error
+		fn   func(path string, full bool) error
 	}{
-		{"store", filepath.Join(dir, "state"), store.Verify},
-		{"raft log", filepath.Join(dir, "raft", "raft.db"), verifyRaftLog},
+		{"store", filepath.Join(dir, "state"), func(path string, _ bool) error { return store.Verify(path) }},
+		{"raft log", filepath.Join(dir, "raft"), verifyRaftLog},
 		{"snapshots", filepath.Join(dir, "raft"), verifySnapshots},
 	}
 	for _, c := range checks {
 		if _, err := os.Stat(c.path); errors.Is(err, os.ErrNotExist) {
 			continue
 		}
-		err := faultsAsErrors(func() error { return c.fn(c.path) })
+		err := faultsAsErrors(func() error { return c.fn(c.path, full) })
 		if kind := notDamage(err); kind != nil {
 			return fmt.Errorf("%w: %s at %s: %v", kind, c.what, c.path, err)
 		}
@@ -136,8 +151,9 @@ func probeDataDir(dir string) error {
 		return fmt.Errorf("%w: %s holds neither state/ nor raft/", ErrNoData, dir)
 	}
 	// A running node holds an exclusive flock on the store's folder
-	// (badger) and on the raft log (bolt); a shared one fails at once then.
-	for _, path := range []string{filepath.Join(dir, "state"), filepath.Join(dir, "raft", "raft.db")} {
+	// (badger) and on the raft log's meta file (bolt; raft.db before the
+	// WAL); a shared one fails at once then.
+	for _, path := range []string{filepath.Join(dir, "state"), filepath.Join(dir, "raft", walDir, walMetaFile), filepath.Join(dir, "raft", legacyLogDB)} {
 		if err := probeLock(path); err != nil {
 			if kind := notDamage(err); kind != nil {
 				return fmt.Errorf("%w: %v", kind, err)
@@ -203,9 +219,78 @@ func faultsAsErrors(fn func() error) error {
 	return <-done
 }
 
-// verifyRaftLog checks the bolt file's pages, then every command entry's
-// checksum, in one read transaction.
-func verifyRaftLog(path string) error {
+// verifyRaftLog checks the raft log under raftDir: the meta file's pages,
+// then each entry's checksum (every entry, or the newest
+// startCheckEntries). A log raft-boltdb kept, not yet moved to the WAL, is
+// checked as such.
+func verifyRaftLog(raftDir string, full bool) error {
+	if _, err := os.Stat(filepath.Join(raftDir, legacyLogDB)); err == nil {
+		return verifyBoltLog(filepath.Join(raftDir, legacyLogDB))
+	}
+	dir := filepath.Join(raftDir, walDir)
+	if _, err := os.Stat(filepath.Join(dir, walMetaFile)); errors.Is(err, os.ErrNotExist) {
+		return nil // created, never written
+	}
+	if err := checkBoltPages(filepath.Join(dir, walMetaFile)); err != nil {
+		return err
+	}
+	logs, err := openWAL(dir, hclog.NewNullLogger())
+	if err != nil {
+		return err
+	}
+	defer logs.Close()
+	first, err := logs.FirstIndex()
+	if err != nil {
+		return err
+	}
+	last, err := logs.LastIndex()
+	if err != nil || last == 0 {
+		return err
+	}
+	if !full && last-first >= startCheckEntries {
+		first = last - startCheckEntries + 1
+	}
+	var l raft.Log
+	for i := first; i <= last; i++ {
+		if err := logs.GetLog(i, &l); err != nil {
+			return fmt.Errorf("entry %d: %w", i, err)
+		}
+		if err := checkEntry(&l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkEntry verifies a command entry's own checksum.
+func checkEntry(l *raft.Log) error {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	if _, err := unseal(l.Data); err != nil {
+		return fmt.Errorf("entry %d: %w", l.Index, err)
+	}
+	return nil
+}
+
+// checkBoltPages checks a bolt file's page structure.
+func checkBoltPages(path string) error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.View(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			return err
+		}
+		return nil
+	})
+}
+
+// verifyBoltLog checks a raft-boltdb file's pages, then every command
+// entry's checksum, in one read transaction.
+func verifyBoltLog(path string) error {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
 	if err != nil {
 		return err
@@ -224,26 +309,24 @@ func verifyRaftLog(path string) error {
 			if err := codec.NewDecoderBytes(v, &codec.MsgpackHandle{}).Decode(&l); err != nil {
 				return fmt.Errorf("entry %x: %w", k, err)
 			}
-			if l.Type != raft.LogCommand {
-				return nil
-			}
-			if _, err := unseal(l.Data); err != nil {
-				return fmt.Errorf("entry %d: %w", l.Index, err)
-			}
-			return nil
+			return checkEntry(&l)
 		})
 	})
 }
 
-// verifySnapshots opens the newest snapshot, which checks its CRC.
-func verifySnapshots(dir string) error {
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hclog.NewNullLogger())
+// verifySnapshots checks the newest snapshot: every byte against raft's
+// CRC (full), or its files against their recorded sizes.
+func verifySnapshots(dir string, full bool) error {
+	snaps, err := newSnapshotStore(dir, 2, hclog.NewNullLogger())
 	if err != nil {
 		return err
 	}
 	list, err := snaps.List()
 	if err != nil || len(list) == 0 {
 		return err
+	}
+	if !full {
+		return snaps.checkSizes(list[0].ID)
 	}
 	_, rc, err := snaps.Open(list[0].ID)
 	if err != nil {
@@ -262,20 +345,9 @@ func PrepareRepair(dir string) (string, error) {
 	var term, voteTerm uint64
 	var voteCand []byte
 	err := faultsAsErrors(func() error {
-		db, err := bolt.Open(filepath.Join(raftDir, "raft.db"), 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		return db.View(func(tx *bolt.Tx) error {
-			conf := tx.Bucket([]byte("conf"))
-			if conf == nil {
-				return errors.New("no conf bucket")
-			}
-			term, voteTerm = decodeUint64(conf.Get(keyCurrentTerm)), decodeUint64(conf.Get(keyLastVoteTerm))
-			voteCand = append([]byte(nil), conf.Get(keyLastVoteCand)...)
-			return nil
-		})
+		var err error
+		term, voteTerm, voteCand, err = readTermAndVote(raftDir)
+		return err
 	})
 	if kind := notDamage(err); kind != nil {
 		// Not the damage the caller found: a lock or a permission, which
@@ -298,7 +370,7 @@ func PrepareRepair(dir string) (string, error) {
 	if err := os.MkdirAll(raftDir, 0o755); err != nil {
 		return "", err
 	}
-	logs, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(raftDir, "raft.db")})
+	logs, err := openWAL(filepath.Join(raftDir, walDir), hclog.NewNullLogger())
 	if err != nil {
 		return "", err
 	}
@@ -309,6 +381,40 @@ func PrepareRepair(dir string) (string, error) {
 		logs.Set(keyLastVoteCand, voteCand),
 		logs.SetUint64(keyNoVoteThroughTerm, term),
 	)
+}
+
+// readTermAndVote reads raft's term and vote straight from the stable
+// store's bolt file (the WAL's meta file, or raft-boltdb's file before the
+// WAL), without opening the log itself, which may be what is damaged.
+func readTermAndVote(raftDir string) (term, voteTerm uint64, voteCand []byte, err error) {
+	path, bucket, decode := filepath.Join(raftDir, walDir, walMetaFile), metadb.StableBucket, decodeUint64LE
+	if _, err := os.Stat(filepath.Join(raftDir, legacyLogDB)); err == nil {
+		path, bucket, decode = filepath.Join(raftDir, legacyLogDB), "conf", decodeUint64
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	defer db.Close()
+	err = db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(bucket))
+		if b == nil {
+			return fmt.Errorf("no %s bucket", bucket)
+		}
+		term, voteTerm = decode(b.Get(keyCurrentTerm)), decode(b.Get(keyLastVoteTerm))
+		voteCand = append([]byte(nil), b.Get(keyLastVoteCand)...)
+		return nil
+	})
+	return term, voteTerm, voteCand, err
+}
+
+// decodeUint64LE reads raft-wal's little-endian uint64 (0 when absent).
+func decodeUint64LE(b []byte) uint64 {
+	var v uint64
+	for i := len(b) - 1; i >= 0; i-- {
+		v = v<<8 | uint64(b[i])
+	}
+	return v
 }
 
 // decodeUint64 reads raft-boltdb's big-endian uint64 (0 when absent).

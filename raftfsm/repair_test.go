@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/waggle-mq/waggle/store"
 )
@@ -30,7 +30,7 @@ func newDataDir(t *testing.T, dir string) {
 	if err := os.MkdirAll(filepath.Join(dir, "raft"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	logs, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft", "raft.db")})
+	logs, err := openLogStore(filepath.Join(dir, "raft"), hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,11 +69,12 @@ func TestVerifyDataDirHeldByARunningStoreIsInUse(t *testing.T) {
 	}
 }
 
-// A raft log held by a running node is "in use" too (bolt's lock).
+// A raft log held by a running node is "in use" too (the lock on the
+// WAL's meta file).
 func TestVerifyDataDirHeldRaftLogIsInUse(t *testing.T) {
 	dir := t.TempDir()
 	newDataDir(t, dir)
-	held, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft", "raft.db")})
+	held, err := openLogStore(filepath.Join(dir, "raft"), hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestVerifyDataDirNotReadableIsNotDamage(t *testing.T) {
 	dir := filepath.Join(base, "data")
 	newDataDir(t, dir)
 	if os.Geteuid() != 0 {
-		if err := os.Chmod(filepath.Join(dir, "raft", "raft.db"), 0); err != nil {
+		if err := os.Chmod(filepath.Join(dir, "raft", walDir, walMetaFile), 0); err != nil {
 			t.Fatal(err)
 		}
 		if err := VerifyDataDir(dir); !errors.Is(err, ErrDataDirUnreadable) {

@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 // voteGuard is a transport that answers vote requests "not granted" for a
@@ -16,12 +15,12 @@ type voteGuard struct {
 	rpcs          chan raft.RPC
 	id            raft.ServerID
 	noVoteThrough uint64
-	logs          *raftboltdb.BoltStore
+	logs          raft.StableStore
 	raft          atomic.Pointer[raft.Raft]
 	lifted        atomic.Bool
 }
 
-func newVoteGuard(t *raft.NetworkTransport, id raft.ServerID, logs *raftboltdb.BoltStore, noVoteThrough uint64) *voteGuard {
+func newVoteGuard(t *raft.NetworkTransport, id raft.ServerID, logs raft.StableStore, noVoteThrough uint64) *voteGuard {
 	g := &voteGuard{NetworkTransport: t, rpcs: make(chan raft.RPC), id: id, noVoteThrough: noVoteThrough, logs: logs}
 	go g.filter()
 	return g

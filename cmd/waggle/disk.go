@@ -72,13 +72,17 @@ func watchFreeSpace(ctx context.Context, dir string, min uint64, interval time.D
 // node.
 func newVerifyCmd() *cobra.Command {
 	var dir string
-	var allowNew bool
+	var allowNew, atStart bool
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Check a stopped node's store, raft log and snapshots for damage",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			err := raftfsm.VerifyDataDir(dir)
+			verify := raftfsm.VerifyDataDir
+			if atStart {
+				verify = raftfsm.VerifyDataDirAtStart
+			}
+			err := verify(dir)
 			switch {
 			case errors.Is(err, raftfsm.ErrNoData) && allowNew:
 				fmt.Fprintln(cmd.OutOrStdout(), "ok (new):", dir)
@@ -95,6 +99,8 @@ func newVerifyCmd() *cobra.Command {
 	cmd.Flags().StringVar(&dir, "data-dir", "./waggle-data", "the node's data directory")
 	cmd.Flags().BoolVar(&allowNew, "allow-new", false, "a missing or empty directory passes (serve's start-up check)")
 	cmd.Flags().MarkHidden("allow-new")
+	cmd.Flags().BoolVar(&atStart, "at-start", false, "check what a start needs without reading the data (serve's start-up check)")
+	cmd.Flags().MarkHidden("at-start")
 	return cmd
 }
 
@@ -109,7 +115,7 @@ var verifyDataDir = func(dir string) error {
 	if err != nil {
 		return fmt.Errorf("cannot run the start-up check: %w", err)
 	}
-	check := exec.Command(self, "verify", "--allow-new", "--data-dir", dir)
+	check := exec.Command(self, "verify", "--allow-new", "--at-start", "--data-dir", dir)
 	check.SysProcAttr = dieWithParent() // a killed node must leave no check holding its files
 	out, err := check.CombinedOutput()
 	var exit *exec.ExitError

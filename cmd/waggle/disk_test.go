@@ -10,7 +10,7 @@ import (
 // sorting the answers as the child's exit codes would.
 func init() {
 	verifyDataDir = func(dir string) error {
-		err := raftfsm.VerifyDataDir(dir)
+		err := raftfsm.VerifyDataDirAtStart(dir)
 		switch {
 		case err == nil, errors.Is(err, raftfsm.ErrNoData):
 			return nil
