@@ -274,32 +274,12 @@ func checkEntry(l *raft.Log) error {
 }
 
 // checkBoltPages checks a bolt file's page structure.
-func checkBoltPages(path string) error {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	return db.View(func(tx *bolt.Tx) error {
-		for err := range tx.Check() {
-			return err
-		}
-		return nil
-	})
-}
+func checkBoltPages(path string) error { return viewCheckedBolt(path, func(*bolt.Tx) error { return nil }) }
 
 // verifyBoltLog checks a raft-boltdb file's pages, then every command
 // entry's checksum, in one read transaction.
 func verifyBoltLog(path string) error {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	return db.View(func(tx *bolt.Tx) error {
-		for err := range tx.Check() {
-			return err
-		}
+	return viewCheckedBolt(path, func(tx *bolt.Tx) error {
 		logs := tx.Bucket([]byte("logs"))
 		if logs == nil {
 			return nil
@@ -311,6 +291,22 @@ func verifyBoltLog(path string) error {
 			}
 			return checkEntry(&l)
 		})
+	})
+}
+
+// viewCheckedBolt opens a bolt file read-only, checks its pages, and runs
+// fn in the same read transaction.
+func viewCheckedBolt(path string, fn func(*bolt.Tx) error) error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.View(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			return err
+		}
+		return fn(tx)
 	})
 }
 
