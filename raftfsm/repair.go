@@ -274,7 +274,9 @@ func checkEntry(l *raft.Log) error {
 }
 
 // checkBoltPages checks a bolt file's page structure.
-func checkBoltPages(path string) error { return viewCheckedBolt(path, func(*bolt.Tx) error { return nil }) }
+func checkBoltPages(path string) error {
+	return viewCheckedBolt(path, func(*bolt.Tx) error { return nil })
+}
 
 // verifyBoltLog checks a raft-boltdb file's pages, then every command
 // entry's checksum, in one read transaction.
