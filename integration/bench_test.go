@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,6 +41,12 @@ func BenchmarkHTTPPush(b *testing.B) {
 	transport := &http.Transport{MaxIdleConnsPerHost: clients}
 	hc := &http.Client{Transport: transport, Timeout: 30 * time.Second}
 	url := n.url("/api/v1/push")
+	if os.Getenv("WAGGLE_BENCH_DEDUP") == "0" {
+		if status := postJSON(b, n.url("/api/v1/configure"), map[string]any{"queue": "bench", "options": map[string]any{"dedupWindowSeconds": 0}}, nil); status != http.StatusOK {
+			b.Fatalf("configure dedup off: %d", status)
+		}
+	}
+	var throttled atomic.Int64
 
 	var next atomic.Int64
 	latencies := make([][]time.Duration, clients)
@@ -67,7 +74,17 @@ func BenchmarkHTTPPush(b *testing.B) {
 				}
 				body.WriteString(`]}`)
 				t0 := time.Now()
-				resp, err := hc.Post(url, "application/json", &body)
+				raw := body.Bytes()
+				resp, err := hc.Post(url, "application/json", bytes.NewReader(raw))
+				// Pushed back (429 overloaded): nothing was written; the
+				// same push is sent again, as a client honouring it would.
+				for err == nil && resp.StatusCode == http.StatusTooManyRequests {
+					throttled.Add(1)
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					time.Sleep(50 * time.Millisecond)
+					resp, err = hc.Post(url, "application/json", bytes.NewReader(raw))
+				}
 				if err != nil {
 					b.Error(err)
 					return
@@ -94,6 +111,23 @@ func BenchmarkHTTPPush(b *testing.B) {
 	b.ReportMetric(float64(len(all)*batch)/elapsed.Seconds(), "msgs/s")
 	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(throttled.Load()), "pushed-back")
+	b.ReportMetric(peakRSSMiB(b, n), "server-peak-rss-MiB")
+}
+
+// peakRSSMiB is the node process's peak resident memory so far (VmHWM).
+func peakRSSMiB(t testing.TB, n *node) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", n.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			return float64(kb) / 1024
+		}
+	}
+	return 0
 }
 
 // BenchmarkHTTPPushPopAck measures end-to-end consuming on one node: 4

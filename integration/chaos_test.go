@@ -10,8 +10,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The chaos test runs a workload against a 3-node cluster while a nemesis
@@ -307,8 +310,39 @@ func TestChaos(t *testing.T) {
 		}
 	}()
 
+	// A topic with a short retention under the same faults: records go in
+	// whole segments once older than it, never sooner (checked at the end
+	// against when each acknowledged record was sent).
+	const retention = 4 * time.Second
+	createTopic(t, producer, "chaos-r", 1, map[string]string{"retention.ms": strconv.Itoa(int(retention.Milliseconds())), "segment.ms": "1000"})
+	retainedSentAt := map[int64]time.Time{} // offset -> sent (before the produce call)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var rwg sync.WaitGroup
+		defer rwg.Wait()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			sent := time.Now()
+			rwg.Add(1)
+			producer.Produce(context.Background(), &kgo.Record{Topic: "chaos-r", Value: []byte("r")}, func(r *kgo.Record, err error) {
+				defer rwg.Done()
+				if err == nil {
+					kmu.Lock()
+					retainedSentAt[r.Offset] = sent
+					kmu.Unlock()
+				}
+			})
+		}
+	}()
+
 	// The nemesis: a fault every few seconds, healed before the next.
 	faults := map[string]int{}
+	var damaged []*node // nodes repaired from their peers: checked to hold everything at the end
 	// A quarter of the run without faults first: the throughput to compare
 	// the faulty part with.
 	runStart := time.Now()
@@ -352,6 +386,13 @@ func TestChaos(t *testing.T) {
 			time.Sleep(3 * time.Second)
 			links.heal()
 		}},
+		{"damaged follower repaired from peers", func() { // its data moved aside, taken again from the others
+			f := c.followers()[0]
+			f.kill9()
+			damageNewestLogEntry(t, f.dataDir)
+			f.start()
+			damaged = append(damaged, f)
+		}},
 		{"partition follower 3 s", func() {
 			links.isolate(c, c.followers()[0].id)
 			time.Sleep(3 * time.Second)
@@ -394,6 +435,34 @@ func TestChaos(t *testing.T) {
 		}
 		stored[r.TransactionID] = r.Offset
 	}
+	// A node that was repaired from its peers (its data moved aside) holds
+	// what the leader holds.
+	for _, n := range damaged {
+		if got := n.fetchAll("chaos", "Default").Entries[0].Records; len(got) != len(recs) {
+			t.Errorf("node %d, repaired from its peers, holds %d messages; the leader %d", n.id, len(got), len(recs))
+		}
+		if aside, _ := filepath.Glob(filepath.Join(n.dataDir, "damaged-*")); len(aside) == 0 {
+			t.Errorf("node %d was damaged but not repaired:\n%s", n.id, n.logTail())
+		}
+	}
+	// Retention dropped only records older than it.
+	checkedAt := time.Now()
+	first := earliestOffset(t, producer, "chaos-r")
+	kmu.Lock()
+	dropped := 0
+	for off, sent := range retainedSentAt {
+		if off < first {
+			dropped++
+			if !sent.Before(checkedAt.Add(-retention)) {
+				t.Errorf("retention dropped record %d of chaos-r, sent %v before the check (retention %v)", off, checkedAt.Sub(sent), retention)
+			}
+		}
+	}
+	kmu.Unlock()
+	if dropped == 0 && time.Since(runStart) > 4*retention {
+		t.Errorf("retention dropped nothing of chaos-r in %v (log starts at %d)", time.Since(runStart), first)
+	}
+	t.Logf("retention: chaos-r starts at %d, %d acknowledged records dropped, %d kept", first, dropped, len(retainedSentAt)-dropped)
 	lost := 0
 	acked.Range(func(k, v any) bool {
 		if off, ok := stored[k.(string)]; !ok || off != v.(uint64) {
@@ -591,4 +660,37 @@ func untilStopped(wg *sync.WaitGroup, stop <-chan struct{}, step func(i int)) {
 			step(i)
 		}
 	}()
+}
+
+// damageNewestLogEntry flips a byte inside the payload of the newest push
+// in a stopped node's raft log, where the start-up check reads.
+func damageNewestLogEntry(t *testing.T, dir string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "raft", "wal", "*.wal"))
+	slices.Sort(files) // named by segment base index: the last is the newest
+	for i := len(files) - 1; i >= 0; i-- {
+		b, _ := os.ReadFile(files[i])
+		if at := strings.LastIndex(string(b), `"chaos-`); at >= 0 {
+			flipByte(t, files[i], at+3)
+			return
+		}
+	}
+	t.Fatalf("no push found in the raft log files %v", files)
+}
+
+// earliestOffset asks ListOffsets for partition 0's log start.
+func earliestOffset(t *testing.T, cl *kgo.Client, topic string) int64 {
+	t.Helper()
+	req := kmsg.NewPtrListOffsetsRequest()
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp = 0, -2
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("list offsets of %s: %v %+v", topic, err, resp)
+	}
+	return resp.Topics[0].Partitions[0].Offset
 }

@@ -16,7 +16,8 @@ import (
 // The Kafka benchmarks run the same franz-go client code against a single
 // waggle node (raft + badger on disk) and against franz-go's kfake with
 // DataDir and SyncWrites (its on-disk, fsync-per-batch mode), in the same
-// run, and report waggle/kfake ratios. Random records of 100 bytes
+// run, and report waggle/kfake ratios (WAGGLE_BENCH_NODES=3: a waggle
+// cluster of three against one kfake broker). Random records of 100 bytes
 // (WAGGLE_BENCH_RECORD_BYTES sets another size; WAGGLE_BENCH_COMPRESSIBLE=1:
 // repeated bytes), acks=all, idempotent producer.
 //
@@ -41,11 +42,24 @@ func startKfake(b *testing.B) []string {
 	return c.ListenAddrs()
 }
 
-func startWaggleForBench(b *testing.B) []string {
-	n := startSingle(b)
-	cl := kafkaClient(b, []string{n.kafkaAddr})
-	createTopic(b, cl, benchTopic, 1, nil)
-	return []string{n.kafkaAddr}
+// startWaggleForBench starts one node, or WAGGLE_BENCH_NODES of them as a
+// cluster, with the benchmark topic, and returns the brokers and the node
+// that leads.
+func startWaggleForBench(b *testing.B) ([]string, *node) {
+	var brokers []string
+	n := (*node)(nil)
+	if size, _ := strconv.Atoi(os.Getenv("WAGGLE_BENCH_NODES")); size > 1 {
+		c := startCluster(b, size)
+		for _, m := range c.nodes {
+			brokers = append(brokers, m.kafkaAddr)
+		}
+		n = c.leader()
+	} else {
+		n = startSingle(b)
+		brokers = []string{n.kafkaAddr}
+	}
+	createTopic(b, kafkaClient(b, brokers), benchTopic, 1, nil)
+	return brokers, n
 }
 
 // produceRun produces n records as fast as the client allows and returns
@@ -102,7 +116,8 @@ func consumeRun(b *testing.B, brokers []string, n int) float64 {
 }
 
 func BenchmarkKafkaProduce(b *testing.B) {
-	waggle, kf := startWaggleForBench(b), startKfake(b)
+	waggle, leader := startWaggleForBench(b)
+	kf := startKfake(b)
 	b.ResetTimer()
 	wRate, wP99 := produceRun(b, waggle, b.N)
 	kRate, kP99 := produceRun(b, kf, b.N)
@@ -112,10 +127,12 @@ func BenchmarkKafkaProduce(b *testing.B) {
 	b.ReportMetric(wRate/kRate, "ratio")
 	b.ReportMetric(float64(wP99.Microseconds())/1000, "waggle-p99-ms")
 	b.ReportMetric(float64(kP99.Microseconds())/1000, "kfake-p99-ms")
+	b.ReportMetric(peakRSSMiB(b, leader), "waggle-peak-rss-MiB")
 }
 
 func BenchmarkKafkaConsume(b *testing.B) {
-	waggle, kf := startWaggleForBench(b), startKfake(b)
+	waggle, _ := startWaggleForBench(b)
+	kf := startKfake(b)
 	produceRun(b, waggle, b.N)
 	produceRun(b, kf, b.N)
 	b.ResetTimer()

@@ -24,21 +24,7 @@ func TestKafkaRetentionDropsExpiredSegments(t *testing.T) {
 	cl := kafkaClient(t, []string{n.kafkaAddr}, kgo.DefaultProduceTopic("ret"), kgo.ProducerLinger(0))
 	createTopic(t, cl, "ret", 1, map[string]string{
 		"retention.ms": strconv.Itoa(int(retention.Milliseconds())), "segment.ms": "1000"})
-	earliest := func() int64 {
-		t.Helper()
-		req := kmsg.NewPtrListOffsetsRequest()
-		rt := kmsg.NewListOffsetsRequestTopic()
-		rt.Topic = "ret"
-		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition, rp.Timestamp = 0, -2
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(context.Background(), cl)
-		if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
-			t.Fatalf("list offsets: %v %+v", err, resp)
-		}
-		return resp.Topics[0].Partitions[0].Offset
-	}
+	earliest := func() int64 { return earliestOffset(t, cl, "ret") }
 
 	// sentAt[i] is taken before record i is produced: its append time is
 	// later, so a record with sentAt after (now - retention) must be kept.

@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/migrate"
 	bolt "go.etcd.io/bbolt"
 )
@@ -27,7 +26,7 @@ import (
 const (
 	walDir       = "wal"
 	legacyLogDB  = "raft.db" // raft-boltdb's file, before the WAL
-	walMetaFile  = metadb.FileName
+	walMetaFile  = "wal-meta.db"
 	migrationDir = "wal.migrating"
 )
 
@@ -38,16 +37,12 @@ var (
 	stableByteKeys = [][]byte{keyLastVoteCand}
 )
 
-// walLog is raft-wal's WAL whose Close also closes its meta store:
-// raft-wal v0.4 leaves that bolt file open, and locked, until the process
-// exits, so opening the same WAL again in one process (the migration, the
-// repair) would wait for the lock for ever.
+// walLog is raft-wal's WAL with one correction (see GetLog).
 type walLog struct {
 	*wal.WAL
-	meta *metadb.BoltMetaDB
 }
 
-// GetLog implements raft.LogStore. raft-wal v0.4 still answers entries of
+// GetLog implements raft.LogStore. raft-wal v0.4.2 still answers entries of
 // its active segment that a compaction removed (only its sealed segments
 // check the first index); raft must see them gone, so that a follower
 // behind the compacted log gets the snapshot, as with any other store.
@@ -60,21 +55,18 @@ func (l *walLog) GetLog(index uint64, log *raft.Log) error {
 	return l.WAL.GetLog(index, log)
 }
 
-// Close closes the WAL, then its meta store.
-func (l *walLog) Close() error { return errors.Join(l.WAL.Close(), l.meta.Close()) }
-
-// openWAL opens (creating) the WAL in dir.
+// openWAL opens (creating) the WAL in dir. v0.4.2 or later is needed: v0.4.0
+// left a tail truncation's segment sealed without its index, and the node
+// could not start again (raft-wal issue 31; found by the chaos run).
 func openWAL(dir string, logger hclog.Logger) (*walLog, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	meta := &metadb.BoltMetaDB{}
-	w, err := wal.Open(dir, wal.WithMetaStore(meta), wal.WithLogger(logger.Named("wal")))
+	w, err := wal.Open(dir, wal.WithLogger(logger.Named("wal")))
 	if err != nil {
-		meta.Close()
 		return nil, err
 	}
-	return &walLog{WAL: w, meta: meta}, nil
+	return &walLog{WAL: w}, nil
 }
 
 // openLogStore opens the raft log under raftDir, first moving a log that
