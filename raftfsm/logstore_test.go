@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/waggle-mq/waggle/store"
 )
 
 // A data directory written by a release that kept the raft log in
@@ -66,5 +69,50 @@ func TestBoltLogIsMovedToTheWAL(t *testing.T) {
 	term, voteTerm, cand, err := readTermAndVote(raftDir)
 	if err != nil || term != 7 || voteTerm != 6 || string(cand) != "node-2" {
 		t.Fatalf("readTermAndVote: %d %d %q %v", term, voteTerm, cand, err)
+	}
+}
+
+// The start-up check reads the raft log entries a restart applies again
+// (past the store's applied index, and at least the newest 4,096); a
+// damaged entry before those is left to `waggle verify`, which reads all.
+func TestStartCheckReadsTheLogARestartApplies(t *testing.T) {
+	for _, c := range []struct {
+		applied   uint64
+		atStartOK bool
+	}{
+		{applied: 100, atStartOK: false},  // entry 200 is applied again at restart
+		{applied: 9_000, atStartOK: true}, // entry 200 is behind the store and the tail
+	} {
+		dir := t.TempDir()
+		newDataDir(t, dir)
+		st := openStore(t, filepath.Join(dir, "state"))
+		tx := st.BeginWrite()
+		tx.PutMeta(store.Meta{AppliedIndex: c.applied, NextID: 1})
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		logs, err := openLogStore(filepath.Join(dir, "raft"), hclog.NewNullLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var entries []*raft.Log
+		for i := uint64(1); i <= 10_000; i++ {
+			data := Seal(push(int64(i), item("q", "p", "x", 1)))
+			if i == 200 {
+				data[len(data)/2] ^= 0x10
+			}
+			entries = append(entries, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: data})
+		}
+		if err := logs.StoreLogs(entries); err != nil {
+			t.Fatal(err)
+		}
+		logs.Close()
+		if err := VerifyDataDirAtStart(dir); (err == nil) != c.atStartOK {
+			t.Errorf("applied %d: start-up check answered %v", c.applied, err)
+		}
+		if err := VerifyDataDir(dir); err == nil || !strings.Contains(err.Error(), "entry 200") {
+			t.Errorf("applied %d: full check answered %v, want entry 200", c.applied, err)
+		}
 	}
 }

@@ -70,9 +70,10 @@ func VerifyDataDir(dir string) error { return verifyDataDir(dir, true) }
 // VerifyDataDirAtStart is the check a node runs on itself before it
 // starts: VerifyDataDir without reading the data. The store's tables are
 // checked (metadata and indexes only: message data lives in segment files,
-// whose records are checked when read), the raft log's last
-// startCheckEntries entries (those a restart applies again), and the
-// newest snapshot's files against their recorded sizes.
+// whose records are checked when read), the raft log's entries past the
+// store's applied index (those a restart applies again) and at least its
+// newest startCheckEntries, and the newest snapshot's files against their
+// recorded sizes.
 func VerifyDataDirAtStart(dir string) error { return verifyDataDir(dir, false) }
 
 // startCheckEntries is how many of the raft log's newest entries the
@@ -83,13 +84,17 @@ func verifyDataDir(dir string, full bool) error {
 	if err := probeDataDir(dir); err != nil {
 		return err
 	}
+	var applied uint64 // the store's, once checked: a restart re-applies the log past it
 	checks := []struct {
 		what string
 		path string
 		fn   func(path string, full bool) error
 	}{
-		{"store", filepath.Join(dir, "state"), func(path string, _ bool) error { return store.Verify(path) }},
-		{"raft log", filepath.Join(dir, "raft"), verifyRaftLog},
+		{"store", filepath.Join(dir, "state"), func(path string, _ bool) (err error) {
+			applied, err = store.VerifyApplied(path)
+			return err
+		}},
+		{"raft log", filepath.Join(dir, "raft"), func(path string, full bool) error { return verifyRaftLog(path, full, applied) }},
 		{"snapshots", filepath.Join(dir, "raft"), verifySnapshots},
 	}
 	for _, c := range checks {
@@ -220,10 +225,11 @@ func faultsAsErrors(fn func() error) error {
 }
 
 // verifyRaftLog checks the raft log under raftDir: the meta file's pages,
-// then each entry's checksum (every entry, or the newest
-// startCheckEntries). A log raft-boltdb kept, not yet moved to the WAL, is
-// checked as such.
-func verifyRaftLog(raftDir string, full bool) error {
+// then each entry's checksum: every entry, or (at start) those past the
+// store's applied index, which a restart applies again, and at least the
+// newest startCheckEntries. A log raft-boltdb kept, not yet moved to the
+// WAL, is checked as such.
+func verifyRaftLog(raftDir string, full bool, applied uint64) error {
 	if _, err := os.Stat(filepath.Join(raftDir, legacyLogDB)); err == nil {
 		return verifyBoltLog(filepath.Join(raftDir, legacyLogDB))
 	}
@@ -248,7 +254,7 @@ func verifyRaftLog(raftDir string, full bool) error {
 		return err
 	}
 	if !full && last-first >= startCheckEntries {
-		first = last - startCheckEntries + 1
+		first = max(first, min(last-startCheckEntries+1, applied+1))
 	}
 	var l raft.Log
 	for i := first; i <= last; i++ {

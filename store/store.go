@@ -591,15 +591,29 @@ func (t *Tx) scan(prefix, seek []byte, fn func(k, v []byte) (bool, error)) error
 // Verify opens the badger database in dir, checks every table's block
 // checksums, and closes it. It is for a stopped node's start-up check.
 func Verify(dir string) error {
+	_, err := VerifyApplied(dir)
+	return err
+}
+
+// VerifyApplied is Verify, also reporting the raft index the store had
+// applied (what a restart re-applies from).
+func VerifyApplied(dir string) (applied uint64, err error) {
 	db, err := badger.Open(badger.DefaultOptions(dir).WithLoggingLevel(badger.ERROR).WithDetectConflicts(false))
 	if err != nil {
-		return fmt.Errorf("open badger at %s: %w", dir, err)
+		return 0, fmt.Errorf("open badger at %s: %w", dir, err)
 	}
 	verr := db.VerifyChecksum()
+	if verr == nil {
+		verr = db.View(func(txn *badger.Txn) error {
+			m, err := (&Tx{txn: txn}).Meta()
+			applied = m.AppliedIndex
+			return err
+		})
+	}
 	if err := db.Close(); verr == nil && err != nil {
 		verr = fmt.Errorf("close badger at %s: %w", dir, err)
 	}
-	return verr
+	return applied, verr
 }
 
 // KeysByFamily counts the keys of each key family (their first byte), for
