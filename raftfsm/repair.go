@@ -76,9 +76,13 @@ func VerifyDataDir(dir string) error { return verifyDataDir(dir, true) }
 // recorded sizes.
 func VerifyDataDirAtStart(dir string) error { return verifyDataDir(dir, false) }
 
-// startCheckEntries is how many of the raft log's newest entries the
-// start-up check reads.
-const startCheckEntries = 4096
+// The start-up check reads at least the raft log's newest startCheckEntries
+// entries or startCheckBytes of them, whichever is less, beside those past
+// the store's applied index.
+const (
+	startCheckEntries = 4096
+	startCheckBytes   = 64 << 20
+)
 
 func verifyDataDir(dir string, full bool) error {
 	if err := probeDataDir(dir); err != nil {
@@ -253,17 +257,21 @@ func verifyRaftLog(raftDir string, full bool, applied uint64) error {
 	if err != nil || last == 0 {
 		return err
 	}
-	if !full && last-first >= startCheckEntries {
-		first = max(first, min(last-startCheckEntries+1, applied+1))
-	}
+	// Newest first: at start, stop below the applied index once the newest
+	// startCheckEntries or startCheckBytes are read.
 	var l raft.Log
-	for i := first; i <= last; i++ {
+	read := 0
+	for i, n := last, 0; i >= first; i, n = i-1, n+1 {
+		if !full && i <= applied && (n >= startCheckEntries || read >= startCheckBytes) {
+			break
+		}
 		if err := logs.GetLog(i, &l); err != nil {
 			return fmt.Errorf("entry %d: %w", i, err)
 		}
 		if err := checkEntry(&l); err != nil {
 			return err
 		}
+		read += len(l.Data)
 	}
 	return nil
 }

@@ -36,6 +36,13 @@ func Open(dir string) (*Store, error) {
 		WithLoggingLevel(badger.WARNING).
 		WithSyncWrites(false).
 		WithDetectConflicts(false). // the state machine is the only writer
+		// Badger holds metadata and indexes only (message data is in
+		// segment files): small memtables and caches keep its memory
+		// bounded (the defaults reserve 5 x 64 MB memtables and a 256 MB
+		// block cache).
+		WithMemTableSize(16 << 20).
+		WithNumMemtables(3).
+		WithBlockCacheSize(32 << 20).
 		// A damaged block or value is refused when read, never served.
 		WithChecksumVerificationMode(options.OnBlockRead).
 		WithVerifyValueChecksum(true)
