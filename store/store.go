@@ -40,7 +40,7 @@ func Open(dir string) (*Store, error) {
 		// segment files): small memtables and caches keep its memory
 		// bounded (the defaults reserve 5 x 64 MB memtables and a 256 MB
 		// block cache).
-		WithMemTableSize(16 << 20).
+		WithMemTableSize(32 << 20).
 		WithNumMemtables(3).
 		WithBlockCacheSize(32 << 20).
 		// A damaged block or value is refused when read, never served.

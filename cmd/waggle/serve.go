@@ -12,6 +12,7 @@ import (
 	"net/http"
 	_ "net/http/pprof"
 	"os"
+	"runtime/debug"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -49,6 +50,7 @@ type serveOptions struct {
 	trailingLogs      uint64
 	minFreeDiskMiB    uint64
 	kafkaRetention    time.Duration
+	memoryLimitMiB    int64
 
 	tls tlsconf.Files
 
@@ -102,6 +104,7 @@ func newServeCmd() *cobra.Command {
 	f.Int32Var(&o.kafka.MaxFrameBytes, "kafka-max-frame-bytes", o.kafka.MaxFrameBytes, "largest Kafka request accepted; a larger one closes the connection")
 	f.BoolVar(&o.kafka.AutoCreateTopics, "kafka-auto-create-topics", o.kafka.AutoCreateTopics, "create unknown topics on Metadata and Produce")
 	f.Int32Var(&o.kafka.DefaultPartitions, "kafka-default-partitions", o.kafka.DefaultPartitions, "partitions of an auto-created topic")
+	f.Int64Var(&o.memoryLimitMiB, "memory-limit-mib", 448, "soft limit of the Go heap: the garbage collector works harder near it (0: none; GOMEMLIMIT wins)")
 	f.DurationVar(&o.kafkaRetention, "kafka-retention", raftfsm.DefaultKafkaRetentionMs*time.Millisecond, "how long topics created over Kafka without retention.ms keep records (0: for ever)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "text or json")
@@ -114,6 +117,9 @@ func newServeCmd() *cobra.Command {
 func serve(ctx context.Context, o serveOptions) error {
 	if o.nodeID == 0 {
 		return errors.New("--node-id must be a positive number")
+	}
+	if o.memoryLimitMiB > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(o.memoryLimitMiB << 20)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
