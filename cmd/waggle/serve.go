@@ -12,8 +12,8 @@ import (
 	"net/http"
 	_ "net/http/pprof"
 	"os"
-	"runtime/debug"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"time"
 
