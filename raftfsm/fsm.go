@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
@@ -31,6 +32,10 @@ type FSM struct {
 
 	signalMu sync.Mutex
 	signals  map[uint64]chan struct{} // partition id -> closed on its next append
+
+	// appliedBytes and appliedEntries count the command entries applied
+	// since start, for sizing the log in bytes (see logbytes.go).
+	appliedBytes, appliedEntries atomic.Uint64
 
 	// EntryWrites, when set, is told how many keys each command entry
 	// wrote (see MaxEntryWrites); set it before raft starts.
@@ -86,6 +91,12 @@ func (f *FSM) loadMeta() error {
 	})
 }
 
+// appliedSize reports the bytes and number of command entries applied
+// since start.
+func (f *FSM) appliedSize() (bytes, entries uint64) {
+	return f.appliedBytes.Load(), f.appliedEntries.Load()
+}
+
 // AppliedIndex is the last raft index whose effects are in the store.
 func (f *FSM) AppliedIndex() uint64 {
 	f.mu.Lock()
@@ -125,6 +136,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			tx = f.store.BeginWrite()
 		}
 		if cmd != nil {
+			f.appliedBytes.Add(uint64(len(l.Data)))
+			f.appliedEntries.Add(1)
 			before, _ := tx.Pending()
 			answers[i] = f.proc.Apply(tx, &meta, cmd)
 			if f.EntryWrites != nil {

@@ -105,6 +105,7 @@ type Node struct {
 
 	transport *raft.NetworkTransport
 	logs      *walLog
+	stop      chan struct{} // ends watchLogBytes
 }
 
 // StartNode opens the raft log and snapshots under cfg.Dir, catches the
@@ -185,6 +186,8 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 	if guard != nil {
 		guard.raft.Store(n.Raft)
 	}
+	n.stop = make(chan struct{})
+	go n.watchLogBytes(*rc, n.stop)
 	ok = true
 	return n, nil
 }
@@ -291,6 +294,9 @@ func catchUpFromSnapshot(fsm *FSM, snaps raft.SnapshotStore) error {
 
 // Shutdown stops raft and closes the transport and the log.
 func (n *Node) Shutdown() error {
+	if n.stop != nil {
+		close(n.stop)
+	}
 	err := n.Raft.Shutdown().Error()
 	return errors.Join(err, n.close())
 }
