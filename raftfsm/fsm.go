@@ -218,22 +218,20 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 		sink.Cancel()
 		return fmt.Errorf("persist snapshot: %w", err)
 	}
+	a, linking := sink.(segmentAdopter)
+	if !linking {
+		if _, err := s.snap.WriteTo(sink); err != nil {
+			return fail(err)
+		}
+		return sink.Close()
+	}
 	if _, err := s.snap.WriteState(sink); err != nil {
 		return fail(err)
 	}
-	if a, ok := sink.(segmentAdopter); ok {
-		err := a.adoptSegments(s.snap.PinDir, s.snap.Segments)
-		if err == nil {
-			s.snap.PinDir = ""
-			return sink.Close()
-		}
+	if err := a.adoptSegments(s.snap.PinDir, s.snap.Segments); err != nil {
 		return fail(err)
 	}
-	section, _ := store.SegmentSection(s.snap.PinDir, s.snap.Segments)
-	defer section.Close()
-	if _, err := io.Copy(sink, section); err != nil {
-		return fail(err)
-	}
+	s.snap.PinDir = ""
 	return sink.Close()
 }
 

@@ -74,22 +74,34 @@ func (s *snapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 		return nil, nil, err
 	}
 	dir := filepath.Join(s.dir, id)
-	b, err := os.ReadFile(filepath.Join(dir, segmentListFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return meta, rc, nil
-	}
-	var segs []store.SnapshotSegment
-	if err == nil {
-		err = json.Unmarshal(b, &segs)
-	}
+	segs, linked, err := readSegmentList(dir)
 	if err != nil {
 		rc.Close()
-		return nil, nil, fmt.Errorf("snapshot %s: segment list: %w", id, err)
+		return nil, nil, fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	if !linked {
+		return meta, rc, nil
 	}
 	section, size := store.SegmentSection(filepath.Join(dir, segmentLinkDir), segs)
 	whole := *meta
 	whole.Size += size
 	return &whole, &multiReadCloser{Reader: io.MultiReader(rc, section), closers: []io.Closer{rc, section}}, nil
+}
+
+// readSegmentList reads the segments a snapshot directory links; linked
+// is false for a snapshot without links (received whole from a leader).
+func readSegmentList(dir string) (segs []store.SnapshotSegment, linked bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, segmentListFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err == nil {
+		err = json.Unmarshal(b, &segs)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("segment list: %w", err)
+	}
+	return segs, true, nil
 }
 
 type multiReadCloser struct {
@@ -165,16 +177,9 @@ func (s *snapshotStore) checkSizes(id string) error {
 	if fi.Size() != meta.Size {
 		return fmt.Errorf("snapshot %s: state.bin holds %d bytes, raft recorded %d", id, fi.Size(), meta.Size)
 	}
-	b, err = os.ReadFile(filepath.Join(dir, segmentListFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	var segs []store.SnapshotSegment
-	if err == nil {
-		err = json.Unmarshal(b, &segs)
-	}
+	segs, _, err := readSegmentList(dir)
 	if err != nil {
-		return fmt.Errorf("snapshot %s: segment list: %w", id, err)
+		return fmt.Errorf("snapshot %s: %w", id, err)
 	}
 	for _, sg := range segs {
 		fi, err := os.Stat(filepath.Join(dir, segmentLinkDir, sg.Path))

@@ -258,11 +258,8 @@ func (t *Tx) flushStreams() error {
 	slices.Sort(ids)
 	for _, id := range ids {
 		h := t.heads[id]
-		if h.End == h.committedEnd && h.End != 0 {
-			continue
-		}
-		if h.End == 0 {
-			continue // never appended to
+		if h.End == h.committedEnd {
+			continue // nothing appended
 		}
 		if err := t.segs.Stream(id).Flush(); err != nil {
 			return err
@@ -285,19 +282,26 @@ func (t *Tx) unwindStreams() {
 	t.heads = nil
 }
 
+// eachStreamHead calls fn with every stream's committed head, in id order.
+func (t *Tx) eachStreamHead(fn func(id uint64, h streamHead) error) error {
+	return t.scan([]byte{familyStream}, nil, func(k, v []byte) (bool, error) {
+		h, err := decodeStreamHead(v)
+		if err != nil || len(k) != 9 {
+			return false, fmt.Errorf("stream head %x: %w", k, errBadRecord)
+		}
+		return true, fn(beUint64(k[1:]), h)
+	})
+}
+
 // recoverStreams cuts every stream back to its committed end and removes
 // the streams no head names (a queue whose clean-up finished, or appends
 // never committed). It runs when the store opens.
 func (s *Store) recoverStreams() error {
 	heads := map[uint64]streamHead{}
 	err := s.View(func(tx *Tx) error {
-		return tx.scan([]byte{familyStream}, nil, func(k, v []byte) (bool, error) {
-			h, err := decodeStreamHead(v)
-			if err != nil || len(k) != 9 {
-				return false, fmt.Errorf("stream head %x: %w", k, errBadRecord)
-			}
-			heads[beUint64(k[1:])] = h
-			return true, nil
+		return tx.eachStreamHead(func(id uint64, h streamHead) error {
+			heads[id] = h
+			return nil
 		})
 	})
 	if err != nil {

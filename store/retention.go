@@ -30,15 +30,9 @@ const MaxRetainSegments = 1000
 // cutoffMs, taking at most MaxRetainSegments of them; found is false when
 // the oldest is not that old.
 func (t *Tx) RetentionPoint(queueID uint64, cutoffMs int64) (pos uint64, found bool, err error) {
-	n := 0
-	err = t.scan(segmentPrefix(queueID), nil, func(k, v []byte) (bool, error) {
-		sr, err := decodeSegmentRecord(k, v)
-		if err != nil || sr.LastAppendMs >= cutoffMs {
-			return false, err
-		}
+	err = t.expiredSegments(queueID, cutoffMs, func(sr SegmentRecord) bool {
 		pos, found = sr.End, true
-		n++
-		return n < MaxRetainSegments, nil
+		return true
 	})
 	return pos, found, err
 }
@@ -48,20 +42,30 @@ func (t *Tx) RetentionPoint(queueID uint64, cutoffMs int64) (pos uint64, found b
 // it reports whether it did. A stale proposal (the segments are gone
 // already, or are not that old) changes nothing.
 func (t *Tx) Retain(queueID, pos uint64, cutoffMs int64, seq uint64) (bool, error) {
-	ok, n := false, 0
-	err := t.scan(segmentPrefix(queueID), nil, func(k, v []byte) (bool, error) {
-		sr, err := decodeSegmentRecord(k, v)
-		if err != nil || sr.LastAppendMs >= cutoffMs {
-			return false, err
-		}
+	ok := false
+	err := t.expiredSegments(queueID, cutoffMs, func(sr SegmentRecord) bool {
 		ok = sr.End == pos
-		n++
-		return !ok && n < MaxRetainSegments, nil
+		return !ok
 	})
 	if err != nil || !ok {
 		return false, err
 	}
 	return true, t.putTombstone(Tombstone{Seq: seq, Kind: TombstoneTrim, QueueID: queueID, Pos: pos})
+}
+
+// expiredSegments calls fn with the queue's sealed segments, oldest first,
+// while their last append is before cutoffMs, for at most
+// MaxRetainSegments of them or until fn returns false.
+func (t *Tx) expiredSegments(queueID uint64, cutoffMs int64, fn func(SegmentRecord) bool) error {
+	n := 0
+	return t.scan(segmentPrefix(queueID), nil, func(k, v []byte) (bool, error) {
+		sr, err := decodeSegmentRecord(k, v)
+		if err != nil || sr.LastAppendMs >= cutoffMs {
+			return false, err
+		}
+		n++
+		return fn(sr) && n < MaxRetainSegments, nil
+	})
 }
 
 // trimPhases: never reorder, only append (the index is stored).

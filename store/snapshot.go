@@ -98,13 +98,8 @@ const pinDirName = ".pinned"
 // committed end.
 func (t *Tx) dataManifest() ([]SnapshotSegment, error) {
 	var out []SnapshotSegment
-	err := t.scan([]byte{familyStream}, nil, func(k, v []byte) (bool, error) {
-		h, err := decodeStreamHead(v)
-		if err != nil || len(k) != 9 {
-			return false, errBadRecord
-		}
-		id := beUint64(k[1:])
-		err = t.scan(segmentPrefix(id), nil, func(k, v []byte) (bool, error) {
+	err := t.eachStreamHead(func(id uint64, h streamHead) error {
+		err := t.scan(segmentPrefix(id), nil, func(k, v []byte) (bool, error) {
 			sr, err := decodeSegmentRecord(k, v)
 			out = append(out, SnapshotSegment{Stream: id, Base: sr.Base, Size: sr.End - sr.Base})
 			return err == nil, err
@@ -112,7 +107,7 @@ func (t *Tx) dataManifest() ([]SnapshotSegment, error) {
 		if h.End > h.ActiveBase {
 			out = append(out, SnapshotSegment{Stream: id, Base: h.ActiveBase, Size: h.End - h.ActiveBase})
 		}
-		return err == nil, err
+		return err
 	})
 	return out, err
 }
