@@ -189,9 +189,19 @@ func (t *Tx) head(queueID uint64) (*streamHead, error) {
 	return h, nil
 }
 
-// appendData writes an entry's record to its queue's stream and its pointer
-// under the message key. appendMs is the replicated time of the append.
-func (t *Tx) appendData(q Queue, partitionID, offset uint64, value []byte, count uint32, maxTs int64, appendSeq uint64, appendMs int64) error {
+// recordBody starts a segment record's body for an entry of about size
+// bytes: its place, to which the caller appends the encoded entry, so the
+// entry is not copied again.
+func recordBody(partitionID, offset uint64, size int) []byte {
+	b := make([]byte, 0, 16+size)
+	b = binary.BigEndian.AppendUint64(b, partitionID)
+	return binary.BigEndian.AppendUint64(b, offset)
+}
+
+// appendData writes an entry's record (body from recordBody) to its queue's
+// stream and its pointer under the message key. appendMs is the
+// replicated time of the append.
+func (t *Tx) appendData(q Queue, partitionID, offset uint64, body []byte, count uint32, maxTs int64, appendSeq uint64, appendMs int64) error {
 	if t.segs == nil {
 		return errors.New("store: appending data on a read-only transaction")
 	}
@@ -200,10 +210,6 @@ func (t *Tx) appendData(q Queue, partitionID, offset uint64, value []byte, count
 		return err
 	}
 	stream := t.segs.Stream(q.ID)
-	body := make([]byte, 0, 16+len(value))
-	body = binary.BigEndian.AppendUint64(body, partitionID)
-	body = binary.BigEndian.AppendUint64(body, offset)
-	body = append(body, value...)
 	limit, ageMs := segmentLimits(q)
 	frame := uint64(segment.FrameBytes + len(body))
 	if h.End > h.ActiveBase && (h.End-h.ActiveBase+frame > limit || appendMs-h.ActiveSinceMs >= ageMs) {

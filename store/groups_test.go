@@ -103,12 +103,12 @@ func TestBatchRecordFormats(t *testing.T) {
 	if err != nil || e.Count != 2 || e.MaxTimestampMs != 42 || e.AppendSeq != 0 || string(e.Batch) != "raw" {
 		t.Fatalf("decoded %+v, %v", e, err)
 	}
-	e, err = decodeEntry(9, encodeBatch(2, 42, 77, []byte("raw")))
+	e, err = decodeEntry(9, appendBatch(nil, 2, 42, 77, []byte("raw")))
 	if err != nil || e.AppendSeq != 77 || e.MaxTimestampMs != 42 || string(e.Batch) != "raw" {
 		t.Fatalf("decoded %+v, %v", e, err)
 	}
 	m := Message{Offset: 3, ID: [16]byte{1, 2}, TimestampMs: 99, TransactionID: "tx", Payload: []byte(`{"a":1}`), AppendSeq: 5}
-	if got, err := decodeMessage(3, m.encode()); err != nil || got.AppendSeq != 5 || got.TransactionID != "tx" || got.TimestampMs != 99 || got.ID != m.ID || string(got.Payload) != `{"a":1}` {
+	if got, err := decodeMessage(3, m.appendTo(nil)); err != nil || got.AppendSeq != 5 || got.TransactionID != "tx" || got.TimestampMs != 99 || got.ID != m.ID || string(got.Payload) != `{"a":1}` {
 		t.Fatalf("message round trip: %+v, %v", got, err)
 	}
 }

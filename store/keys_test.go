@@ -95,7 +95,7 @@ func TestRecordRoundTrips(t *testing.T) {
 		t.Fatalf("partition: %+v, %v", got, err)
 	}
 	m := Message{Offset: 4, ID: [16]byte{1, 2, 3}, TimestampMs: 77, TransactionID: "tx", Payload: []byte(`{"a":1}`)}
-	got, err := decodeMessage(4, m.encode())
+	got, err := decodeMessage(4, m.appendTo(nil))
 	if err != nil || got.ID != m.ID || got.TimestampMs != 77 || got.TransactionID != "tx" || string(got.Payload) != `{"a":1}` {
 		t.Fatalf("message: %+v, %v", got, err)
 	}
@@ -126,7 +126,7 @@ func TestDecodeRejectsCorruptRecords(t *testing.T) {
 		t.Error("queue with unknown version decoded")
 	}
 	// A transactionId length running past the end of the record.
-	bad := Message{TransactionID: "abc"}.encode()
+	bad := Message{TransactionID: "abc"}.appendTo(nil)
 	bad[1+8+16+8] = 200
 	if _, err := decodeMessage(0, bad); err == nil {
 		t.Error("message with overlong transactionId length decoded")

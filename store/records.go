@@ -167,11 +167,15 @@ type Message struct {
 	AppendSeq     uint64 // see Entry.AppendSeq
 }
 
-// encode writes kindMessageV2:
+// encodedSize bounds the bytes appendTo writes.
+func (m Message) encodedSize() int {
+	return 1 + 8 + 16 + 8 + binary.MaxVarintLen64 + len(m.TransactionID) + len(m.Payload)
+}
+
+// appendTo appends the message to b as kindMessageV2:
 //
 //	[0x04] appendSeq(8) id(16) timestampMs(8) len(transactionId) transactionId payload
-func (m Message) encode() []byte {
-	b := make([]byte, 0, 1+8+16+8+binary.MaxVarintLen64+len(m.TransactionID)+len(m.Payload))
+func (m Message) appendTo(b []byte) []byte {
 	b = append(b, kindMessageV2)
 	b = binary.BigEndian.AppendUint64(b, m.AppendSeq)
 	b = append(b, m.ID[:]...)
@@ -261,11 +265,10 @@ func (e Entry) Size() int {
 	return len(e.Batch)
 }
 
-// encodeBatch writes kindBatchV2:
+// appendBatch appends a Kafka batch to b as kindBatchV2:
 //
 //	[0x03] count(4) maxTimestampMs(8) appendSeq(8) raw batch
-func encodeBatch(count uint32, maxTimestampMs int64, appendSeq uint64, raw []byte) []byte {
-	b := make([]byte, 0, 21+len(raw))
+func appendBatch(b []byte, count uint32, maxTimestampMs int64, appendSeq uint64, raw []byte) []byte {
 	b = append(b, kindBatchV2)
 	b = binary.BigEndian.AppendUint32(b, count)
 	b = binary.BigEndian.AppendUint64(b, uint64(maxTimestampMs))

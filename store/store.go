@@ -370,14 +370,16 @@ func (t *Tx) PartitionsAfter(queueID uint64, after string, limit int) ([]Partiti
 // PutMessage stores a message at its offset in a partition of q; its
 // timestamp is the replicated time of the append.
 func (t *Tx) PutMessage(q Queue, partitionID uint64, m Message) error {
-	return t.appendData(q, partitionID, m.Offset, m.encode(), 1, m.TimestampMs, m.AppendSeq, m.TimestampMs)
+	body := m.appendTo(recordBody(partitionID, m.Offset, m.encodedSize()))
+	return t.appendData(q, partitionID, m.Offset, body, 1, m.TimestampMs, m.AppendSeq, m.TimestampMs)
 }
 
 // PutBatch stores a Kafka record batch covering count offsets from base in
 // a partition of q, appended at appendMs (replicated time). raw must
 // already carry base as its first offset.
 func (t *Tx) PutBatch(q Queue, partitionID, base uint64, count uint32, maxTimestampMs int64, appendSeq uint64, appendMs int64, raw []byte) error {
-	return t.appendData(q, partitionID, base, encodeBatch(count, maxTimestampMs, appendSeq, raw), count, maxTimestampMs, appendSeq, appendMs)
+	body := appendBatch(recordBody(partitionID, base, 21+len(raw)), count, maxTimestampMs, appendSeq, raw)
+	return t.appendData(q, partitionID, base, body, count, maxTimestampMs, appendSeq, appendMs)
 }
 
 // Entries reads a partition's entries from offset on: the entry holding
