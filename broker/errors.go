@@ -22,6 +22,11 @@ var (
 	ErrOutcomeUnknown = errors.New("write outcome unknown; retry with the same transactionId")
 )
 
+// ErrStorageFull is a write that would add data while this node's disk is
+// below its free-space reserve. Nothing was written; reads, acks, deletes
+// and retention go on, so space can be freed without a restart.
+var ErrStorageFull = errors.New("storage full: the data directory's disk is below its free-space reserve; writes that add data are refused until space is freed")
+
 // ErrKVExpiry is a KV write that declares neither ttlSeconds nor forever.
 var ErrKVExpiry = fmt.Errorf("%w: every KV write declares ttlSeconds or forever:true", ErrInvalid)
 

@@ -100,7 +100,24 @@ func (s *Service) KV(ops []KVOp) (KVCallResult, error) {
 	if err := validateKVOps(ops); err != nil {
 		return KVCallResult{}, err
 	}
+	if addsKV(ops) {
+		if err := s.admitGrowth(); err != nil {
+			return KVCallResult{}, err
+		}
+	}
 	return s.applyKV(ops)
+}
+
+// addsKV reports whether ops may add a row or grow one (a delete or a read
+// never does): those are refused while storage is full.
+func addsKV(ops []KVOp) bool {
+	for _, op := range ops {
+		switch op.Op {
+		case raftfsm.KVPut, raftfsm.KVPutIfAbsent, raftfsm.KVIncr:
+			return true
+		}
+	}
+	return false
 }
 
 // applyKV applies validated KV ops in one raft entry.
@@ -310,6 +327,11 @@ func (s *Service) Transaction(r TransactionRequest) (TransactionResult, error) {
 	}
 	for i := range cmd.Timers {
 		if err := validateTimerOp(i, &cmd.Timers[i]); err != nil {
+			return TransactionResult{}, err
+		}
+	}
+	if items > 0 || addsKV(r.KV) {
+		if err := s.admitGrowth(); err != nil {
 			return TransactionResult{}, err
 		}
 	}

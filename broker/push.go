@@ -52,6 +52,9 @@ func (s *Service) Push(items []PushItem) ([]PushResult, error) {
 	if len(items) > MaxPushItems {
 		return nil, fmt.Errorf("%w: %d items; at most %d in one push", ErrInvalid, len(items), MaxPushItems)
 	}
+	if err := s.admitGrowth(); err != nil {
+		return nil, err
+	}
 	stamped, results, err := s.stampItems(items)
 	if err != nil || len(stamped) == 0 {
 		return results, err

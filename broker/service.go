@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -29,6 +30,8 @@ type Service struct {
 	KafkaRetentionMs int64
 	// now stamps commands on the leader; tests may replace it.
 	now func() time.Time
+
+	storageFull atomic.Bool // set by the node's disk watch (SetStorageFull)
 
 	retainAfter string // the queue name the next retention pass starts after (leader only)
 
@@ -62,6 +65,25 @@ func (s *Service) LeaderCaughtUp() bool {
 func New(nodeID string, node *raftfsm.Node, st *store.Store) *Service {
 	return &Service{nodeID: nodeID, node: node, store: st, ApplyTimeout: 10 * time.Second, now: time.Now,
 		KafkaRetentionMs: raftfsm.DefaultKafkaRetentionMs}
+}
+
+// SetStorageFull marks this node's disk as below (or back above) its
+// free-space reserve. While it is full, writes that add data (pushes,
+// produces, KV writes, transactions that push or write KV) answer
+// ErrStorageFull; everything else goes on.
+func (s *Service) SetStorageFull(full bool) { s.storageFull.Store(full) }
+
+// StorageFull reports what SetStorageFull last set.
+func (s *Service) StorageFull() bool { return s.storageFull.Load() }
+
+// admitGrowth refuses a write that adds data while storage is full. Only
+// the node that proposes the entry asks: a follower with a fuller disk
+// still applies what was committed (and stops at --min-free-disk-mib).
+func (s *Service) admitGrowth() error {
+	if s.storageFull.Load() {
+		return ErrStorageFull
+	}
+	return nil
 }
 
 // apply commits one command through raft and returns the state machine's

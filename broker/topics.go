@@ -150,6 +150,9 @@ type ProduceResult = raftfsm.ProduceResult
 // committed and applied. Calls made one after another are appended in that
 // order. autoCreate > 0 creates a missing topic with that many partitions.
 func (s *Service) ProduceAsync(topic string, partition, autoCreate int32, batches []recordbatch.Batch) func() (ProduceResult, error) {
+	if err := s.admitGrowth(); err != nil {
+		return func() (ProduceResult, error) { return ProduceResult{}, err }
+	}
 	cmd := raftfsm.ProduceCommand{NowMs: s.now().UnixMilli(), Topic: topic, Partition: partition, AutoCreatePartitions: autoCreate}
 	for _, b := range batches {
 		cmd.Batches = append(cmd.Batches, raftfsm.ProduceBatch{

@@ -1,7 +1,11 @@
 package integration
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -11,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -275,4 +281,117 @@ func TestSnapshotIsTakenSoonAfterTheThreshold(t *testing.T) {
 		}
 		return nil
 	}, n.logTail)
+}
+
+// Below --storage-min-free-mib a node refuses what would add data (507
+// storage_full over HTTP, KAFKA_STORAGE_ERROR over Kafka) and keeps
+// serving everything else: reads, pops, acks, deletes. Once space is
+// freed it takes writes again without a restart, and nothing was lost.
+func TestStorageFullRefusesGrowthAndRecoversWithoutRestart(t *testing.T) {
+	n := newNode(t, 1)
+	n.dataDir = mountTmpfs(t, "256m")
+	n.logPath = filepath.Join(t.TempDir(), "node-1.log")
+	n.args = []string{"--storage-min-free-mib", "128", "--min-free-disk-mib", "16"}
+	n.start()
+	n.waitLeader()
+
+	requireStatus(t, n.push(pushItem{Queue: "sf", TransactionID: "before-1", Payload: "a"})[0], "queued", 0)
+	requireStatus(t, n.push(pushItem{Queue: "sf", TransactionID: "before-2", Payload: "b"})[0], "queued", 1)
+	cl := kafkaClient(t, []string{n.kafkaAddr}, kgo.DefaultProduceTopic("sft"), kgo.ProducerLinger(0),
+		kgo.DisableIdempotentWrite(), kgo.RecordRetries(1))
+	createTopic(t, cl, "sft", 1, nil)
+	produceSync(t, cl, &kgo.Record{Value: []byte("k0")})
+
+	// Leave 96 MiB free: under the reserve, above the hard stop.
+	filler := filepath.Join(n.dataDir, "filler")
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(n.dataDir, &fs); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command("fallocate", "-l", fmt.Sprint(int64(fs.Bavail)*fs.Bsize-96<<20), filler).Run(); err != nil {
+		t.Fatalf("fill the disk: %v", err)
+	}
+	pushOnce := func(txn string) (int, errorAnswer) {
+		var raw json.RawMessage
+		var e errorAnswer
+		status := postJSON(t, n.url("/api/v1/push"), map[string]any{"items": []pushItem{{Queue: "sf", TransactionID: txn, Payload: "c"}}}, &raw)
+		if status >= 300 {
+			json.Unmarshal(raw, &e)
+		}
+		return status, e
+	}
+	// The node looks at its disk four times a second.
+	waitFor(t, 5*time.Second, func() error {
+		if !strings.Contains(metricsText(t, n), "\nwaggle_storage_full 1\n") {
+			return errors.New("the metrics do not report the full disk")
+		}
+		return nil
+	}, n.logTail)
+	if status, e := pushOnce("while-full"); status != http.StatusInsufficientStorage || e.Code != "storage_full" {
+		t.Fatalf("push on a full disk: status %d code %q, want 507 storage_full", status, e.Code)
+	}
+	var e errorAnswer
+	kv := map[string]any{"operations": []map[string]any{{"op": "put", "ns": "n", "key": "k", "value": 1, "forever": true}}}
+	if status := postJSON(t, n.url("/api/v1/kv"), kv, &e); status != http.StatusInsufficientStorage || e.Code != "storage_full" {
+		t.Errorf("KV put on a full disk: status %d code %q, want 507 storage_full", status, e.Code)
+	}
+	err := cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte("k1")}).FirstErr()
+	if !errors.Is(err, kerr.KafkaStorageError) {
+		t.Errorf("Kafka produce on a full disk: %v, want KAFKA_STORAGE_ERROR", err)
+	}
+
+	// Everything that does not add data goes on.
+	status, popped := n.pop(t, "sf", map[string]string{"batch": "1"})
+	if status != http.StatusOK || len(popped.Messages) != 1 {
+		t.Fatalf("pop on a full disk: status %d, %d messages", status, len(popped.Messages))
+	}
+	status, acked := n.ackAll(t, "__QUEUE_MODE__", popped.Messages, "completed")
+	if status != http.StatusOK {
+		t.Fatalf("ack on a full disk: status %d", status)
+	}
+	requireAcked(t, acked, 1)
+	if got := len(n.fetchAll("sf", "Default").Entries[0].Records); got != 2 {
+		t.Fatalf("fetch on a full disk: %d records, want 2", got)
+	}
+	if got := consumeN(t, []string{n.kafkaAddr}, "sft", 1); string(got[0].Value) != "k0" {
+		t.Fatalf("Kafka fetch on a full disk: %q", got[0].Value)
+	}
+	if status := do(t, http.MethodDelete, n.url("/api/v1/resources/queues/sft"), nil, nil); status != http.StatusOK {
+		t.Fatalf("delete of a topic on a full disk: status %d", status)
+	}
+
+	// Space freed: writes resume on the same process.
+	os.Remove(filler)
+	waitFor(t, 5*time.Second, func() error {
+		if status, e := pushOnce("after"); status != http.StatusCreated {
+			return fmt.Errorf("push after freeing space: status %d code %q", status, e.Code)
+		}
+		return nil
+	}, n.logTail)
+	if got := len(n.fetchAll("sf", "Default").Entries[0].Records); got != 3 {
+		t.Fatalf("after freeing space the queue holds %d messages, want 3 (2 before, 0 refused, 1 after)", got)
+	}
+	select {
+	case <-n.done():
+		t.Fatal("the node exited")
+	default:
+	}
+	if m := metricsText(t, n); !strings.Contains(m, "\nwaggle_storage_full 0\n") {
+		t.Errorf("the metrics still report a full disk")
+	}
+}
+
+// metricsText is a node's /metrics page.
+func metricsText(t testing.TB, n *node) string {
+	t.Helper()
+	resp, err := http.Get(n.url("/metrics"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
 }

@@ -39,6 +39,8 @@ func errCode(err error) int16 {
 		return 0
 	case errors.Is(err, broker.ErrNotLeader), errors.Is(err, broker.ErrOutcomeUnknown):
 		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, broker.ErrStorageFull):
+		return kerr.KafkaStorageError.Code // retriable: the producer retries until space is freed
 	case errors.Is(err, recordbatch.ErrCorrupt):
 		return kerr.CorruptMessage.Code
 	case errors.Is(err, recordbatch.ErrInvalidRecord):

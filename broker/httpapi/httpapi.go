@@ -226,6 +226,8 @@ func (s *Server) writeBrokerError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
 	case errors.Is(err, broker.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, broker.ErrStorageFull):
+		writeError(w, http.StatusInsufficientStorage, "storage_full", err.Error())
 	case errors.Is(err, broker.ErrNotLeader):
 		noLeader(w, err.Error())
 	case errors.Is(err, broker.ErrOutcomeUnknown):

@@ -33,6 +33,9 @@ type benchRun struct {
 	bytes     atomic.Int64
 	errors    atomic.Int64
 	start     time.Time
+	// perSecond holds the messages counted at each whole second of the
+	// run, so the report can compare its beginning with its end.
+	perSecond []int64
 }
 
 func (r *benchRun) record(d time.Duration, msgs, bytes int) {
@@ -54,6 +57,9 @@ func (r *benchRun) progress(w io.Writer, total int64, stop <-chan struct{}) {
 			return
 		case <-t.C:
 			n := r.messages.Load()
+			r.mu.Lock()
+			r.perSecond = append(r.perSecond, n)
+			r.mu.Unlock()
 			fmt.Fprintf(w, "\r%d/%d messages, %.0f msgs/s, %d errors   ", n, total, float64(n)/time.Since(r.start).Seconds(), r.errors.Load())
 		}
 	}
@@ -75,13 +81,35 @@ func (r *benchRun) report(c *cobra.Command, o *clientOptions, latencyOf string) 
 		"msgsPerSec": float64(r.messages.Load()) / elapsed.Seconds(), "mbPerSec": float64(r.bytes.Load()) / elapsed.Seconds() / (1 << 20),
 		"p50ms": ms(pct(0.50)), "p95ms": ms(pct(0.95)), "p99ms": ms(pct(0.99)), "maxMs": ms(pct(1)), "latencyOf": latencyOf,
 	}
+	first, last := r.firstAndLastRate()
+	res["firstMinuteMsgsPerSec"], res["lastMinuteMsgsPerSec"] = first, last
 	return o.print(c, res, func(t *tableWriter) {
 		t.row("MESSAGES", "ERRORS", "SECONDS", "MSGS/S", "MB/S", "P50 MS", "P95 MS", "P99 MS", "MAX MS")
 		t.row(res["messages"], res["errors"], fmt.Sprintf("%.2f", elapsed.Seconds()), fmt.Sprintf("%.0f", res["msgsPerSec"]),
 			fmt.Sprintf("%.1f", res["mbPerSec"]), res["p50ms"], res["p95ms"], res["p99ms"], res["maxMs"])
 		t.row("")
 		t.row("latency of " + latencyOf)
+		if first > 0 {
+			t.row(fmt.Sprintf("first minute %.0f msgs/s, last minute %.0f msgs/s (a third of the run each when it is shorter than 3 minutes)", first, last))
+		}
 	})
+}
+
+// firstAndLastRate is the message rate over the first and the last minute
+// of the run, or over its first and last third when the run is shorter
+// than three minutes: a store that slows down as it fills shows here.
+// Both are 0 for a run of under three seconds.
+func (r *benchRun) firstAndLastRate() (first, last float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.perSecond
+	if len(s) < 3 {
+		return 0, 0
+	}
+	w := min(60, len(s)/3)
+	first = float64(s[w-1]) / float64(w)
+	last = float64(s[len(s)-1]-s[len(s)-1-w]) / float64(w)
+	return first, last
 }
 
 func newBenchCmd(o *clientOptions) *cobra.Command {

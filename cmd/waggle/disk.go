@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -43,10 +44,39 @@ func checkFreeSpace(dir string, min uint64) error {
 	return nil
 }
 
-// watchFreeSpace checks dir every interval and sends one error when its
-// free space drops below min.
-func watchFreeSpace(ctx context.Context, dir string, min uint64, interval time.Duration) <-chan error {
+// watchFreeSpace checks dir every interval. Below reserve bytes free it
+// calls full(true), and full(false) once space is back, so writes that add
+// data are refused while reads, acks, deletes and retention go on (the
+// operator frees space without a restart). Below min bytes it sends one
+// error and returns: the node stops. A reserve or min of 0 is off.
+func watchFreeSpace(ctx context.Context, dir string, min, reserve uint64, interval time.Duration, full func(bool), log *slog.Logger) <-chan error {
 	low := make(chan error, 1)
+	wasFull := false
+	check := func() bool {
+		free, err := freeBytes(dir)
+		if err != nil {
+			log.Warn("free space unknown", "dir", dir, "err", err)
+			return true
+		}
+		if min > 0 && free < min {
+			low <- checkFreeSpace(dir, min)
+			return false
+		}
+		if isFull := reserve > 0 && free < reserve; isFull != wasFull {
+			wasFull = isFull
+			full(isFull)
+			if isFull {
+				log.Error("storage full: refusing writes that add data until space is freed", "dir", dir,
+					"free_mib", free>>20, "storage_min_free_mib", reserve>>20)
+			} else {
+				log.Info("storage no longer full: accepting writes", "dir", dir, "free_mib", free>>20)
+			}
+		}
+		return true
+	}
+	if !check() {
+		return low
+	}
 	go func() {
 		t := time.NewTicker(interval)
 		defer t.Stop()
@@ -55,8 +85,7 @@ func watchFreeSpace(ctx context.Context, dir string, min uint64, interval time.D
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := checkFreeSpace(dir, min); err != nil {
-					low <- err
+				if !check() {
 					return
 				}
 			}

@@ -32,6 +32,12 @@ func observe(ctx context.Context, m *metrics.Metrics, node *raftfsm.Node, st *st
 		}),
 		gauge("waggle_badger_lsm_bytes", "Size of badger's LSM tree.", func() float64 { lsm, _ := st.Size(); return float64(lsm) }),
 		gauge("waggle_badger_vlog_bytes", "Size of badger's value log.", func() float64 { _, vlog := st.Size(); return float64(vlog) }),
+		gauge("waggle_storage_full", "1 while writes that add data are refused for lack of disk space (--storage-min-free-mib).", func() float64 {
+			if svc.StorageFull() {
+				return 1
+			}
+			return 0
+		}),
 		gauge("waggle_pending_deletes", "Deleted queues and groups whose data is still being removed.", func() float64 {
 			n, _ := svc.PendingDeletes()
 			return float64(n)

@@ -49,6 +49,7 @@ type serveOptions struct {
 	snapshotThreshold uint64
 	trailingLogs      uint64
 	minFreeDiskMiB    uint64
+	storageMinFreeMiB uint64
 	kafkaRetention    time.Duration
 	memoryLimitMiB    int64
 
@@ -91,6 +92,7 @@ func newServeCmd() *cobra.Command {
 	f.Uint64Var(&o.snapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (0: the built-in default)")
 	f.Uint64Var(&o.trailingLogs, "raft-trailing-logs", 0, "log entries kept behind a snapshot (0: the built-in default)")
 	f.Uint64Var(&o.minFreeDiskMiB, "min-free-disk-mib", 64, "stop (and refuse to start) when the data directory's disk has less free space (0: never)")
+	f.Uint64Var(&o.storageMinFreeMiB, "storage-min-free-mib", 1024, "refuse writes that add data (HTTP 507 storage_full, Kafka KAFKA_STORAGE_ERROR) while the data directory's disk has less free space; reads, acks, deletes and retention go on (0: never)")
 	f.StringVar(&o.tls.Cert, "tls-cert", "", "PEM certificate of this node: TLS on the HTTP, Kafka and raft listeners")
 	f.StringVar(&o.tls.Key, "tls-key", "", "PEM key of --tls-cert")
 	f.StringVar(&o.tls.CA, "tls-ca", "", "PEM CA that signed every node's certificate (raft is mutual TLS)")
@@ -216,6 +218,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	svc.Metrics = m
 	svc.KafkaRetentionMs = o.kafkaRetention.Milliseconds()
 	observe(ctx, m, node, st, svc)
+	diskLow := watchFreeSpace(ctx, o.dataDir, minFree, o.storageMinFreeMiB<<20, 250*time.Millisecond, svc.SetStorageFull, log)
 	go svc.RunMaintenance(ctx, time.Second, log)
 	ln, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {
@@ -249,10 +252,6 @@ func serve(ctx context.Context, o serveOptions) error {
 	self := registration{ID: id, HTTPAddr: orDefault(o.advertiseHTTP, ln.Addr().String()), KafkaAddr: o.kafka.AdvertisedAddr}
 	go registerSelf(ctx, scheme+"://"+ln.Addr().String(), nodeClient(peerTLS, authConf.BootstrapToken), self, wonElection(ctx, node, id), log)
 
-	var diskLow <-chan error
-	if minFree > 0 {
-		diskLow = watchFreeSpace(ctx, o.dataDir, minFree, 250*time.Millisecond)
-	}
 	var stopErr error
 	select {
 	case <-ctx.Done():
