@@ -144,6 +144,9 @@ type Cursor struct {
 	LeaderEpoch   int32
 	Metadata      string
 	HighWatermark int64
+	// Expired counts messages retention dropped before the group read
+	// them (HTTP groups; see store.Cursor).
+	Expired int64
 }
 
 // Lag is how many messages the group has yet to read.
@@ -172,7 +175,7 @@ func (s *Service) GroupCursors(group string) ([]Cursor, error) {
 			if !ok {
 				continue // the queue was deleted
 			}
-			cur := Cursor{Queue: q.Name, Partition: c.Partition, Committed: c.Offset, LeaderEpoch: c.LeaderEpoch, Metadata: c.Metadata}
+			cur := Cursor{Queue: q.Name, Partition: c.Partition, Committed: c.Offset, LeaderEpoch: c.LeaderEpoch, Metadata: c.Metadata, Expired: c.Expired}
 			p, err := tx.Partition(q.ID, c.Partition)
 			if err == nil {
 				cur.HighWatermark = int64(p.NextOffset)

@@ -550,13 +550,53 @@ func TestChaos(t *testing.T) {
 		t.Errorf("Kafka: %d acknowledged records lost, %d stored twice", kafkaLost, kafkaDup)
 	}
 
+	wipedIn := checkWipedFollowerCatchesUp(t, c, recs)
+
 	report := fmt.Sprintf("reads during the run %d, partial %d; register %d ops (%d unknown, %d cas applied): %s; counter %d (incr ok %d, unknown %d); kafka acked %d / failed %d, stored %d, lost %d, dup %d; "+"chaos %ds: push ok %d / info %d; once ok %d / info %d; txn ok %d / fail %d / info %d; faults %v; "+
-		"stored %d, lost %d, duplicates 0, partial txns %d, double once winners %d; longest fault-to-progress %v",
+		"stored %d, lost %d, duplicates 0, partial txns %d, double once winners %d; longest fault-to-progress %v; a wiped follower caught up in %v",
 		txnReads.Load(), partialReads.Load(), len(reg.ops), reg.infos, reg.casWins(), linearizable, counter, incrOK.Load(), incrInfo.Load(), len(kafkaAcked), kafkaFailed, len(seenK), kafkaLost, kafkaDup,
 		seconds, h.count("push", opOK), h.count("push", opInfo), h.count("once", opOK), h.count("once", opInfo),
 		h.count("txn", opOK), h.count("txn", opFail), h.count("txn", opInfo), faults,
-		len(stored), lost, partial, doubleWinners, maxGap.Round(time.Millisecond))
+		len(stored), lost, partial, doubleWinners, maxGap.Round(time.Millisecond), wipedIn.Round(time.Millisecond))
 	t.Log(report)
+}
+
+// checkWipedFollowerCatchesUp stops a follower, deletes its data directory
+// (a lost disk), starts it empty and requires that it catch up from its
+// peers (a snapshot with the segments streamed, then the log after it) and
+// then hold the leader's records of the chaos queue, in order, and the same
+// Kafka high watermarks. It returns how long the catch-up took.
+func checkWipedFollowerCatchesUp(t *testing.T, c *cluster, leaderRecs []fetchRecord) time.Duration {
+	t.Helper()
+	wiped := c.followers()[0]
+	wiped.stop()
+	if err := os.RemoveAll(wiped.dataDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(wiped.dataDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	wiped.start()
+	c.waitCaughtUp(wiped)
+	took := time.Since(start)
+	got := wiped.fetchAll("chaos", "Default").Entries[0].Records
+	if len(got) != len(leaderRecs) {
+		t.Fatalf("wiped node %d holds %d records of chaos after catching up, the leader %d", wiped.id, len(got), len(leaderRecs))
+	}
+	for i := range got {
+		if got[i].TransactionID != leaderRecs[i].TransactionID || got[i].Offset != leaderRecs[i].Offset {
+			t.Fatalf("wiped node %d, record %d: %s at %d, the leader has %s at %d", wiped.id, i,
+				got[i].TransactionID, got[i].Offset, leaderRecs[i].TransactionID, leaderRecs[i].Offset)
+		}
+	}
+	l := c.leader()
+	for _, topic := range []string{"chaos-k", "chaos-r"} {
+		if w, lw := highWatermark(t, wiped, topic), highWatermark(t, l, topic); w != lw {
+			t.Errorf("wiped node %d: %s high watermark %d, the leader's %d", wiped.id, topic, w, lw)
+		}
+	}
+	return took
 }
 
 // ackClock records when operations were acknowledged.

@@ -337,19 +337,22 @@ type fetchAnswer struct {
 	Entries []fetchEntryAnswer `json:"entries"`
 }
 
+// fetchRecord is one record of a fetch answer.
+type fetchRecord struct {
+	Offset        uint64          `json:"offset"`
+	MessageID     string          `json:"messageId"`
+	TransactionID string          `json:"transactionId"`
+	Payload       json.RawMessage `json:"payload"`
+	Timestamp     int64           `json:"ts"`
+}
+
 // fetchEntryAnswer is one entry of a fetch answer.
 type fetchEntryAnswer struct {
-	Queue     string `json:"queue"`
-	Partition string `json:"partition"`
-	Records   []struct {
-		Offset        uint64          `json:"offset"`
-		MessageID     string          `json:"messageId"`
-		TransactionID string          `json:"transactionId"`
-		Payload       json.RawMessage `json:"payload"`
-		Timestamp     int64           `json:"ts"`
-	} `json:"records"`
-	HighWatermark uint64 `json:"highWatermark"`
-	Error         string `json:"error"`
+	Queue         string        `json:"queue"`
+	Partition     string        `json:"partition"`
+	Records       []fetchRecord `json:"records"`
+	HighWatermark uint64        `json:"highWatermark"`
+	Error         string        `json:"error"`
 }
 
 type queueAnswer struct {
@@ -358,8 +361,9 @@ type queueAnswer struct {
 		DedupWindowSeconds int64 `json:"dedupWindowSeconds"`
 	} `json:"options"`
 	Partitions []struct {
-		Name       string `json:"name"`
-		NextOffset uint64 `json:"nextOffset"`
+		Name        string `json:"name"`
+		StartOffset uint64 `json:"startOffset"`
+		NextOffset  uint64 `json:"nextOffset"`
 	} `json:"partitions"`
 }
 

@@ -3,8 +3,10 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,4 +89,62 @@ func TestKafkaRetentionDropsExpiredSegments(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A queue with retentionSeconds drops whole expired segments; a consumer
+// group that had not read the dropped messages jumps to the queue's new
+// start on its next pop, and the jump shows: in the group's cursor
+// (expired) and in waggle_group_expired_messages.
+func TestQueueRetentionJumpsAGroupPastDroppedMessages(t *testing.T) {
+	n := startSingle(t)
+	if status := postJSON(t, n.url("/api/v1/configure"), map[string]any{"queue": "qr", "options": map[string]any{"retentionSeconds": 2}}, nil); status != http.StatusOK {
+		t.Fatalf("configure: status %d", status)
+	}
+	for i := range 5 {
+		n.push(pushItem{Queue: "qr", TransactionID: fmt.Sprint("early-", i), Payload: i})
+	}
+	status, got := n.pop(t, "qr", map[string]string{"consumerGroup": "g", "batch": "1"})
+	if status != http.StatusOK || len(got.Messages) != 1 || got.Messages[0].Offset != 0 {
+		t.Fatalf("first pop: status %d %+v", status, got.Messages)
+	}
+	code, acked := n.ackAll(t, "g", got.Messages, "completed")
+	if code != http.StatusOK {
+		t.Fatalf("ack: status %d", code)
+	}
+	requireAcked(t, acked, 1)
+
+	// Keep pushing (a segment rolls on an append) until retention has
+	// dropped the first segment.
+	var start uint64
+	pushed := 5
+	waitFor(t, 20*time.Second, func() error {
+		n.push(pushItem{Queue: "qr", TransactionID: fmt.Sprint("later-", pushed), Payload: pushed})
+		pushed++
+		var q queueAnswer
+		getJSON(t, n.url("/api/v1/resources/queues/qr"), &q)
+		if start = q.Partitions[0].StartOffset; start < 5 {
+			return fmt.Errorf("the queue still starts at %d", start)
+		}
+		return nil
+	})
+	status, got = n.pop(t, "qr", map[string]string{"consumerGroup": "g", "batch": "1"})
+	if status != http.StatusOK || len(got.Messages) != 1 || got.Messages[0].Offset != start {
+		t.Fatalf("pop after retention: status %d %+v, want the message at the new start %d", status, got.Messages, start)
+	}
+	var g struct {
+		Cursors []struct {
+			Queue   string `json:"queue"`
+			Offset  int64  `json:"offset"`
+			Expired int64  `json:"expired"`
+		} `json:"cursors"`
+	}
+	getJSON(t, n.url("/api/v1/consumer-groups/g"), &g)
+	want := int64(start) - 1 // offsets 1 .. start-1 were never read
+	if len(g.Cursors) != 1 || g.Cursors[0].Expired != want {
+		t.Fatalf("group g after the jump: %+v, want %d expired", g.Cursors, want)
+	}
+	line := fmt.Sprintf("waggle_group_expired_messages{group=\"g\",partition=\"Default\",queue=\"qr\"} %d\n", want)
+	if m := metricsText(t, n); !strings.Contains(m, line) {
+		t.Fatalf("the metrics lack %q", line)
+	}
 }

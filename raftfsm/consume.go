@@ -335,17 +335,22 @@ func newReset(meta *store.Meta, mode string) *store.Reset {
 }
 
 // skipExpired moves a cursor that retention left behind to the partition's
-// start: messages before it are gone, so the group jumps past them (its
-// position shows the jump). It reports whether it moved the cursor.
+// start: messages before it are gone, so the group jumps past them, and
+// counts the unfinished ones in cur.Expired (group describe and the
+// waggle_group_expired_messages metric show it). It reports whether it
+// moved the cursor.
 func skipExpired(cur *store.Cursor, part store.Partition) bool {
 	start := int64(part.StartOffset)
 	if cur.Offset >= start {
 		return false
 	}
+	passed := start - cur.Offset
 	cur.Offset = start
 	for len(cur.Done) > 0 && cur.Done[0] < start {
 		cur.Done = cur.Done[1:]
+		passed-- // finished already: not lost to this group
 	}
+	cur.Expired += passed
 	for o := range cur.Attempts {
 		if o < start {
 			delete(cur.Attempts, o)

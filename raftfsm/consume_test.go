@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/waggle-mq/waggle/store"
 )
 
 func popCmd(now int64, group, lease string, batch int, leaseMs int64) []byte {
@@ -98,4 +100,20 @@ func TestRetryLimitDeadLetters(t *testing.T) {
 		idx += 2
 	}
 	requirePop(t, f.ApplyBatch(logs(idx, popCmd(20, "g", "L9", 1, 60_000)))[0], nil, nil)
+}
+
+// A cursor that retention left behind jumps to the partition's start and
+// counts what it never read: the offsets it passes over, less those it had
+// finished already.
+func TestSkipExpiredCountsTheUnreadOffsetsItPasses(t *testing.T) {
+	cur := store.Cursor{Offset: 3, Done: []int64{5, 9}, Attempts: map[int64]int32{3: 1, 9: 2}, Failures: map[int64]int32{4: 1}}
+	if !skipExpired(&cur, store.Partition{StartOffset: 8}) {
+		t.Fatal("a cursor below the start did not move")
+	}
+	if cur.Offset != 8 || cur.Expired != 4 || !slices.Equal(cur.Done, []int64{9}) || len(cur.Attempts) != 1 || len(cur.Failures) != 0 {
+		t.Fatalf("after the jump: %+v; want offset 8, 4 expired (3, 4, 6, 7), done [9], the attempts of 9 only", cur)
+	}
+	if skipExpired(&cur, store.Partition{StartOffset: 8}) || cur.Expired != 4 {
+		t.Fatalf("a cursor at the start moved again: %+v", cur)
+	}
 }

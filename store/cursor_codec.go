@@ -13,6 +13,7 @@ import (
 //	offset leaderEpoch metadata updatedMs                   varints / bytes
 //	lease? 0 | 1 id expiresAtMs n offsets... hashes(8 each) nAcks (offset status)...
 //	nDone done...  nAttempts (offset count)...  nFailures (offset count)...
+//	expired                                                 varint, only when not 0
 //
 // Version 2 is the same without gen (read as gen 0); version 1 was JSON.
 // Both are still read. Maps are written in offset order, so equal cursors
@@ -66,6 +67,9 @@ func encodeCursor(c Cursor) []byte {
 			b = binary.AppendVarint(b, o)
 			b = binary.AppendVarint(b, int64(m[o]))
 		}
+	}
+	if c.Expired != 0 {
+		b = binary.AppendVarint(b, c.Expired)
 	}
 	return b
 }
@@ -192,6 +196,9 @@ func decodeCursor(b []byte) (Cursor, error) {
 				(*m)[o] = int32(r.varint())
 			}
 		}
+	}
+	if len(r.b) != 0 {
+		c.Expired = r.varint()
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = errBadCursor

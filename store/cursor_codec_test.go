@@ -13,7 +13,8 @@ func TestCursorCodecRoundTrip(t *testing.T) {
 			Lease:    &Lease{ID: "L", ExpiresAtMs: 5000, Offsets: []int64{100, 102}, TxHashes: []uint64{1, 2}, Acks: map[int64]string{102: "failed"}},
 			Done:     []int64{101},
 			Attempts: map[int64]int32{100: 1, 102: 3},
-			Failures: map[int64]int32{102: 2}},
+			Failures: map[int64]int32{102: 2},
+			Expired:  12},
 	} {
 		got, err := decodeCursor(encodeCursor(c))
 		if err != nil || !reflect.DeepEqual(got, c) {

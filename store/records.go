@@ -368,6 +368,10 @@ type Cursor struct {
 	// Offset.
 	Attempts map[int64]int32 `json:"attempts,omitempty"`
 	Failures map[int64]int32 `json:"failures,omitempty"`
+	// Expired counts the messages retention dropped before this group
+	// read them: each time the cursor jumped to the partition's start, the
+	// unfinished offsets it passed over.
+	Expired int64 `json:"expired,omitempty"`
 
 	// superseded is the lease of the stored cursor this one replaces after
 	// a reset; PutCursor drops it from the lease index. resolved: the

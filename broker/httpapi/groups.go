@@ -18,13 +18,15 @@ type cursorJSON struct {
 	Offset        int64  `json:"offset"` // the next offset the group reads
 	HighWatermark int64  `json:"highWatermark"`
 	Lag           int64  `json:"lag"`
+	// Expired counts messages retention dropped before the group read them.
+	Expired int64 `json:"expired"`
 }
 
 func (s *Server) groupJSON(name string) (groupJSON, error) {
 	cursors, err := s.svc.GroupCursors(name)
 	out := groupJSON{Name: name, Cursors: []cursorJSON{}}
 	for _, c := range cursors {
-		out.Cursors = append(out.Cursors, cursorJSON{Queue: c.Queue, Partition: c.Partition, Offset: c.Committed, HighWatermark: c.HighWatermark, Lag: c.Lag()})
+		out.Cursors = append(out.Cursors, cursorJSON{Queue: c.Queue, Partition: c.Partition, Offset: c.Committed, HighWatermark: c.HighWatermark, Lag: c.Lag(), Expired: c.Expired})
 	}
 	return out, err
 }

@@ -42,22 +42,26 @@ func observe(ctx context.Context, m *metrics.Metrics, node *raftfsm.Node, st *st
 			n, _ := svc.PendingDeletes()
 			return float64(n)
 		}),
-		&lagCollector{svc: svc, desc: prometheus.NewDesc("waggle_group_lag_messages",
-			"Messages a consumer group has yet to read, per queue partition.", []string{"group", "queue", "partition"}, nil)},
+		&cursorCollector{svc: svc,
+			lag: prometheus.NewDesc("waggle_group_lag_messages",
+				"Messages a consumer group has yet to read, per queue partition.", []string{"group", "queue", "partition"}, nil),
+			expired: prometheus.NewDesc("waggle_group_expired_messages",
+				"Messages retention dropped before a consumer group read them (its cursor jumped past them), per queue partition.", []string{"group", "queue", "partition"}, nil)},
 	)
 
 	onLeaderChange(ctx, node, func(raft.LeaderObservation) { m.LeaderChanged() })
 }
 
-// lagCollector reports every group's lag at scrape time.
-type lagCollector struct {
-	svc  *broker.Service
-	desc *prometheus.Desc
+// cursorCollector reports every group's lag, and the messages retention
+// took from it, at scrape time.
+type cursorCollector struct {
+	svc          *broker.Service
+	lag, expired *prometheus.Desc
 }
 
-func (c *lagCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *cursorCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.lag; ch <- c.expired }
 
-func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *cursorCollector) Collect(ch chan<- prometheus.Metric) {
 	groups, err := c.svc.OffsetGroups()
 	if err != nil {
 		return
@@ -68,7 +72,10 @@ func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		for _, cur := range cursors {
-			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(cur.Lag()), g, cur.Queue, cur.Partition)
+			ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(cur.Lag()), g, cur.Queue, cur.Partition)
+			if cur.Expired > 0 {
+				ch <- prometheus.MustNewConstMetric(c.expired, prometheus.CounterValue, float64(cur.Expired), g, cur.Queue, cur.Partition)
+			}
 		}
 	}
 }
