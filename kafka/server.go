@@ -248,10 +248,16 @@ func (c *conn) read(pending chan<- pendingReply) error {
 		}
 		// Wait for room before reading the rest: a client that outruns
 		// the disk finds its connection not read for a while (TCP pushes
-		// back), rather than the broker buffering its requests.
+		// back), rather than the broker buffering its requests. The wait
+		// is not also reported as throttle_time_ms: KIP-219 clients would
+		// then hold back as long again after the answer.
 		weight := min(int64(size), c.s.cfg.InFlightBytes)
-		if err := c.s.inFlight.Acquire(c.s.ctx, weight); err != nil {
-			return err
+		if !c.s.inFlight.TryAcquire(weight) {
+			waitStart := time.Now()
+			if err := c.s.inFlight.Acquire(c.s.ctx, weight); err != nil {
+				return err
+			}
+			c.s.cfg.Metrics.KafkaThrottled(time.Since(waitStart).Seconds())
 		}
 		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
 		body := make([]byte, size)

@@ -23,6 +23,7 @@ type Metrics struct {
 	pushOutcomes  *prometheus.CounterVec
 	applyLatency  prometheus.Histogram
 	leaderChanges prometheus.Counter
+	kafkaThrottle prometheus.Counter
 }
 
 // New creates the instruments in a fresh registry, with Go runtime and
@@ -53,8 +54,11 @@ func New() *Metrics {
 		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "waggle_raft_leader_changes_total", Help: "Leader changes this node observed.",
 		}),
+		kafkaThrottle: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "waggle_kafka_throttle_seconds_total", Help: "Time Kafka connections went unread because the in-flight request budget was full.",
+		}),
 	}
-	r.MustRegister(m.httpRequests, m.httpLatency, m.kafkaRequests, m.kafkaLatency, m.pushOutcomes, m.applyLatency, m.leaderChanges)
+	r.MustRegister(m.httpRequests, m.httpLatency, m.kafkaRequests, m.kafkaLatency, m.pushOutcomes, m.applyLatency, m.leaderChanges, m.kafkaThrottle)
 	return m
 }
 
@@ -99,6 +103,13 @@ func (m *Metrics) PushOutcome(status string, n int) {
 func (m *Metrics) Applied(seconds float64) {
 	if m != nil {
 		m.applyLatency.Observe(seconds)
+	}
+}
+
+// KafkaThrottled adds time a Kafka connection waited for the in-flight budget.
+func (m *Metrics) KafkaThrottled(seconds float64) {
+	if m != nil {
+		m.kafkaThrottle.Add(seconds)
 	}
 }
 

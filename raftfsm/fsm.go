@@ -36,6 +36,8 @@ type FSM struct {
 	// appliedBytes and appliedEntries count the command entries applied
 	// since start, for sizing the log in bytes (see logbytes.go).
 	appliedBytes, appliedEntries atomic.Uint64
+	// restores counts snapshots restored since start (see logbytes.go).
+	restores atomic.Uint64
 
 	// EntryWrites, when set, is told how many keys each command entry
 	// wrote (see MaxEntryWrites); set it before raft starts.
@@ -193,6 +195,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := f.store.Restore(rc); err != nil {
 		return err
 	}
+	f.restores.Add(1)
 	return f.loadMeta()
 }
 

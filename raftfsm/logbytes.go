@@ -14,6 +14,11 @@ import (
 // data itself at 600 MB). The node also takes a snapshot once
 // logBytesPerSnapshot were applied since the last one, and keeps about
 // that many bytes of log behind a snapshot, however large its entries.
+//
+// A snapshot received from the leader holds all the data in its one file,
+// a second copy of what the restore wrote into the segment files. The
+// node takes a snapshot of its own soon after restoring one, and the
+// received copy is then removed (linkingSink.Close).
 const logBytesPerSnapshot = 256 << 20
 
 // watchLogBytes runs until stop closes, checking each second.
@@ -21,7 +26,7 @@ func (n *Node) watchLogBytes(base raft.Config, stop <-chan struct{}) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	trailing := base.TrailingLogs
-	var lastBytes uint64
+	var lastBytes, lastRestores uint64
 	for {
 		select {
 		case <-stop:
@@ -38,9 +43,12 @@ func (n *Node) watchLogBytes(base raft.Config, stop <-chan struct{}) {
 					SnapshotThreshold: base.SnapshotThreshold, HeartbeatTimeout: base.HeartbeatTimeout, ElectionTimeout: base.ElectionTimeout})
 			}
 		}
-		if bytes-lastBytes >= logBytesPerSnapshot {
+		restores := n.FSM.restores.Load()
+		if bytes-lastBytes >= logBytesPerSnapshot || restores != lastRestores {
+			// Right after a restore there is nothing new to snapshot: the
+			// next tick tries again, until an entry has been applied.
 			if err := n.Raft.Snapshot().Error(); err == nil {
-				lastBytes = bytes
+				lastBytes, lastRestores = bytes, restores
 			}
 		}
 	}

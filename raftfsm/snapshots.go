@@ -21,7 +21,8 @@ import (
 // snapshot (to restore it, or to send it to a follower) streams the links'
 // bytes after state.bin as the stream's segment section (store/snapshot.go).
 // A snapshot received from a leader arrives whole in state.bin and has no
-// links.
+// links; once a newer snapshot with links exists, it is removed (its data
+// is in the store's segment files by then, and in the newer snapshot).
 //
 // The layout inside raft's snapshot directory (<data>/raft/snapshots/<id>):
 //
@@ -42,7 +43,8 @@ type segmentAdopter interface {
 // snapshotStore wraps raft's FileSnapshotStore with segment links.
 type snapshotStore struct {
 	*raft.FileSnapshotStore
-	dir string // raft's snapshot directory: <base>/snapshots
+	dir    string // raft's snapshot directory: <base>/snapshots
+	logger hclog.Logger
 }
 
 func newSnapshotStore(base string, retain int, logger hclog.Logger) (*snapshotStore, error) {
@@ -50,7 +52,7 @@ func newSnapshotStore(base string, retain int, logger hclog.Logger) (*snapshotSt
 	if err != nil {
 		return nil, err
 	}
-	return &snapshotStore{FileSnapshotStore: fs, dir: filepath.Join(base, "snapshots")}, nil
+	return &snapshotStore{FileSnapshotStore: fs, dir: filepath.Join(base, "snapshots"), logger: logger}, nil
 }
 
 // Create implements raft.SnapshotStore.
@@ -61,7 +63,30 @@ func (s *snapshotStore) Create(version raft.SnapshotVersion, index, term uint64,
 		return nil, err
 	}
 	// raft's sink writes into <id>.tmp and renames it to <id> on Close.
-	return &linkingSink{SnapshotSink: sink, dir: filepath.Join(s.dir, sink.ID()+".tmp")}, nil
+	return &linkingSink{SnapshotSink: sink, dir: filepath.Join(s.dir, sink.ID()+".tmp"), store: s, index: index}, nil
+}
+
+// removeWholeUpTo removes the snapshots up to index that have no segment
+// links: those received whole, a full copy of data the store and the
+// node's own snapshot at index hold (right after a restore, at the same
+// index). Raft only ever reads the newest snapshot.
+func (s *snapshotStore) removeWholeUpTo(index uint64) error {
+	metas, err := s.List()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range metas {
+		if m.Index > index {
+			continue
+		}
+		dir := filepath.Join(s.dir, m.ID)
+		if _, linked, err := readSegmentList(dir); err != nil || linked {
+			continue
+		}
+		errs = append(errs, os.RemoveAll(dir))
+	}
+	return errors.Join(errs...)
 }
 
 // Open implements raft.SnapshotStore: state.bin, followed by the segment
@@ -120,7 +145,24 @@ func (m *multiReadCloser) Close() error {
 // linkingSink is raft's file sink that also takes segment links.
 type linkingSink struct {
 	raft.SnapshotSink
-	dir string
+	dir     string
+	store   *snapshotStore
+	index   uint64 // of the snapshot
+	adopted bool   // it took links: a snapshot of this node's own
+}
+
+// Close implements raft.SnapshotSink; a snapshot of this node's own makes
+// older snapshots received whole redundant, and they go.
+func (l *linkingSink) Close() error {
+	if err := l.SnapshotSink.Close(); err != nil {
+		return err
+	}
+	if l.adopted {
+		if err := l.store.removeWholeUpTo(l.index); err != nil {
+			l.store.logger.Warn("could not remove a snapshot received whole (the next snapshot tries again)", "error", err)
+		}
+	}
+	return nil
 }
 
 // adoptSegments moves the pinned links into the snapshot's directory (one
@@ -138,6 +180,7 @@ func (l *linkingSink) adoptSegments(pinDir string, segs []store.SnapshotSegment)
 	if err != nil {
 		return err
 	}
+	l.adopted = true
 	return writeFileSync(filepath.Join(l.dir, segmentListFile), b)
 }
 

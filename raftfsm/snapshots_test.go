@@ -97,3 +97,68 @@ func TestSnapshotLinksSegmentsAndStreamsThem(t *testing.T) {
 		t.Fatalf("a retried push after the restore: %+v", got[0])
 	}
 }
+
+// A snapshot received whole from a leader is a full copy of the data; once
+// the node has written a snapshot of its own after it, the received one is
+// removed. A received snapshot newer than the node's own is kept.
+func TestSnapshotReceivedWholeGoesOnceANewerOwnOneExists(t *testing.T) {
+	src := newFSM(t)
+	src.ApplyBatch(logs(1, randomPush(1000, "q", 0, 50)))
+	snaps, err := newSnapshotStore(t.TempDir(), 5, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	received := func(index uint64) string {
+		t.Helper()
+		fs, err := src.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fs.Release()
+		sink, err := snaps.Create(raft.SnapshotVersionMax, index, 1, raft.Configuration{}, 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What raft does with a snapshot from the leader: copy the stream in.
+		if _, err := fs.(*fsmSnapshot).snap.WriteTo(sink); err != nil {
+			t.Fatal(err)
+		}
+		if err := sink.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return sink.ID()
+	}
+	own := func(index uint64) string {
+		t.Helper()
+		fs, err := src.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fs.Release()
+		sink, err := snaps.Create(raft.SnapshotVersionMax, index, 1, raft.Configuration{}, 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.Persist(sink); err != nil {
+			t.Fatal(err)
+		}
+		return sink.ID()
+	}
+	exists := func(id string) bool {
+		_, err := os.Stat(filepath.Join(snaps.dir, id))
+		return err == nil
+	}
+	old, same := received(10), received(20)
+	ownID := own(20) // taken right after restoring the one received at 20
+	newer := received(30)
+	if exists(old) || exists(same) {
+		t.Fatal("a snapshot received up to the node's own is still there")
+	}
+	if !exists(ownID) || !exists(newer) {
+		t.Fatal("the node's own snapshot or a newer received one was removed")
+	}
+	metas, err := snaps.List()
+	if err != nil || len(metas) != 2 || metas[0].ID != newer {
+		t.Fatalf("snapshots listed: %+v, %v", metas, err)
+	}
+}
