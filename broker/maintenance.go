@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -117,17 +118,18 @@ func (s *Service) retain(log *slog.Logger) {
 			s.retainAfter = qs[len(qs)-1].Name
 		}
 		for _, q := range qs {
-			keep := raftfsm.RetentionMs(q, s.KafkaRetentionMs)
-			if keep <= 0 {
+			lim := store.RetentionLimit{CutoffMs: math.MinInt64, KeepBytes: raftfsm.RetentionBytes(q)}
+			if keep := raftfsm.RetentionMs(q, s.KafkaRetentionMs); keep > 0 {
+				lim.CutoffMs = now - keep
+			} else if lim.KeepBytes == 0 {
 				continue
 			}
-			cutoff := now - keep
-			pos, found, err := tx.RetentionPoint(q.ID, cutoff)
+			pos, found, err := tx.RetentionPoint(q.ID, lim)
 			if err != nil {
 				return err
 			}
 			if found {
-				cmds = append(cmds, raftfsm.RetainCommand{NowMs: now, QueueID: q.ID, Pos: pos, CutoffMs: cutoff})
+				cmds = append(cmds, raftfsm.RetainCommand{NowMs: now, QueueID: q.ID, Pos: pos, CutoffMs: lim.CutoffMs, KeepBytes: lim.KeepBytes})
 			}
 		}
 		return nil

@@ -31,8 +31,15 @@ type TopicInfo struct {
 	Name               string
 	Partitions         int32
 	DedupWindowSeconds int64
-	RetentionMs        int64 // 0: the default
-	MaxMessageBytes    int32 // 0: the default
+	// RetentionMs is the retention in force (-1: for ever), the topic's
+	// own when RetentionSet, else the node's default for Kafka topics.
+	RetentionMs     int64
+	RetentionSet    bool
+	RetentionBytes  int64 // per partition; 0: no limit
+	MaxMessageBytes int32 // 0: the default
+	// SegmentBytes and SegmentMs are in force, set by the topic or not.
+	SegmentBytes, SegmentMs       int64
+	SegmentBytesSet, SegmentMsSet bool
 }
 
 // DefaultMaxMessageBytes is Kafka's default max.message.bytes.
@@ -58,9 +65,18 @@ func ProduceLimit(t TopicInfo) int {
 // ValidTopicName reports whether name is a legal topic (and queue) name.
 func ValidTopicName(name string) bool { return validateQueueName(name) == nil }
 
-func topicInfo(q store.Queue) TopicInfo {
-	return TopicInfo{ID: q.ID, Name: q.Name, Partitions: max(q.KafkaPartitions, 1), DedupWindowSeconds: q.DedupWindowSeconds,
-		RetentionMs: q.RetentionMs, MaxMessageBytes: q.MaxMessageBytes}
+func (s *Service) topicInfo(q store.Queue) TopicInfo {
+	retention := raftfsm.RetentionMs(q, s.KafkaRetentionMs)
+	if retention <= 0 {
+		retention = -1
+	}
+	t := TopicInfo{ID: q.ID, Name: q.Name, Partitions: max(q.KafkaPartitions, 1), DedupWindowSeconds: q.DedupWindowSeconds,
+		RetentionMs: retention, RetentionSet: q.RetentionMs != 0, RetentionBytes: q.RetentionBytes,
+		MaxMessageBytes: q.MaxMessageBytes}
+	segBytes, segMs := store.SegmentLimits(q)
+	t.SegmentBytes, t.SegmentMs = int64(segBytes), segMs
+	t.SegmentBytesSet, t.SegmentMsSet = q.SegmentBytes != 0, q.SegmentMs != 0
+	return t
 }
 
 // Topics describes the named topics (all topics when names is nil); a name
@@ -71,7 +87,7 @@ func (s *Service) Topics(names []string) ([]TopicInfo, error) {
 		if names == nil {
 			qs, err := tx.Queues()
 			for _, q := range qs {
-				out = append(out, topicInfo(q))
+				out = append(out, s.topicInfo(q))
 			}
 			return err
 		}
@@ -83,7 +99,7 @@ func (s *Service) Topics(names []string) ([]TopicInfo, error) {
 			if err != nil {
 				return err
 			}
-			out = append(out, topicInfo(q))
+			out = append(out, s.topicInfo(q))
 		}
 		return nil
 	})
@@ -97,6 +113,7 @@ const MinSegmentBytes = store.MinSegmentBytes
 // defaults.
 type TopicConfig struct {
 	RetentionMs     int64 // retention.ms; -1 for ever
+	RetentionBytes  int64 // retention.bytes, per partition; -1 or 0: no limit
 	MaxMessageBytes int32 // max.message.bytes
 	SegmentBytes    int64 // segment.bytes
 	SegmentMs       int64 // segment.ms
@@ -114,7 +131,8 @@ func (s *Service) CreateTopic(name string, partitions int32, cfg TopicConfig) (T
 		return 0, fmt.Errorf("%w: segment.bytes must be at least %d", ErrInvalid, MinSegmentBytes)
 	}
 	cmd := raftfsm.CreateTopicCommand{NowMs: s.now().UnixMilli(), Name: name, Partitions: partitions,
-		RetentionMs: cfg.RetentionMs, MaxMessageBytes: cfg.MaxMessageBytes, SegmentBytes: cfg.SegmentBytes, SegmentMs: cfg.SegmentMs}
+		RetentionMs: cfg.RetentionMs, MaxMessageBytes: cfg.MaxMessageBytes, SegmentBytes: cfg.SegmentBytes, SegmentMs: cfg.SegmentMs,
+		RetentionBytes: cfg.RetentionBytes}
 	answer, err := s.apply(cmd.Encode())
 	if err != nil {
 		return 0, err

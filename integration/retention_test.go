@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -147,4 +148,72 @@ func TestQueueRetentionJumpsAGroupPastDroppedMessages(t *testing.T) {
 	if m := metricsText(t, n); !strings.Contains(m, line) {
 		t.Fatalf("the metrics lack %q", line)
 	}
+}
+
+// retention.bytes keeps the newest bytes of a topic and drops the oldest
+// segments beyond them, however young; DescribeConfigs reports the
+// retention in force, set or not (the node's --kafka-retention default).
+func TestKafkaRetentionBytesKeepsTheNewestBytes(t *testing.T) {
+	n := withArgs(newNode(t, 1), []string{"--kafka-retention", "36h"})
+	n.start()
+	n.waitLeader()
+	cl := kafkaClient(t, []string{n.kafkaAddr}, kgo.DefaultProduceTopic("rb"), kgo.ProducerLinger(0))
+	const keep, valueSize = 200_000, 1000
+	createTopic(t, cl, "rb", 1, map[string]string{"retention.bytes": strconv.Itoa(keep), "segment.bytes": "65536"})
+	configs := describeTopicConfigs(t, cl, "rb")
+	for name, want := range map[string]string{"retention.bytes": "200000", "retention.ms": "129600000", "segment.bytes": "65536"} {
+		if configs[name] != want {
+			t.Errorf("DescribeConfigs %s = %q, want %q", name, configs[name], want)
+		}
+	}
+
+	const total = 1000
+	for i := 0; i < total; i += 50 {
+		var recs []*kgo.Record
+		for j := i; j < i+50; j++ {
+			v := make([]byte, valueSize)
+			rand.Read(v)
+			copy(v, strconv.Itoa(j)+":")
+			recs = append(recs, &kgo.Record{Value: v})
+		}
+		produceSync(t, cl, recs...)
+	}
+	var first int64
+	waitFor(t, 10*time.Second, func() error {
+		if first = earliestOffset(t, cl, "rb"); first == 0 {
+			return fmt.Errorf("1 MB produced and the log still starts at 0 (retention.bytes %d)", keep)
+		}
+		return nil
+	})
+	// At least keep bytes stay (each record is a little over valueSize),
+	// and no more than keep plus the active and one sealed segment.
+	if kept := total - first; kept < keep/valueSize-10 || kept > (keep+2*65536)/valueSize {
+		t.Fatalf("%d records kept of %d (starts at %d): want about %d", kept, total, first, keep/valueSize)
+	}
+	recs := consumeN(t, []string{n.kafkaAddr}, "rb", int(total-first))
+	for i, r := range recs {
+		if want := first + int64(i); r.Offset != want || !strings.HasPrefix(string(r.Value), fmt.Sprint(want, ":")) {
+			t.Fatalf("record %d: offset %d, want %d with its value", i, r.Offset, want)
+		}
+	}
+}
+
+// describeTopicConfigs answers a topic's configs by name.
+func describeTopicConfigs(t *testing.T, cl *kgo.Client, topic string) map[string]string {
+	t.Helper()
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	rr := kmsg.NewDescribeConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+	req.Resources = append(req.Resources, rr)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil || len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("DescribeConfigs %s: %+v, %v", topic, resp, err)
+	}
+	out := map[string]string{}
+	for _, c := range resp.Resources[0].Configs {
+		if c.Value != nil {
+			out[c.Name] = *c.Value
+		}
+	}
+	return out
 }

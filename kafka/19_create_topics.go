@@ -16,6 +16,7 @@ func init() { register(kmsg.CreateTopics.Int16(), 0, 7, answerNow(handleCreateTo
 // Topic configs waggle understands; any other is refused with INVALID_CONFIG.
 const (
 	configRetentionMs     = "retention.ms"
+	configRetentionBytes  = "retention.bytes"
 	configSegmentBytes    = "segment.bytes"
 	configSegmentMs       = "segment.ms"
 	configMaxMessageBytes = "max.message.bytes"
@@ -69,6 +70,12 @@ func (c *conn) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool) 
 				return kerr.InvalidConfig.Code, "retention.ms must be a number of milliseconds or -1"
 			}
 			tc.RetentionMs = v
+		case configRetentionBytes:
+			v, err := strconv.ParseInt(*cfg.Value, 10, 64)
+			if err != nil || v < -1 {
+				return kerr.InvalidConfig.Code, "retention.bytes must be a number of bytes or -1"
+			}
+			tc.RetentionBytes = v
 		case configSegmentBytes:
 			v, err := strconv.ParseInt(*cfg.Value, 10, 64)
 			if err != nil || v < broker.MinSegmentBytes || v > 1<<30 {

@@ -11,9 +11,6 @@ import (
 
 func init() { register(kmsg.DescribeConfigs.Int16(), 0, 4, answerNow(handleDescribeConfigs)) }
 
-// defaultRetentionMs is Kafka's default retention.ms (7 days).
-const defaultRetentionMs = 7 * 24 * 3600 * 1000
-
 func handleDescribeConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
@@ -47,11 +44,14 @@ func topicConfigs(t broker.TopicInfo, names []string) []kmsg.DescribeConfigsResp
 		name, value string
 		isDefault   bool
 	}
-	retention, maxBytes := t.RetentionMs, int64(min(t.MaxMessageBytes, broker.MaxTopicMessageBytes)) // what produces are held to
+	maxBytes := int64(min(t.MaxMessageBytes, broker.MaxTopicMessageBytes)) // what produces are held to
 	all := []entry{
 		{configCleanupPolicy, "delete", true},
 		{configMaxMessageBytes, strconv.FormatInt(orDefault(maxBytes, broker.DefaultMaxMessageBytes), 10), maxBytes == 0},
-		{configRetentionMs, strconv.FormatInt(orDefault(retention, defaultRetentionMs), 10), retention == 0},
+		{configRetentionBytes, strconv.FormatInt(orDefault(t.RetentionBytes, -1), 10), t.RetentionBytes == 0},
+		{configRetentionMs, strconv.FormatInt(t.RetentionMs, 10), !t.RetentionSet},
+		{configSegmentBytes, strconv.FormatInt(t.SegmentBytes, 10), !t.SegmentBytesSet},
+		{configSegmentMs, strconv.FormatInt(t.SegmentMs, 10), !t.SegmentMsSet},
 	}
 	want := map[string]bool{}
 	for _, n := range names {

@@ -402,7 +402,7 @@ func TestRetentionOfAWideQueueIsBounded(t *testing.T) {
 	h.f.store.View(func(tx *store.Tx) error {
 		q, _ = tx.Queue("aged")
 		var found bool
-		pos, found, _ = tx.RetentionPoint(q.ID, 2500)
+		pos, found, _ = tx.RetentionPoint(q.ID, store.RetentionLimit{CutoffMs: 2500})
 		if !found {
 			t.Fatal("no retention point after the first two seconds")
 		}

@@ -36,6 +36,8 @@ type CreateTopicCommand struct {
 	// Added after the first release: entries that end before them read 0.
 	SegmentBytes int64
 	SegmentMs    int64
+	// Added later still.
+	RetentionBytes int64
 }
 
 // Encode returns the raft entry for the command.
@@ -49,6 +51,7 @@ func (c *CreateTopicCommand) Encode() []byte {
 	e.varint(int64(c.MaxMessageBytes))
 	e.varint(c.SegmentBytes)
 	e.varint(c.SegmentMs)
+	e.varint(c.RetentionBytes)
 	return e.b
 }
 
@@ -58,6 +61,9 @@ func decodeCreateTopic(b []byte) (*CreateTopicCommand, error) {
 		RetentionMs: d.varint(), MaxMessageBytes: int32(d.varint())}
 	if d.more() {
 		c.SegmentBytes, c.SegmentMs = d.varint(), d.varint()
+	}
+	if d.more() {
+		c.RetentionBytes = d.varint()
 	}
 	return c, d.finish()
 }
@@ -74,6 +80,7 @@ func (p *Processor) createTopic(tx *store.Tx, meta *store.Meta, c *CreateTopicCo
 	q := newQueue(meta, c.Name, 0, c.Partitions)
 	q.RetentionMs, q.MaxMessageBytes = c.RetentionMs, c.MaxMessageBytes
 	q.SegmentBytes, q.SegmentMs, q.KafkaCreated = c.SegmentBytes, c.SegmentMs, true
+	q.RetentionBytes = c.RetentionBytes
 	var queues queueCache
 	for i := range c.Partitions {
 		p.partition(tx, meta, &queues, &q, strconv.Itoa(int(i)))

@@ -22,15 +22,30 @@ func RetentionMs(q store.Queue, kafkaDefaultMs int64) int64 {
 	return 0
 }
 
+// RetentionBytes is how many bytes of a queue's stream retention keeps at
+// least (0: no limit): Kafka's retention.bytes is per partition, and a
+// topic's partitions share one stream, so the stream keeps that many bytes
+// per partition. The oldest segments go first, whichever partitions their
+// records belong to.
+func RetentionBytes(q store.Queue) uint64 {
+	if q.RetentionBytes <= 0 {
+		return 0
+	}
+	return uint64(q.RetentionBytes) * uint64(max(q.KafkaPartitions, 1))
+}
+
 // RetainCommand drops a queue's message data before stream position Pos,
-// in whole sealed segments whose last append is before CutoffMs. The leader
-// proposes it from store.Tx.RetentionPoint; a proposal that no longer holds
-// changes nothing.
+// in whole sealed segments whose last append is before CutoffMs or that
+// the stream holds KeepBytes without. The leader proposes it from
+// store.Tx.RetentionPoint; a proposal that no longer holds changes
+// nothing.
 type RetainCommand struct {
 	NowMs    int64
 	QueueID  uint64
 	Pos      uint64
 	CutoffMs int64
+	// Added after the first release: entries that end before it read 0.
+	KeepBytes uint64
 }
 
 // RetainResult says whether the entry started a trim.
@@ -46,12 +61,16 @@ func (c *RetainCommand) Encode() []byte {
 	e.uvarint(c.QueueID)
 	e.uvarint(c.Pos)
 	e.varint(c.CutoffMs)
+	e.uvarint(c.KeepBytes)
 	return e.b
 }
 
 func decodeRetain(b []byte) (*RetainCommand, error) {
 	d := decoder{b: b}
 	c := &RetainCommand{NowMs: d.varint(), QueueID: d.uvarint(), Pos: d.uvarint(), CutoffMs: d.varint()}
+	if d.more() {
+		c.KeepBytes = d.uvarint()
+	}
 	return c, d.finish()
 }
 
@@ -59,7 +78,7 @@ func (p *Processor) retain(tx *store.Tx, meta *store.Meta, c *RetainCommand) Ret
 	if c.CutoffMs > meta.ClockMs {
 		return RetainResult{} // a cutoff in the future is no retention
 	}
-	started, err := tx.Retain(c.QueueID, c.Pos, c.CutoffMs, meta.NextID)
+	started, err := tx.Retain(c.QueueID, c.Pos, store.RetentionLimit{CutoffMs: c.CutoffMs, KeepBytes: c.KeepBytes}, meta.NextID)
 	must(err)
 	if started {
 		meta.NextID++

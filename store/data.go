@@ -148,10 +148,10 @@ func decodePointer(b []byte) (pointer, error) {
 	}, nil
 }
 
-// segmentLimits returns the queue's effective segment size and age. A
+// SegmentLimits returns the queue's effective segment size and age. A
 // retention period shorter than the age shortens it, so expired data is
 // dropped within about one retention period.
-func segmentLimits(q Queue) (bytes uint64, ageMs int64) {
+func SegmentLimits(q Queue) (bytes uint64, ageMs int64) {
 	bytes, ageMs = DefaultSegmentBytes, DefaultSegmentMs
 	if q.SegmentBytes > 0 {
 		bytes = uint64(max(q.SegmentBytes, MinSegmentBytes))
@@ -210,7 +210,7 @@ func (t *Tx) appendData(q Queue, partitionID, offset uint64, body []byte, count 
 		return err
 	}
 	stream := t.segs.Stream(q.ID)
-	limit, ageMs := segmentLimits(q)
+	limit, ageMs := SegmentLimits(q)
 	frame := uint64(segment.FrameBytes + len(body))
 	if h.End > h.ActiveBase && (h.End-h.ActiveBase+frame > limit || appendMs-h.ActiveSinceMs >= ageMs) {
 		if err := stream.Roll(); err != nil {

@@ -255,20 +255,20 @@ func TestRetentionTrimsWholeSegments(t *testing.T) {
 	s.View(func(tx *Tx) error {
 		var found bool
 		var err error
-		if _, found, _ = tx.RetentionPoint(3, 1000); found {
+		if _, found, _ = tx.RetentionPoint(3, RetentionLimit{CutoffMs: 1000}); found {
 			t.Fatal("a cutoff at the first append found a point")
 		}
-		pos, found, err = tx.RetentionPoint(3, 2500) // the first second's data and a little more
+		pos, found, err = tx.RetentionPoint(3, RetentionLimit{CutoffMs: 2500}) // the first second's data and a little more
 		if err != nil || !found {
 			t.Fatalf("retention point: %v, %v", found, err)
 		}
 		return nil
 	})
 	write(t, s, func(tx *Tx) error {
-		if ok, err := tx.Retain(3, pos+1, 2500, 90); ok || err != nil {
+		if ok, err := tx.Retain(3, pos+1, RetentionLimit{CutoffMs: 2500}, 90); ok || err != nil {
 			t.Fatalf("a point that is no segment end started a trim: %v %v", ok, err)
 		}
-		ok, err := tx.Retain(3, pos, 2500, 91)
+		ok, err := tx.Retain(3, pos, RetentionLimit{CutoffMs: 2500}, 91)
 		if !ok || err != nil {
 			t.Fatalf("retain: %v %v", ok, err)
 		}
@@ -324,5 +324,42 @@ func cleanUpAll(t *testing.T, s *Store, maxWrites int) {
 		if !res.More {
 			return
 		}
+	}
+}
+
+// A byte limit drops the oldest sealed segments while the stream holds at
+// least KeepBytes without them (Kafka's retention.bytes), however young.
+func TestRetentionPointByBytes(t *testing.T) {
+	s := openTest(t)
+	q := Queue{ID: 3, Name: "q", SegmentBytes: MinSegmentBytes}
+	write(t, s, func(tx *Tx) error {
+		if err := tx.PutQueue(q); err != nil {
+			return err
+		}
+		return tx.CreatePartition(Partition{ID: 10, QueueID: 3, Name: "p", NextOffset: 1600})
+	})
+	for i := range 8 {
+		appendMessages(t, s, q, 10, uint64(i*200), 200, 1000)
+	}
+	segs, err := s.segs.Stream(3).Segments()
+	if err != nil || len(segs) < 5 {
+		t.Fatalf("%d segments, %v; the test needs 5 or more", len(segs), err)
+	}
+	last := segs[len(segs)-1]
+	end := last.Base + last.Size
+	for _, keep := range []uint64{1, 2*MinSegmentBytes + 100, end - segs[0].Size, end} {
+		var want uint64 // the end of the newest sealed segment the stream can do without
+		for _, sg := range segs[:len(segs)-1] {
+			if end-(sg.Base+sg.Size) >= keep {
+				want = sg.Base + sg.Size
+			}
+		}
+		s.View(func(tx *Tx) error {
+			pos, found, err := tx.RetentionPoint(3, RetentionLimit{CutoffMs: 0, KeepBytes: keep})
+			if err != nil || found != (want > 0) || pos != want {
+				t.Fatalf("keep %d of %d bytes: point %d found %v (%v), want %d", keep, end, pos, found, err, want)
+			}
+			return nil
+		})
 	}
 }

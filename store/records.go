@@ -67,10 +67,13 @@ type Queue struct {
 	// HTTP queue's retentionSeconds.
 	RetentionMs     int64 `json:"retentionMs,omitempty"`
 	MaxMessageBytes int32 `json:"maxMessageBytes,omitempty"`
+	// RetentionBytes is Kafka's retention.bytes, per partition; zero or
+	// negative: no limit (see raftfsm.RetentionBytes).
+	RetentionBytes int64 `json:"retentionBytes,omitempty"`
 	// KafkaCreated: created over Kafka, so a zero RetentionMs means the
 	// Kafka default rather than for ever.
 	KafkaCreated bool `json:"kafkaCreated,omitempty"`
-	// Segment files: zero means the default (see segmentLimits).
+	// Segment files: zero means the default (see SegmentLimits).
 	SegmentBytes int64 `json:"segmentBytes,omitempty"`
 	SegmentMs    int64 `json:"segmentMs,omitempty"`
 	// Consuming over HTTP; nil means the default (see raftfsm).

@@ -25,12 +25,26 @@ const TombstoneTrim = "trim"
 // drops, so its last clean-up step deletes a bounded number of records.
 const MaxRetainSegments = 1000
 
+// RetentionLimit is what a queue keeps: segments whose last append is at
+// or after CutoffMs, and, when KeepBytes is not 0, the newest segments
+// that hold KeepBytes of the stream (Kafka's retention.bytes: a segment
+// goes once the stream holds at least KeepBytes without it).
+type RetentionLimit struct {
+	CutoffMs  int64
+	KeepBytes uint64
+}
+
+// drops reports whether the limit drops sealed segment sr of a stream that
+// ends at end.
+func (l RetentionLimit) drops(sr SegmentRecord, end uint64) bool {
+	return sr.LastAppendMs < l.CutoffMs || (l.KeepBytes > 0 && end-sr.End >= l.KeepBytes)
+}
+
 // RetentionPoint returns the stream position before which the queue's
-// sealed segments, oldest first, all had their last append before
-// cutoffMs, taking at most MaxRetainSegments of them; found is false when
-// the oldest is not that old.
-func (t *Tx) RetentionPoint(queueID uint64, cutoffMs int64) (pos uint64, found bool, err error) {
-	err = t.expiredSegments(queueID, cutoffMs, func(sr SegmentRecord) bool {
+// sealed segments, oldest first, are all past the limit, taking at most
+// MaxRetainSegments of them; found is false when the oldest is not.
+func (t *Tx) RetentionPoint(queueID uint64, lim RetentionLimit) (pos uint64, found bool, err error) {
+	err = t.expiredSegments(queueID, lim, func(sr SegmentRecord) bool {
 		pos, found = sr.End, true
 		return true
 	})
@@ -38,12 +52,12 @@ func (t *Tx) RetentionPoint(queueID uint64, cutoffMs int64) (pos uint64, found b
 }
 
 // Retain files a trim of the queue's data before pos (tombstone sequence
-// seq) if pos is still a point RetentionPoint could answer for cutoffMs;
-// it reports whether it did. A stale proposal (the segments are gone
-// already, or are not that old) changes nothing.
-func (t *Tx) Retain(queueID, pos uint64, cutoffMs int64, seq uint64) (bool, error) {
+// seq) if pos is still a point RetentionPoint could answer for lim; it
+// reports whether it did. A stale proposal (the segments are gone
+// already, or are not past the limit) changes nothing.
+func (t *Tx) Retain(queueID, pos uint64, lim RetentionLimit, seq uint64) (bool, error) {
 	ok := false
-	err := t.expiredSegments(queueID, cutoffMs, func(sr SegmentRecord) bool {
+	err := t.expiredSegments(queueID, lim, func(sr SegmentRecord) bool {
 		ok = sr.End == pos
 		return !ok
 	})
@@ -54,13 +68,17 @@ func (t *Tx) Retain(queueID, pos uint64, cutoffMs int64, seq uint64) (bool, erro
 }
 
 // expiredSegments calls fn with the queue's sealed segments, oldest first,
-// while their last append is before cutoffMs, for at most
-// MaxRetainSegments of them or until fn returns false.
-func (t *Tx) expiredSegments(queueID uint64, cutoffMs int64, fn func(SegmentRecord) bool) error {
+// while the limit drops them, for at most MaxRetainSegments of them or
+// until fn returns false.
+func (t *Tx) expiredSegments(queueID uint64, lim RetentionLimit, fn func(SegmentRecord) bool) error {
+	h, err := t.head(queueID)
+	if err != nil {
+		return err
+	}
 	n := 0
 	return t.scan(segmentPrefix(queueID), nil, func(k, v []byte) (bool, error) {
 		sr, err := decodeSegmentRecord(k, v)
-		if err != nil || sr.LastAppendMs >= cutoffMs {
+		if err != nil || !lim.drops(sr, h.End) {
 			return false, err
 		}
 		n++
