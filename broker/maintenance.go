@@ -98,6 +98,11 @@ func (s *Service) pendingDeletes(limit int) (int, error) {
 // the passes go round all queues, this many a second.
 const retainQueuesPerTick = 1000
 
+// completedRetentionMaxPartitions bounds the partitions of a queue whose
+// finished messages completedRetentionSeconds drops: working out what every
+// group has finished costs a position per partition and group.
+const completedRetentionMaxPartitions = 1000
+
 // retain proposes retention for the queues whose oldest sealed segments
 // have outlived their retention, looking at a bounded slice of the queues
 // each tick. It waits while deletes or earlier trims are being worked off,
@@ -108,6 +113,8 @@ func (s *Service) retain(log *slog.Logger) {
 	}
 	now := s.now().UnixMilli()
 	var cmds []raftfsm.RetainCommand
+	var groups []string // read once a tick, when a queue needs them
+	groupsRead := false
 	err := s.store.View(func(tx *store.Tx) error {
 		qs, err := tx.QueuesAfter(s.retainAfter, retainQueuesPerTick)
 		if err != nil {
@@ -121,7 +128,23 @@ func (s *Service) retain(log *slog.Logger) {
 			lim := store.RetentionLimit{CutoffMs: math.MinInt64, KeepBytes: raftfsm.RetentionBytes(q)}
 			if keep := raftfsm.RetentionMs(q, s.KafkaRetentionMs); keep > 0 {
 				lim.CutoffMs = now - keep
-			} else if lim.KeepBytes == 0 {
+			}
+			if q.CompletedRetentionMs > 0 {
+				if !groupsRead {
+					if groups, err = tx.CursorGroups(); err != nil {
+						return err
+					}
+					groupsRead = true
+				}
+				pos, found, err := tx.CompletedPoint(q.ID, groups, completedRetentionMaxPartitions)
+				if err != nil {
+					return err
+				}
+				if found {
+					lim.CompletedPos, lim.CompletedCutoffMs = pos, now-q.CompletedRetentionMs
+				}
+			}
+			if lim.CutoffMs == math.MinInt64 && lim.KeepBytes == 0 && lim.CompletedPos == 0 {
 				continue
 			}
 			pos, found, err := tx.RetentionPoint(q.ID, lim)
@@ -129,7 +152,8 @@ func (s *Service) retain(log *slog.Logger) {
 				return err
 			}
 			if found {
-				cmds = append(cmds, raftfsm.RetainCommand{NowMs: now, QueueID: q.ID, Pos: pos, CutoffMs: lim.CutoffMs, KeepBytes: lim.KeepBytes})
+				cmds = append(cmds, raftfsm.RetainCommand{NowMs: now, QueueID: q.ID, Pos: pos, CutoffMs: lim.CutoffMs, KeepBytes: lim.KeepBytes,
+					CompletedPos: lim.CompletedPos, CompletedCutoffMs: lim.CompletedCutoffMs})
 			}
 		}
 		return nil

@@ -30,8 +30,10 @@ type QueueInfo struct {
 	DelayedProcessing  int64
 	KafkaPartitions    int32
 	RetentionSeconds   int64 // 0: for ever
-	CreatedAt          time.Time
-	Partitions         []PartitionInfo
+	// CompletedRetentionSeconds: 0 keeps finished messages.
+	CompletedRetentionSeconds int64
+	CreatedAt                 time.Time
+	Partitions                []PartitionInfo
 }
 
 // PartitionInfo describes one partition: messages live at offsets
@@ -61,6 +63,9 @@ func (s *Service) Configure(queue string, opts QueueOptions) (QueueInfo, error) 
 	}
 	if r := opts.RetentionSeconds; r != nil && (*r < 0 || *r > maxRetentionSeconds) {
 		return QueueInfo{}, fmt.Errorf("%w: retentionSeconds must be between 0 (for ever) and %d", ErrInvalid, maxRetentionSeconds)
+	}
+	if r := opts.CompletedRetentionSeconds; r != nil && (*r < 0 || *r > maxRetentionSeconds) {
+		return QueueInfo{}, fmt.Errorf("%w: completedRetentionSeconds must be between 0 (keep) and %d", ErrInvalid, maxRetentionSeconds)
 	}
 	if n := opts.KafkaPartitions; n != nil && (*n < 1 || *n > 10_000) {
 		return QueueInfo{}, fmt.Errorf("%w: partitions must be between 1 and 10000", ErrInvalid)
@@ -124,7 +129,7 @@ func queueInfo(tx *store.Tx, q store.Queue, kafkaRetentionMs int64) (QueueInfo, 
 	info := QueueInfo{Name: q.Name, DedupWindowSeconds: q.DedupWindowSeconds, CreatedAt: time.UnixMilli(q.CreatedAtMs).UTC(),
 		LeaseTimeSeconds: raftfsm.LeaseTimeSeconds(q), RetryLimit: raftfsm.RetryLimit(q),
 		DeadLetterQueue: raftfsm.DeadLettering(q), DelayedProcessing: raftfsm.DelaySeconds(q), KafkaPartitions: max(q.KafkaPartitions, 1),
-		RetentionSeconds: raftfsm.RetentionMs(q, kafkaRetentionMs) / 1000}
+		RetentionSeconds: raftfsm.RetentionMs(q, kafkaRetentionMs) / 1000, CompletedRetentionSeconds: q.CompletedRetentionMs / 1000}
 	for _, p := range parts {
 		info.Partitions = append(info.Partitions, PartitionInfo{Name: p.Name, StartOffset: p.StartOffset, NextOffset: p.NextOffset})
 	}

@@ -97,13 +97,7 @@ func TestKafkaRetentionDropsExpiredSegments(t *testing.T) {
 // start on its next pop, and the jump shows: in the group's cursor
 // (expired) and in waggle_group_expired_messages.
 func TestQueueRetentionJumpsAGroupPastDroppedMessages(t *testing.T) {
-	n := startSingle(t)
-	if status := postJSON(t, n.url("/api/v1/configure"), map[string]any{"queue": "qr", "options": map[string]any{"retentionSeconds": 2}}, nil); status != http.StatusOK {
-		t.Fatalf("configure: status %d", status)
-	}
-	for i := range 5 {
-		n.push(pushItem{Queue: "qr", TransactionID: fmt.Sprint("early-", i), Payload: i})
-	}
+	n := queueWithFiveMessages(t, "qr", map[string]any{"retentionSeconds": 2})
 	status, got := n.pop(t, "qr", map[string]string{"consumerGroup": "g", "batch": "1"})
 	if status != http.StatusOK || len(got.Messages) != 1 || got.Messages[0].Offset != 0 {
 		t.Fatalf("first pop: status %d %+v", status, got.Messages)
@@ -216,4 +210,69 @@ func describeTopicConfigs(t *testing.T, cl *kgo.Client, topic string) map[string
 		}
 	}
 	return out
+}
+
+// completedRetentionSeconds drops the messages every consumer group of a
+// queue has finished, once older than that, and nothing a group has not
+// finished.
+func TestCompletedRetentionDropsWhatEveryGroupFinished(t *testing.T) {
+	n := queueWithFiveMessages(t, "qc", map[string]any{"completedRetentionSeconds": 1})
+	consume := func(group string, count int) {
+		t.Helper()
+		status, got := n.pop(t, "qc", map[string]string{"consumerGroup": group, "batch": strconv.Itoa(count)})
+		if status != http.StatusOK || len(got.Messages) != count {
+			t.Fatalf("pop for %s: status %d, %d messages", group, status, len(got.Messages))
+		}
+		if code, acked := n.ackAll(t, group, got.Messages, "completed"); code != http.StatusOK {
+			t.Fatalf("ack for %s: status %d", group, code)
+		} else {
+			requireAcked(t, acked, count)
+		}
+	}
+	consume("g1", 5)
+	consume("g2", 3)
+	start := func() uint64 {
+		var q queueAnswer
+		getJSON(t, n.url("/api/v1/resources/queues/qc"), &q)
+		return q.Partitions[0].StartOffset
+	}
+	// The first segment rolls on the first append a second after it began:
+	// later messages, which no group reads, go to newer segments.
+	time.Sleep(1200 * time.Millisecond)
+	pushed := 5
+	pushOne := func() {
+		n.push(pushItem{Queue: "qc", TransactionID: fmt.Sprint("later-", pushed), Payload: pushed})
+		pushed++
+	}
+	// g2 has not finished offsets 3 and 4: the first segment stays, however
+	// old (retention looks once a second).
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+		pushOne()
+		if s := start(); s != 0 {
+			t.Fatalf("the queue starts at %d while g2 has not finished offset 3", s)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	consume("g2", 2)
+	waitFor(t, 10*time.Second, func() error {
+		pushOne()
+		if s := start(); s != 5 {
+			return fmt.Errorf("the queue starts at %d, want 5 (everything before it finished by both groups)", s)
+		}
+		return nil
+	})
+}
+
+// queueWithFiveMessages starts a node, configures queue with options and
+// pushes five messages to it (offsets 0 to 4).
+func queueWithFiveMessages(t *testing.T, queue string, options map[string]any) *node {
+	t.Helper()
+	n := startSingle(t)
+	if status := postJSON(t, n.url("/api/v1/configure"), map[string]any{"queue": queue, "options": options}, nil); status != http.StatusOK {
+		t.Fatalf("configure %s: status %d", queue, status)
+	}
+	for i := range 5 {
+		n.push(pushItem{Queue: queue, TransactionID: fmt.Sprint("early-", i), Payload: i})
+	}
+	return n
 }

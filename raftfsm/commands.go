@@ -98,6 +98,9 @@ type QueueOptions struct {
 	// RetentionSeconds: messages older than this are dropped; 0 keeps
 	// them for ever.
 	RetentionSeconds *int64 `json:"retentionSeconds,omitempty"`
+	// CompletedRetentionSeconds: messages every consumer group of the
+	// queue has finished are dropped once older than this; 0 keeps them.
+	CompletedRetentionSeconds *int64 `json:"completedRetentionSeconds,omitempty"`
 }
 
 // Defaults for queues configured without these options.

@@ -324,6 +324,9 @@ func (p *Processor) configure(tx *store.Tx, meta *store.Meta, cmd *ConfigureQueu
 			q.RetentionMs = *r * 1000
 		}
 	}
+	if r := o.CompletedRetentionSeconds; r != nil {
+		q.CompletedRetentionMs = max(*r, 0) * 1000
+	}
 	if n := o.KafkaPartitions; n != nil && *n > q.KafkaPartitions && *n <= maxKafkaPartitions {
 		var queues queueCache
 		for i := range *n { // creates the missing ones, "0" included

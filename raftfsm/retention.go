@@ -35,17 +35,23 @@ func RetentionBytes(q store.Queue) uint64 {
 }
 
 // RetainCommand drops a queue's message data before stream position Pos,
-// in whole sealed segments whose last append is before CutoffMs or that
-// the stream holds KeepBytes without. The leader proposes it from
-// store.Tx.RetentionPoint; a proposal that no longer holds changes
-// nothing.
+// in whole sealed segments whose last append is before CutoffMs, or that
+// the stream holds KeepBytes without, or that end at or before
+// CompletedPos with their last append before CompletedCutoffMs. The leader
+// proposes it from store.Tx.RetentionPoint; a proposal that no longer
+// holds changes nothing. CompletedPos is the leader's reading of its
+// consumer groups (store.Tx.CompletedPoint, too much work to repeat in an
+// entry): a group created or moved back after it may find those messages
+// gone.
 type RetainCommand struct {
 	NowMs    int64
 	QueueID  uint64
 	Pos      uint64
 	CutoffMs int64
-	// Added after the first release: entries that end before it read 0.
-	KeepBytes uint64
+	// Added after the first release: entries that end before them read 0.
+	KeepBytes         uint64
+	CompletedPos      uint64
+	CompletedCutoffMs int64
 }
 
 // RetainResult says whether the entry started a trim.
@@ -62,6 +68,8 @@ func (c *RetainCommand) Encode() []byte {
 	e.uvarint(c.Pos)
 	e.varint(c.CutoffMs)
 	e.uvarint(c.KeepBytes)
+	e.uvarint(c.CompletedPos)
+	e.varint(c.CompletedCutoffMs)
 	return e.b
 }
 
@@ -71,6 +79,9 @@ func decodeRetain(b []byte) (*RetainCommand, error) {
 	if d.more() {
 		c.KeepBytes = d.uvarint()
 	}
+	if d.more() {
+		c.CompletedPos, c.CompletedCutoffMs = d.uvarint(), d.varint()
+	}
 	return c, d.finish()
 }
 
@@ -78,7 +89,11 @@ func (p *Processor) retain(tx *store.Tx, meta *store.Meta, c *RetainCommand) Ret
 	if c.CutoffMs > meta.ClockMs {
 		return RetainResult{} // a cutoff in the future is no retention
 	}
-	started, err := tx.Retain(c.QueueID, c.Pos, store.RetentionLimit{CutoffMs: c.CutoffMs, KeepBytes: c.KeepBytes}, meta.NextID)
+	lim := store.RetentionLimit{CutoffMs: c.CutoffMs, KeepBytes: c.KeepBytes, CompletedPos: c.CompletedPos, CompletedCutoffMs: c.CompletedCutoffMs}
+	if lim.CompletedCutoffMs > meta.ClockMs {
+		lim.CompletedPos = 0
+	}
+	started, err := tx.Retain(c.QueueID, c.Pos, lim, meta.NextID)
 	must(err)
 	if started {
 		meta.NextID++

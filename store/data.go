@@ -149,8 +149,8 @@ func decodePointer(b []byte) (pointer, error) {
 }
 
 // SegmentLimits returns the queue's effective segment size and age. A
-// retention period shorter than the age shortens it, so expired data is
-// dropped within about one retention period.
+// retention period (or completed retention) shorter than the age shortens
+// it, so expired data is dropped within about one retention period.
 func SegmentLimits(q Queue) (bytes uint64, ageMs int64) {
 	bytes, ageMs = DefaultSegmentBytes, DefaultSegmentMs
 	if q.SegmentBytes > 0 {
@@ -159,8 +159,10 @@ func SegmentLimits(q Queue) (bytes uint64, ageMs int64) {
 	if q.SegmentMs > 0 {
 		ageMs = q.SegmentMs
 	}
-	if r := q.RetentionMs; r > 0 && r < ageMs {
-		ageMs = r
+	for _, r := range []int64{q.RetentionMs, q.CompletedRetentionMs} {
+		if r > 0 && r < ageMs {
+			ageMs = r
+		}
 	}
 	return bytes, ageMs
 }

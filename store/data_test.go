@@ -363,3 +363,78 @@ func TestRetentionPointByBytes(t *testing.T) {
 		})
 	}
 }
+
+// The completed point is where the first message some reading group has
+// not finished lies in the stream, over all partitions; a group without a
+// position in a partition has finished nothing there, and a group that
+// reads another queue does not count.
+func TestCompletedPoint(t *testing.T) {
+	s := openTest(t)
+	q := Queue{ID: 3, Name: "q", SegmentBytes: MinSegmentBytes}
+	write(t, s, func(tx *Tx) error {
+		if err := tx.PutQueue(q); err != nil {
+			return err
+		}
+		for pid := uint64(10); pid < 12; pid++ {
+			if err := tx.CreatePartition(Partition{ID: pid, QueueID: 3, Name: fmt.Sprint(pid), NextOffset: 100}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, pid := range []uint64{11, 10} { // 11 first in the stream
+		appendMessages(t, s, q, pid, 0, 100, 1000)
+	}
+	posOf := func(pid, offset uint64) uint64 {
+		var pos uint64
+		s.View(func(tx *Tx) error {
+			es, err := tx.entries(pid, offset, 1, 1, false)
+			if err != nil || len(es) != 1 {
+				t.Fatalf("entry %d/%d: %v", pid, offset, err)
+			}
+			pos = es[0].ptr.pos
+			return nil
+		})
+		return pos
+	}
+	point := func(groups ...string) (uint64, bool) {
+		var pos uint64
+		var found bool
+		s.View(func(tx *Tx) (err error) {
+			pos, found, err = tx.CompletedPoint(3, groups, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return nil
+		})
+		return pos, found
+	}
+	if _, found := point("a", "b"); found {
+		t.Fatal("a point with no group reading the queue")
+	}
+	write(t, s, func(tx *Tx) error {
+		for _, c := range []struct {
+			group, part string
+			offset      int64
+		}{{"a", "10", 60}, {"a", "11", 100}, {"b", "10", 80}} {
+			if err := tx.PutCursor(c.group, Cursor{QueueID: 3, Partition: c.part, Offset: c.offset}, 1); err != nil {
+				return err
+			}
+		}
+		return tx.PutCursor("other", Cursor{QueueID: 4, Partition: "10", Offset: 0}, 1)
+	})
+	if pos, found := point("a", "other"); !found || pos != posOf(10, 60) {
+		t.Fatalf("a alone: %d %v, want %d", pos, found, posOf(10, 60))
+	}
+	// b has no position in partition 11: nothing there is finished.
+	if pos, found := point("a", "b"); !found || pos != posOf(11, 0) {
+		t.Fatalf("a and b: %d %v, want %d", pos, found, posOf(11, 0))
+	}
+	// More partitions than the bound: no answer.
+	s.View(func(tx *Tx) error {
+		if _, found, err := tx.CompletedPoint(3, []string{"a"}, 1); found || err != nil {
+			t.Fatalf("a queue past the partition bound answered a point: %v", err)
+		}
+		return nil
+	})
+}

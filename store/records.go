@@ -70,6 +70,10 @@ type Queue struct {
 	// RetentionBytes is Kafka's retention.bytes, per partition; zero or
 	// negative: no limit (see raftfsm.RetentionBytes).
 	RetentionBytes int64 `json:"retentionBytes,omitempty"`
+	// CompletedRetentionMs: messages every consumer group has finished go
+	// once older than this (an HTTP queue's completedRetentionSeconds); 0
+	// keeps them.
+	CompletedRetentionMs int64 `json:"completedRetentionMs,omitempty"`
 	// KafkaCreated: created over Kafka, so a zero RetentionMs means the
 	// Kafka default rather than for ever.
 	KafkaCreated bool `json:"kafkaCreated,omitempty"`

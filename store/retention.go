@@ -26,18 +26,93 @@ const TombstoneTrim = "trim"
 const MaxRetainSegments = 1000
 
 // RetentionLimit is what a queue keeps: segments whose last append is at
-// or after CutoffMs, and, when KeepBytes is not 0, the newest segments
-// that hold KeepBytes of the stream (Kafka's retention.bytes: a segment
-// goes once the stream holds at least KeepBytes without it).
+// or after CutoffMs; when KeepBytes is not 0, the newest segments that
+// hold KeepBytes of the stream (Kafka's retention.bytes: a segment goes
+// once the stream holds at least KeepBytes without it); and segments that
+// end after CompletedPos (see CompletedPoint) or whose last append is at or
+// after CompletedCutoffMs (an HTTP queue's completedRetentionSeconds).
 type RetentionLimit struct {
 	CutoffMs  int64
 	KeepBytes uint64
+
+	CompletedPos      uint64
+	CompletedCutoffMs int64
 }
 
 // drops reports whether the limit drops sealed segment sr of a stream that
 // ends at end.
 func (l RetentionLimit) drops(sr SegmentRecord, end uint64) bool {
-	return sr.LastAppendMs < l.CutoffMs || (l.KeepBytes > 0 && end-sr.End >= l.KeepBytes)
+	return sr.LastAppendMs < l.CutoffMs || (l.KeepBytes > 0 && end-sr.End >= l.KeepBytes) ||
+		(sr.End <= l.CompletedPos && sr.LastAppendMs < l.CompletedCutoffMs)
+}
+
+// CompletedPoint returns the stream position before which every consumer
+// group reading the queue (of groups, those subscribed to it or holding a
+// cursor in it) has finished every message: over the queue's partitions,
+// the lowest position of an entry holding a message some group has not
+// finished. found is false when none of groups reads the queue, or the
+// queue has more than maxPartitions partitions (the work is bounded: a
+// group position per partition and group). A group without a position in
+// a partition has finished nothing there.
+func (t *Tx) CompletedPoint(queueID uint64, groups []string, maxPartitions int) (pos uint64, found bool, err error) {
+	var views []GroupView
+	for _, g := range groups {
+		v, err := t.GroupView(g, queueID)
+		if err != nil {
+			return 0, false, err
+		}
+		if !v.Subscribed {
+			has := false
+			if err := t.scan(append(cursorPrefix(g), appendUint64(nil, queueID)...), nil, func(_, _ []byte) (bool, error) {
+				has = true
+				return false, nil
+			}); err != nil {
+				return 0, false, err
+			}
+			if !has {
+				continue
+			}
+		}
+		views = append(views, v)
+	}
+	if len(views) == 0 {
+		return 0, false, nil
+	}
+	parts, err := t.PartitionsAfter(queueID, "", maxPartitions+1)
+	if err != nil || len(parts) > maxPartitions {
+		return 0, false, err
+	}
+	h, err := t.head(queueID)
+	if err != nil {
+		return 0, false, err
+	}
+	pos = h.End
+	for _, part := range parts {
+		first := part.NextOffset // the first offset some group has not finished
+		for _, v := range views {
+			cur, ok, err := t.Position(v, part)
+			if err != nil {
+				return 0, false, err
+			}
+			off := part.StartOffset
+			if ok && cur.Offset > int64(off) {
+				off = uint64(cur.Offset)
+			}
+			first = min(first, off)
+		}
+		if first >= part.NextOffset {
+			continue
+		}
+		es, err := t.entries(part.ID, first, 1, 1, false)
+		if err != nil {
+			return 0, false, err
+		}
+		if len(es) == 0 || es[0].ptr == nil {
+			return 0, false, nil // an entry stored inline by an older binary: no segment holds it
+		}
+		pos = min(pos, es[0].ptr.pos)
+	}
+	return pos, true, nil
 }
 
 // RetentionPoint returns the stream position before which the queue's

@@ -23,6 +23,7 @@ type configureOptions struct {
 	DelayedProcessingSeconds *int64 `json:"delayedProcessing"`
 	Partitions               *int32 `json:"partitions"` // Kafka partitions; only grows
 	RetentionSeconds         *int64 `json:"retentionSeconds"`
+	CompletedRetention       *int64 `json:"completedRetentionSeconds"`
 }
 
 type queueJSON struct {
@@ -40,6 +41,7 @@ type queueOptionJSON struct {
 	DelayedProcessing  int64 `json:"delayedProcessing"`
 	Partitions         int32 `json:"partitions"` // Kafka partitions
 	RetentionSeconds   int64 `json:"retentionSeconds"`
+	CompletedRetention int64 `json:"completedRetentionSeconds"`
 }
 
 type partitionJSON struct {
@@ -54,7 +56,7 @@ func toQueueJSON(q broker.QueueInfo) queueJSON {
 		Name: q.Name,
 		Options: queueOptionJSON{DedupWindowSeconds: q.DedupWindowSeconds, LeaseTime: q.LeaseTimeSeconds,
 			RetryLimit: q.RetryLimit, DeadLetterQueue: q.DeadLetterQueue, DelayedProcessing: q.DelayedProcessing,
-			Partitions: q.KafkaPartitions, RetentionSeconds: q.RetentionSeconds},
+			Partitions: q.KafkaPartitions, RetentionSeconds: q.RetentionSeconds, CompletedRetention: q.CompletedRetentionSeconds},
 		CreatedAt:  q.CreatedAt,
 		Partitions: make([]partitionJSON, len(q.Partitions)),
 	}
@@ -72,7 +74,7 @@ func (s *Server) configure(w http.ResponseWriter, r *http.Request) {
 	o := req.Options
 	q, err := s.svc.Configure(req.Queue, broker.QueueOptions{DedupWindowSeconds: o.DedupWindowSeconds, LeaseTimeSeconds: o.LeaseTimeSeconds,
 		RetryLimit: o.RetryLimit, DeadLetterQueue: o.DeadLetterQueue, DelayedProcessingSeconds: o.DelayedProcessingSeconds,
-		KafkaPartitions: o.Partitions, RetentionSeconds: o.RetentionSeconds})
+		KafkaPartitions: o.Partitions, RetentionSeconds: o.RetentionSeconds, CompletedRetentionSeconds: o.CompletedRetention})
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
