@@ -94,8 +94,8 @@ func verifyDataDir(dir string, full bool) error {
 		path string
 		fn   func(path string, full bool) error
 	}{
-		{"store", filepath.Join(dir, "state"), func(path string, _ bool) (err error) {
-			applied, err = store.VerifyApplied(path)
+		{"store", filepath.Join(dir, "state"), func(path string, full bool) (err error) {
+			applied, err = store.VerifyApplied(path, full)
 			return err
 		}},
 		{"raft log", filepath.Join(dir, "raft"), func(path string, full bool) error { return verifyRaftLog(path, full, applied) }},

@@ -27,6 +27,7 @@
 package segment
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -527,6 +528,66 @@ func checkFrame(frame []byte, n uint32) ([]byte, error) {
 		return nil, ErrCorrupt
 	}
 	return body, nil
+}
+
+// Verify reads the stream's records from its first segment up to end and
+// checks every frame's length and checksum, and that the records tile the
+// positions exactly (none straddles a segment's end; the last ends at
+// end). It reads the files once, in order, a segment at a time.
+func (s *Stream) Verify(end uint64) error {
+	segs, err := s.Segments()
+	if err != nil {
+		return err
+	}
+	if len(segs) == 0 {
+		if end > 0 {
+			return fmt.Errorf("%w: stream %s has no segment, its end is %d", ErrCorrupt, s.dir, end)
+		}
+		return nil
+	}
+	for i, sg := range segs {
+		stop := min(sg.Base+sg.Size, end)
+		if i < len(segs)-1 && stop != sg.Base+sg.Size {
+			return fmt.Errorf("%w: %s: the stream ends at %d, before its next segment", ErrCorrupt, sg.Path, end)
+		}
+		if err := verifyFile(sg.Path, sg.Base, stop); err != nil {
+			return err
+		}
+	}
+	if last := segs[len(segs)-1]; last.Base+last.Size < end {
+		return fmt.Errorf("%w: stream %s holds %d bytes, its end is %d", ErrCorrupt, s.dir, last.Base+last.Size, end)
+	}
+	return nil
+}
+
+// verifyFile checks the records of the segment file at path, which begins
+// at position base, from base to stop.
+func verifyFile(path string, base, stop uint64) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("segment: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	frame := make([]byte, FrameBytes)
+	for pos := base; pos < stop; {
+		if _, err := io.ReadFull(r, frame[:FrameBytes]); err != nil {
+			return fmt.Errorf("%w: %s at %d: %v", ErrCorrupt, path, pos, err)
+		}
+		n := binary.BigEndian.Uint32(frame)
+		if n > MaxRecord || pos+FrameBytes+uint64(n) > stop {
+			return fmt.Errorf("%w: %s at %d: a record of %d bytes passes %d", ErrCorrupt, path, pos, n, stop)
+		}
+		frame = slices.Grow(frame[:FrameBytes], int(n))[:FrameBytes+int(n)]
+		if _, err := io.ReadFull(r, frame[FrameBytes:]); err != nil {
+			return fmt.Errorf("%w: %s at %d: %v", ErrCorrupt, path, pos, err)
+		}
+		if _, err := checkFrame(frame, n); err != nil {
+			return fmt.Errorf("%w: %s at %d", err, path, pos)
+		}
+		pos += FrameBytes + uint64(n)
+	}
+	return nil
 }
 
 // find returns the index of the segment holding pos.

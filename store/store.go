@@ -600,13 +600,15 @@ func (t *Tx) scan(prefix, seek []byte, fn func(k, v []byte) (bool, error)) error
 // Verify opens the badger database in dir, checks every table's block
 // checksums, and closes it. It is for a stopped node's start-up check.
 func Verify(dir string) error {
-	_, err := VerifyApplied(dir)
+	_, err := VerifyApplied(dir, false)
 	return err
 }
 
 // VerifyApplied is Verify, also reporting the raft index the store had
-// applied (what a restart re-applies from).
-func VerifyApplied(dir string) (applied uint64, err error) {
+// applied (what a restart re-applies from). With segments, it also reads
+// every segment record up to each stream's committed end and checks it
+// (Stream.Verify): the whole data, for waggle verify on demand.
+func VerifyApplied(dir string, segments bool) (applied uint64, err error) {
 	db, err := badger.Open(badger.DefaultOptions(dir).WithLoggingLevel(badger.ERROR).WithDetectConflicts(false))
 	if err != nil {
 		return 0, fmt.Errorf("open badger at %s: %w", dir, err)
@@ -614,9 +616,23 @@ func VerifyApplied(dir string) (applied uint64, err error) {
 	verr := db.VerifyChecksum()
 	if verr == nil {
 		verr = db.View(func(txn *badger.Txn) error {
-			m, err := (&Tx{txn: txn}).Meta()
+			tx := &Tx{txn: txn}
+			m, err := tx.Meta()
 			applied = m.AppliedIndex
-			return err
+			if err != nil || !segments {
+				return err
+			}
+			segs, err := segment.Open(filepath.Join(dir, "segments"))
+			if err != nil {
+				return err
+			}
+			defer segs.Close()
+			return tx.eachStreamHead(func(id uint64, h streamHead) error {
+				if err := segs.Stream(id).Verify(h.End); err != nil {
+					return fmt.Errorf("stream %d: %w", id, err)
+				}
+				return nil
+			})
 		})
 	}
 	if err := db.Close(); verr == nil && err != nil {
