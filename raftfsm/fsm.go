@@ -38,6 +38,9 @@ type FSM struct {
 	appliedBytes, appliedEntries atomic.Uint64
 	// restores counts snapshots restored since start (see logbytes.go).
 	restores atomic.Uint64
+	// restoreFiles, when set, names the segment files of the snapshot
+	// being restored, which Restore links instead of copying.
+	restoreFiles func() store.SegmentFiles
 
 	// EntryWrites, when set, is told how many keys each command entry
 	// wrote (see MaxEntryWrites); set it before raft starts.
@@ -192,7 +195,11 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.store.Restore(rc); err != nil {
+	var files store.SegmentFiles
+	if f.restoreFiles != nil {
+		files = f.restoreFiles()
+	}
+	if err := f.store.RestoreLinking(rc, files); err != nil {
 		return err
 	}
 	f.restores.Add(1)

@@ -147,6 +147,7 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	fsm.restoreFiles = snaps.openedFiles
 	if err := catchUpFromSnapshot(fsm, snaps); err != nil {
 		return nil, err
 	}

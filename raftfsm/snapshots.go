@@ -1,12 +1,14 @@
 package raftfsm
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -20,9 +22,13 @@ import (
 // costs time in proportion to the metadata, not the data. Opening the
 // snapshot (to restore it, or to send it to a follower) streams the links'
 // bytes after state.bin as the stream's segment section (store/snapshot.go).
-// A snapshot received from a leader arrives whole in state.bin and has no
-// links; once a newer snapshot with links exists, it is removed (its data
-// is in the store's segment files by then, and in the newer snapshot).
+// A snapshot received from a leader is kept the same way: as it arrives,
+// the keys go to state.bin and each segment of the stream to a file of its
+// own in segments/ (store.SplitSnapshot), and restoring it hard-links
+// those files into the store (store.RestoreLinking), so its data is
+// written once. A snapshot received whole by an older binary (state.bin
+// holding the data too) is removed once a newer one of the node's own
+// exists.
 //
 // The layout inside raft's snapshot directory (<data>/raft/snapshots/<id>):
 //
@@ -45,6 +51,22 @@ type snapshotStore struct {
 	*raft.FileSnapshotStore
 	dir    string // raft's snapshot directory: <base>/snapshots
 	logger hclog.Logger
+
+	mu     sync.Mutex
+	opened store.SegmentFiles // of the snapshot Open returned last
+}
+
+// openedFiles returns the segment files of the snapshot opened last (and
+// forgets them). Raft opens a snapshot and hands the stream to the state
+// machine's Restore at once, on one goroutine; Restore links the files
+// whose stream, base and size match what the stream carries, and writes
+// any other.
+func (s *snapshotStore) openedFiles() store.SegmentFiles {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.opened
+	s.opened = store.SegmentFiles{}
+	return f
 }
 
 func newSnapshotStore(base string, retain int, logger hclog.Logger) (*snapshotStore, error) {
@@ -104,6 +126,9 @@ func (s *snapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 		rc.Close()
 		return nil, nil, fmt.Errorf("snapshot %s: %w", id, err)
 	}
+	s.mu.Lock()
+	s.opened = store.SegmentFiles{Dir: filepath.Join(dir, segmentLinkDir), Segs: segs}
+	s.mu.Unlock()
 	if !linked {
 		return meta, rc, nil
 	}
@@ -142,18 +167,76 @@ func (m *multiReadCloser) Close() error {
 	return errors.Join(errs...)
 }
 
-// linkingSink is raft's file sink that also takes segment links.
+// linkingSink is raft's file sink that also takes segment links, and
+// splits a stream written to it whole (a snapshot from the leader) into
+// state.bin and segment files.
 type linkingSink struct {
 	raft.SnapshotSink
 	dir     string
 	store   *snapshotStore
 	index   uint64 // of the snapshot
 	adopted bool   // it took links: a snapshot of this node's own
+
+	split *io.PipeWriter          // to the goroutine running store.SplitSnapshot
+	done  chan splitResult        // its answer
+	segs  []store.SnapshotSegment // what it wrote (nil: no segment section)
 }
 
-// Close implements raft.SnapshotSink; a snapshot of this node's own makes
-// older snapshots received whole redundant, and they go.
+type splitResult struct {
+	segs []store.SnapshotSegment
+	err  error
+}
+
+// Write implements io.Writer: the stream goes through store.SplitSnapshot.
+func (l *linkingSink) Write(p []byte) (int, error) {
+	if l.split == nil {
+		pr, pw := io.Pipe()
+		l.split, l.done = pw, make(chan splitResult, 1)
+		go func() {
+			segs, err := store.SplitSnapshot(pr, l.SnapshotSink, filepath.Join(l.dir, segmentLinkDir))
+			pr.CloseWithError(cmp.Or(err, io.ErrClosedPipe)) // a failed split fails the writes
+			l.done <- splitResult{segs, err}
+		}()
+	}
+	return l.split.Write(p)
+}
+
+// finishSplit ends the stream and waits for the split.
+func (l *linkingSink) finishSplit() error {
+	if l.split == nil {
+		return nil
+	}
+	l.split.Close()
+	res := <-l.done
+	l.split = nil
+	l.segs = res.segs
+	return res.err
+}
+
+// Cancel implements raft.SnapshotSink.
+func (l *linkingSink) Cancel() error {
+	if l.split != nil {
+		l.split.CloseWithError(errors.New("snapshot cancelled"))
+		<-l.done
+		l.split = nil
+	}
+	return l.SnapshotSink.Cancel()
+}
+
+// Close implements raft.SnapshotSink; a received stream's segments are
+// listed, and a snapshot of this node's own makes older snapshots received
+// whole redundant, and they go.
 func (l *linkingSink) Close() error {
+	if err := l.finishSplit(); err != nil {
+		l.SnapshotSink.Cancel()
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	if l.segs != nil {
+		if err := l.writeSegmentList(l.segs); err != nil {
+			l.SnapshotSink.Cancel()
+			return err
+		}
+	}
 	if err := l.SnapshotSink.Close(); err != nil {
 		return err
 	}
@@ -168,6 +251,9 @@ func (l *linkingSink) Close() error {
 // adoptSegments moves the pinned links into the snapshot's directory (one
 // rename) and lists them.
 func (l *linkingSink) adoptSegments(pinDir string, segs []store.SnapshotSegment) error {
+	if err := l.finishSplit(); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
 	if segs == nil {
 		segs = []store.SnapshotSegment{}
 	}
@@ -176,11 +262,17 @@ func (l *linkingSink) adoptSegments(pinDir string, segs []store.SnapshotSegment)
 			return fmt.Errorf("snapshot: take segment links: %w", err)
 		}
 	}
+	l.adopted = true
+	return l.writeSegmentList(segs)
+}
+
+// writeSegmentList writes segments.json, which makes the snapshot one with
+// its data in files beside it.
+func (l *linkingSink) writeSegmentList(segs []store.SnapshotSegment) error {
 	b, err := json.Marshal(segs)
 	if err != nil {
 		return err
 	}
-	l.adopted = true
 	return writeFileSync(filepath.Join(l.dir, segmentListFile), b)
 }
 

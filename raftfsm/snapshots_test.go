@@ -98,9 +98,90 @@ func TestSnapshotLinksSegmentsAndStreamsThem(t *testing.T) {
 	}
 }
 
-// A snapshot received whole from a leader is a full copy of the data; once
-// the node has written a snapshot of its own after it, the received one is
-// removed. A received snapshot newer than the node's own is kept.
+// A snapshot received from a leader arrives as one stream; the sink keeps
+// the keys in state.bin and each segment in a file of its own, and a node
+// restoring it links those files into its store: the data is written once.
+func TestSnapshotReceivedIsSplitAndRestoredByLinking(t *testing.T) {
+	src := newFSM(t)
+	var entries [][]byte
+	for i := range 40 {
+		entries = append(entries, randomPush(int64(1000+i), "q", i*50, 50))
+	}
+	src.ApplyBatch(logs(1, entries...))
+	snaps, err := newSnapshotStore(t.TempDir(), 2, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := receiveSnapshot(t, src, snaps, 40)
+	dir := filepath.Join(snaps.dir, id)
+	if state, err := os.Stat(filepath.Join(dir, "state.bin")); err != nil || state.Size() > 600<<10 {
+		t.Fatalf("state.bin of a received snapshot: %v (%v): the data went into it", state, err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, segmentLinkDir, "*.seg"))
+	if len(files) == 0 {
+		t.Fatal("no segment files beside a received snapshot")
+	}
+
+	storeDir := t.TempDir()
+	dst, err := NewFSM(openStore(t, storeDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst.restoreFiles = snaps.openedFiles
+	_, rc, err := snaps.Open(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Restore(rc); err != nil {
+		t.Fatal(err)
+	}
+	want := newFSM(t)
+	want.ApplyBatch(logs(1, entries...))
+	if !bytes.Equal(snapshotBytes(t, dst), snapshotBytes(t, want)) {
+		t.Fatal("the restored state differs from the state at the snapshot")
+	}
+	live, _ := filepath.Glob(filepath.Join(storeDir, "segments", "*", "*.seg"))
+	if len(live) != len(files) {
+		t.Fatalf("%d segment files restored, the snapshot has %d", len(live), len(files))
+	}
+	for _, l := range live {
+		li, _ := os.Stat(l)
+		linked := false
+		for _, f := range files {
+			fi, _ := os.Stat(f)
+			linked = linked || os.SameFile(li, fi)
+		}
+		if !linked {
+			t.Fatalf("%s was written again, not linked from the snapshot", l)
+		}
+	}
+}
+
+// receiveSnapshot writes src's snapshot into snaps as raft does with one
+// from the leader: the whole stream copied into a new sink.
+func receiveSnapshot(t *testing.T, src *FSM, snaps *snapshotStore, index uint64) string {
+	t.Helper()
+	fs, err := src.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Release()
+	sink, err := snaps.Create(raft.SnapshotVersionMax, index, 1, raft.Configuration{}, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.(*fsmSnapshot).snap.WriteTo(sink); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return sink.ID()
+}
+
+// A snapshot an older binary received whole (its data inside state.bin)
+// is a full copy of the data; once the node has written a snapshot of its
+// own after it, it is removed. One newer than the node's own is kept.
 func TestSnapshotReceivedWholeGoesOnceANewerOwnOneExists(t *testing.T) {
 	src := newFSM(t)
 	src.ApplyBatch(logs(1, randomPush(1000, "q", 0, 50)))
@@ -108,7 +189,7 @@ func TestSnapshotReceivedWholeGoesOnceANewerOwnOneExists(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	received := func(index uint64) string {
+	whole := func(index uint64) string {
 		t.Helper()
 		fs, err := src.Snapshot()
 		if err != nil {
@@ -119,8 +200,8 @@ func TestSnapshotReceivedWholeGoesOnceANewerOwnOneExists(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// What raft does with a snapshot from the leader: copy the stream in.
-		if _, err := fs.(*fsmSnapshot).snap.WriteTo(sink); err != nil {
+		// Past the split, straight into raft's file sink, as before it.
+		if _, err := fs.(*fsmSnapshot).snap.WriteTo(sink.(*linkingSink).SnapshotSink); err != nil {
 			t.Fatal(err)
 		}
 		if err := sink.Close(); err != nil {
@@ -148,17 +229,14 @@ func TestSnapshotReceivedWholeGoesOnceANewerOwnOneExists(t *testing.T) {
 		_, err := os.Stat(filepath.Join(snaps.dir, id))
 		return err == nil
 	}
-	old, same := received(10), received(20)
+	old, same := whole(10), whole(20)
+	split := receiveSnapshot(t, src, snaps, 15)
 	ownID := own(20) // taken right after restoring the one received at 20
-	newer := received(30)
+	newer := whole(30)
 	if exists(old) || exists(same) {
-		t.Fatal("a snapshot received up to the node's own is still there")
+		t.Fatal("a snapshot received whole up to the node's own is still there")
 	}
-	if !exists(ownID) || !exists(newer) {
-		t.Fatal("the node's own snapshot or a newer received one was removed")
-	}
-	metas, err := snaps.List()
-	if err != nil || len(metas) != 2 || metas[0].ID != newer {
-		t.Fatalf("snapshots listed: %+v, %v", metas, err)
+	if !exists(ownID) || !exists(newer) || !exists(split) {
+		t.Fatal("the node's own snapshot, a newer one or one received split (no copy) was removed")
 	}
 }

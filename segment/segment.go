@@ -637,8 +637,11 @@ func (s *Stream) DropBefore(pos uint64) error {
 
 // Install writes a segment received from a peer (a snapshot) into the
 // stream's directory from r: size bytes at base. A local file that already
-// holds at least those bytes is kept, and r is read past them.
-func (s *Stream) Install(base, size uint64, r io.Reader) error {
+// holds at least those bytes is kept, and r is read past them. When from
+// names a file of exactly size bytes holding them (a snapshot's copy), it
+// is hard-linked into place instead of written again, and r is read past
+// them too.
+func (s *Stream) Install(base, size uint64, r io.Reader, from string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.loaded = false
@@ -657,6 +660,18 @@ func (s *Stream) Install(base, size uint64, r io.Reader) error {
 			return fmt.Errorf("segment: install: %w", err)
 		}
 		return os.Truncate(path, int64(size))
+	}
+	if fi, err := os.Stat(from); from != "" && err == nil && uint64(fi.Size()) == size {
+		if _, err := io.CopyN(io.Discard, r, int64(size)); err != nil {
+			return fmt.Errorf("segment: install: %w", err)
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("segment: install: %w", err)
+		}
+		if err := os.Link(from, path); err != nil {
+			return fmt.Errorf("segment: install: %w", err)
+		}
+		return nil
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {

@@ -190,7 +190,7 @@ func TestDropBeforeAndInstall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s2.Install(sg.Base, sg.Size, f); err != nil {
+		if err := s2.Install(sg.Base, sg.Size, f, ""); err != nil {
 			t.Fatal(err)
 		}
 		f.Close()

@@ -304,7 +304,24 @@ func readMagic(br *bufio.Reader) (int, error) {
 // segment's bytes is kept), then every stream or segment file the snapshot
 // does not name is removed. On error the store may hold part of the
 // snapshot; the caller must not serve from it.
-func (s *Store) Restore(r io.Reader) error {
+func (s *Store) Restore(r io.Reader) error { return s.RestoreLinking(r, SegmentFiles{}) }
+
+// SegmentFiles are a snapshot's segment files on this node's disk (Path
+// relative to Dir): where the snapshot being restored keeps its data.
+type SegmentFiles struct {
+	Dir  string
+	Segs []SnapshotSegment
+}
+
+// RestoreLinking is Restore, hard-linking the segments that files hold
+// (the same stream, base and size) into place instead of writing the
+// bytes r carries for them again: restoring a snapshot received from a
+// leader then writes its data once.
+func (s *Store) RestoreLinking(r io.Reader, files SegmentFiles) error {
+	offered := map[[3]uint64]string{}
+	for _, sg := range files.Segs {
+		offered[[3]uint64{sg.Stream, sg.Base, sg.Size}] = filepath.Join(files.Dir, sg.Path)
+	}
 	br := bufio.NewReaderSize(r, 1<<20)
 	version, err := readMagic(br)
 	if err != nil {
@@ -350,7 +367,7 @@ func (s *Store) Restore(r io.Reader) error {
 			}
 		}
 		stream, base, size := f[0], f[1], f[2]
-		if err := s.segs.Stream(stream).Install(base, size, br); err != nil {
+		if err := s.segs.Stream(stream).Install(base, size, br, offered[[3]uint64{stream, base, size}]); err != nil {
 			return fmt.Errorf("restore: %w", err)
 		}
 		keep[stream] = append(keep[stream], base)
@@ -389,4 +406,97 @@ func (c *countingWriter) Write(p []byte) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	c.err = err
+}
+
+// SplitSnapshot reads a snapshot stream from r and writes it apart: the
+// header and the keys to state, and each segment of the segment section
+// to a file of its own under dir (named as Snapshot names its links,
+// created when the first arrives, fsynced). It returns the segments,
+// nil when the stream has no segment section (version 1, or the keys
+// alone as WriteState writes them). A node receiving a snapshot from its
+// leader keeps it this way: restoring it links the files
+// (RestoreLinking), so the data is written once, not twice.
+func SplitSnapshot(r io.Reader, state io.Writer, dir string) ([]SnapshotSegment, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	version, err := readMagic(br)
+	if err != nil {
+		return nil, err
+	}
+	w := &countingWriter{w: state}
+	if version == 1 {
+		w.Write(snapshotMagicV1)
+	} else {
+		w.Write(snapshotMagic)
+	}
+	for value := false; ; value = !value {
+		f, err := readField(br)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot keys: %w", err)
+		}
+		w.Write(binary.AppendUvarint(nil, uint64(len(f))))
+		w.Write(f)
+		if !value && len(f) == 0 {
+			break // the end of the keys
+		}
+	}
+	if w.err != nil {
+		return nil, w.err
+	}
+	if version < 2 {
+		return nil, trailing(br)
+	}
+	tag, err := binary.ReadUvarint(br)
+	if errors.Is(err, io.EOF) {
+		return nil, nil // the keys alone
+	}
+	segs := []SnapshotSegment{}
+	for ; tag != 0; tag, err = binary.ReadUvarint(br) {
+		if err != nil || tag != 1 {
+			return nil, fmt.Errorf("snapshot segments: tag %d: %v", tag, err)
+		}
+		var h [3]uint64
+		for i := range h {
+			if h[i], err = binary.ReadUvarint(br); err != nil {
+				return nil, fmt.Errorf("snapshot segments: %w", err)
+			}
+		}
+		sg := SnapshotSegment{Stream: h[0], Base: h[1], Size: h[2], Path: fmt.Sprintf("%d-%d.seg", h[0], h[1])}
+		if err := writeSegmentFile(filepath.Join(dir, sg.Path), br, sg.Size); err != nil {
+			return nil, err
+		}
+		segs = append(segs, sg)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("snapshot segments: %w", err)
+	}
+	return segs, trailing(br)
+}
+
+// trailing fails when r holds more bytes.
+func trailing(r io.Reader) error {
+	if n, _ := io.Copy(io.Discard, r); n > 0 {
+		return fmt.Errorf("snapshot: %d bytes after its end", n)
+	}
+	return nil
+}
+
+// writeSegmentFile writes size bytes from r to a new file at path and
+// syncs it.
+func writeSegmentFile(path string, r io.Reader, size uint64) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if n, err := io.CopyN(f, r, int64(size)); err != nil {
+		f.Close()
+		return fmt.Errorf("snapshot: segment %s: %d of %d bytes: %w", path, n, size, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
