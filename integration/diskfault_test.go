@@ -395,3 +395,32 @@ func metricsText(t testing.TB, n *node) string {
 	}
 	return string(body)
 }
+
+// A leader whose disk fills up hands leadership to a node with room, so
+// the cluster goes on taking writes instead of answering storage_full.
+func TestLeaderWithFullDiskHandsLeadershipOver(t *testing.T) {
+	c := newCluster(t, 3)
+	for _, n := range c.nodes {
+		n.dataDir = mountTmpfs(t, "256m")
+		n.logPath = filepath.Join(t.TempDir(), fmt.Sprintf("node-%d.log", n.id))
+	}
+	c.start("--storage-min-free-mib", "128", "--min-free-disk-mib", "16")
+	full := c.leader()
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(full.dataDir, &fs); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command("fallocate", "-l", fmt.Sprint(int64(fs.Bavail)*fs.Bsize-96<<20), filepath.Join(full.dataDir, "filler")).Run(); err != nil {
+		t.Fatalf("fill the leader's disk: %v", err)
+	}
+	waitFor(t, 15*time.Second, func() error {
+		if l, err := c.findLeader(); err != nil || l.id == full.id {
+			return fmt.Errorf("node %d, its disk full, still leads (%v)", full.id, err)
+		}
+		return nil
+	}, full.logTail)
+	c.pushUntilAccepted(10*time.Second, pushItem{Queue: "after", TransactionID: "a", Payload: 1})
+	if log, _ := os.ReadFile(full.logPath); !strings.Contains(string(log), "handed leadership to another voter") {
+		t.Errorf("node %d's log does not say it handed leadership over", full.id)
+	}
+}

@@ -44,11 +44,11 @@ func checkFreeSpace(dir string, min uint64) error {
 	return nil
 }
 
-// watchFreeSpace checks dir every interval. Below reserve bytes free it
-// calls full(true), and full(false) once space is back, so writes that add
-// data are refused while reads, acks, deletes and retention go on (the
-// operator frees space without a restart). Below min bytes it sends one
-// error and returns: the node stops. A reserve or min of 0 is off.
+// watchFreeSpace checks dir every interval and tells full whether it has
+// less than reserve bytes free, so writes that add data are refused while
+// reads, acks, deletes and retention go on (the operator frees space
+// without a restart). Below min bytes it sends one error and returns: the
+// node stops. A reserve or min of 0 is off.
 func watchFreeSpace(ctx context.Context, dir string, min, reserve uint64, interval time.Duration, full func(bool), log *slog.Logger) <-chan error {
 	low := make(chan error, 1)
 	wasFull := false
@@ -62,9 +62,10 @@ func watchFreeSpace(ctx context.Context, dir string, min, reserve uint64, interv
 			low <- checkFreeSpace(dir, min)
 			return false
 		}
-		if isFull := reserve > 0 && free < reserve; isFull != wasFull {
+		isFull := reserve > 0 && free < reserve
+		full(isFull)
+		if isFull != wasFull {
 			wasFull = isFull
-			full(isFull)
 			if isFull {
 				log.Error("storage full: refusing writes that add data until space is freed", "dir", dir,
 					"free_mib", free>>20, "storage_min_free_mib", reserve>>20)

@@ -218,7 +218,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	svc.Metrics = m
 	svc.KafkaRetentionMs = o.kafkaRetention.Milliseconds()
 	observe(ctx, m, node, st, svc)
-	diskLow := watchFreeSpace(ctx, o.dataDir, minFree, o.storageMinFreeMiB<<20, 250*time.Millisecond, svc.SetStorageFull, log)
+	diskLow := watchFreeSpace(ctx, o.dataDir, minFree, o.storageMinFreeMiB<<20, 250*time.Millisecond, storageFull(svc, log), log)
 	go svc.RunMaintenance(ctx, time.Second, log)
 	ln, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {
@@ -393,3 +393,22 @@ func raftLogLevel(l slog.Level) string {
 }
 
 func defaultKafkaConfig() kafka.Config { return kafka.DefaultConfig() }
+
+// storageFull marks the service full or not, and has a leader whose disk
+// is full hand leadership to another voter (at most every 5 s): the other
+// nodes may have room for the writes this one refuses.
+func storageFull(svc *broker.Service, log *slog.Logger) func(bool) {
+	var lastHandOff time.Time
+	return func(full bool) {
+		svc.SetStorageFull(full)
+		if !full || !svc.IsLeader() || time.Since(lastHandOff) < 5*time.Second {
+			return
+		}
+		lastHandOff = time.Now()
+		if err := svc.HandOff(); err != nil {
+			log.Warn("storage full: leadership hand-off failed", "err", err)
+		} else if !svc.IsLeader() {
+			log.Warn("storage full: handed leadership to another voter")
+		}
+	}
+}
