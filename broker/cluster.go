@@ -261,6 +261,11 @@ func (s *Service) Snapshot() (uint64, error) {
 	return meta.Index, nil
 }
 
+// HandOffTo transfers leadership to the voter m.
+func (s *Service) HandOffTo(m Member) error {
+	return s.node.Raft.LeadershipTransferToServer(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr)).Error()
+}
+
 // HandOff transfers leadership to another voter, if this node leads and
 // there is one, so a planned stop does not wait for an election timeout.
 func (s *Service) HandOff() error {

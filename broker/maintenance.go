@@ -98,10 +98,17 @@ func (s *Service) pendingDeletes(limit int) (int, error) {
 // the passes go round all queues, this many a second.
 const retainQueuesPerTick = 1000
 
-// completedRetentionMaxPartitions bounds the partitions of a queue whose
-// finished messages completedRetentionSeconds drops: working out what every
-// group has finished costs a position per partition and group.
-const completedRetentionMaxPartitions = 1000
+// Working out what every group of a queue has finished (for
+// completedRetentionSeconds) costs a position per partition and group. A
+// retention pass reads at most completedRetentionGroups groups (with more,
+// finished messages are not dropped) and at most completedRetentionLookups
+// positions; a queue that does not fit in what is left waits for the next
+// pass, and one that never fits (more partitions times groups) keeps its
+// finished messages.
+const (
+	completedRetentionGroups  = 1000
+	completedRetentionLookups = 100_000
+)
 
 // retain proposes retention for the queues whose oldest sealed segments
 // have outlived their retention, looking at a bounded slice of the queues
@@ -114,7 +121,8 @@ func (s *Service) retain(log *slog.Logger) {
 	now := s.now().UnixMilli()
 	var cmds []raftfsm.RetainCommand
 	var groups []string // read once a tick, when a queue needs them
-	groupsRead := false
+	groupsRead, groupsComplete := false, false
+	lookups := completedRetentionLookups
 	err := s.store.View(func(tx *store.Tx) error {
 		qs, err := tx.QueuesAfter(s.retainAfter, retainQueuesPerTick)
 		if err != nil {
@@ -131,17 +139,20 @@ func (s *Service) retain(log *slog.Logger) {
 			}
 			if q.CompletedRetentionMs > 0 {
 				if !groupsRead {
-					if groups, err = tx.CursorGroups(); err != nil {
+					if groups, groupsComplete, err = tx.ConsumerGroups(completedRetentionGroups); err != nil {
 						return err
 					}
 					groupsRead = true
 				}
-				pos, found, err := tx.CompletedPoint(q.ID, groups, completedRetentionMaxPartitions)
-				if err != nil {
-					return err
-				}
-				if found {
-					lim.CompletedPos, lim.CompletedCutoffMs = pos, now-q.CompletedRetentionMs
+				if groupsComplete && lookups > 0 {
+					pos, found, looked, err := tx.CompletedPoint(q.ID, groups, lookups)
+					if err != nil {
+						return err
+					}
+					lookups -= looked
+					if found {
+						lim.CompletedPos, lim.CompletedCutoffMs = pos, now-q.CompletedRetentionMs
+					}
 				}
 			}
 			if lim.CutoffMs == math.MinInt64 && lim.KeepBytes == 0 && lim.CompletedPos == 0 {

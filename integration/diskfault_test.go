@@ -33,15 +33,8 @@ func TestFollowerWithFullDiskStopsAndCatchesUpAfterSpaceIsFreed(t *testing.T) {
 
 	// Leave the follower 72 MiB, 8 above the 64 MiB it stops at; the pushes
 	// below write ~24 MiB of messages, more with the raft log.
+	fill(t, full, 72)
 	filler := filepath.Join(full.dataDir, "filler")
-	var fs syscall.Statfs_t
-	if err := syscall.Statfs(full.dataDir, &fs); err != nil {
-		t.Fatal(err)
-	}
-	free := int64(fs.Bavail) * fs.Bsize
-	if err := exec.Command("fallocate", "-l", fmt.Sprint(free-72<<20), filler).Run(); err != nil {
-		t.Fatalf("fill the follower's disk: %v", err)
-	}
 
 	payload := strings.Repeat("x", 1024)
 	const batches, perBatch = 400, 60
@@ -303,14 +296,8 @@ func TestStorageFullRefusesGrowthAndRecoversWithoutRestart(t *testing.T) {
 	produceSync(t, cl, &kgo.Record{Value: []byte("k0")})
 
 	// Leave 96 MiB free: under the reserve, above the hard stop.
+	fill(t, n, 96)
 	filler := filepath.Join(n.dataDir, "filler")
-	var fs syscall.Statfs_t
-	if err := syscall.Statfs(n.dataDir, &fs); err != nil {
-		t.Fatal(err)
-	}
-	if err := exec.Command("fallocate", "-l", fmt.Sprint(int64(fs.Bavail)*fs.Bsize-96<<20), filler).Run(); err != nil {
-		t.Fatalf("fill the disk: %v", err)
-	}
 	pushOnce := func(txn string) (int, errorAnswer) {
 		var raw json.RawMessage
 		var e errorAnswer
@@ -397,7 +384,9 @@ func metricsText(t testing.TB, n *node) string {
 }
 
 // A leader whose disk fills up hands leadership to a node with room, so
-// the cluster goes on taking writes instead of answering storage_full.
+// the cluster goes on taking writes instead of answering storage_full;
+// when every node is full, the leader keeps leading (moving leadership
+// round full nodes would only interrupt reads, acks and retention).
 func TestLeaderWithFullDiskHandsLeadershipOver(t *testing.T) {
 	c := newCluster(t, 3)
 	for _, n := range c.nodes {
@@ -405,14 +394,9 @@ func TestLeaderWithFullDiskHandsLeadershipOver(t *testing.T) {
 		n.logPath = filepath.Join(t.TempDir(), fmt.Sprintf("node-%d.log", n.id))
 	}
 	c.start("--storage-min-free-mib", "128", "--min-free-disk-mib", "16")
+	c.waitRegistered(3)
 	full := c.leader()
-	var fs syscall.Statfs_t
-	if err := syscall.Statfs(full.dataDir, &fs); err != nil {
-		t.Fatal(err)
-	}
-	if err := exec.Command("fallocate", "-l", fmt.Sprint(int64(fs.Bavail)*fs.Bsize-96<<20), filepath.Join(full.dataDir, "filler")).Run(); err != nil {
-		t.Fatalf("fill the leader's disk: %v", err)
-	}
+	fill(t, full, 96)
 	waitFor(t, 15*time.Second, func() error {
 		if l, err := c.findLeader(); err != nil || l.id == full.id {
 			return fmt.Errorf("node %d, its disk full, still leads (%v)", full.id, err)
@@ -420,7 +404,50 @@ func TestLeaderWithFullDiskHandsLeadershipOver(t *testing.T) {
 		return nil
 	}, full.logTail)
 	c.pushUntilAccepted(10*time.Second, pushItem{Queue: "after", TransactionID: "a", Payload: 1})
-	if log, _ := os.ReadFile(full.logPath); !strings.Contains(string(log), "handed leadership to another voter") {
+	if log, _ := os.ReadFile(full.logPath); !strings.Contains(string(log), "handed leadership to a voter with room") {
 		t.Errorf("node %d's log does not say it handed leadership over", full.id)
+	}
+
+	// Every disk full: the leader stays, refusing pushes and serving reads.
+	for _, n := range c.nodes {
+		if n != full {
+			fill(t, n, 96)
+		}
+	}
+	// A hand-off may still go to a node that has not noticed its own disk
+	// yet; once the leader finds no voter with room, it stays.
+	var l *node
+	waitFor(t, 15*time.Second, func() error {
+		l = c.leader()
+		if log, _ := os.ReadFile(l.logPath); !strings.Contains(string(log), "no other voter reports room") {
+			return fmt.Errorf("leader %d has not found every disk full yet", l.id)
+		}
+		return nil
+	})
+	for range 3 { // three hand-off periods
+		time.Sleep(2 * time.Second)
+		if now := c.leader(); now.id != l.id {
+			t.Fatalf("leadership moved from node %d to %d while every disk is full", l.id, now.id)
+		}
+	}
+	var e errorAnswer
+	if status := postJSON(t, l.url("/api/v1/push"), map[string]any{"items": []pushItem{{Queue: "after", TransactionID: "b", Payload: 2}}}, &e); status != http.StatusInsufficientStorage {
+		t.Fatalf("push with every disk full: status %d %+v", status, e)
+	}
+	if got := len(l.fetchAll("after", "Default").Entries[0].Records); got != 1 {
+		t.Fatalf("read with every disk full: %d records, want 1", got)
+	}
+}
+
+// fill leaves leaveMiB free on n's data directory's file system with a
+// file named filler.
+func fill(t *testing.T, n *node, leaveMiB int64) {
+	t.Helper()
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(n.dataDir, &fs); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command("fallocate", "-l", fmt.Sprint(int64(fs.Bavail)*fs.Bsize-leaveMiB<<20), filepath.Join(n.dataDir, "filler")).Run(); err != nil {
+		t.Fatalf("fill node %d's disk: %v", n.id, err)
 	}
 }

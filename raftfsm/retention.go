@@ -1,6 +1,10 @@
 package raftfsm
 
-import "github.com/waggle-mq/waggle/store"
+import (
+	"math"
+
+	"github.com/waggle-mq/waggle/store"
+)
 
 // DefaultKafkaRetentionMs is how long a topic created over Kafka keeps its
 // records when it sets no retention.ms: Kafka's default, 7 days. A node's
@@ -31,7 +35,11 @@ func RetentionBytes(q store.Queue) uint64 {
 	if q.RetentionBytes <= 0 {
 		return 0
 	}
-	return uint64(q.RetentionBytes) * uint64(max(q.KafkaPartitions, 1))
+	per, parts := uint64(q.RetentionBytes), uint64(max(q.KafkaPartitions, 1))
+	if per > math.MaxUint64/parts {
+		return 0 // more than any disk holds: no limit (not a product that wrapped round)
+	}
+	return per * parts
 }
 
 // RetainCommand drops a queue's message data before stream position Pos,

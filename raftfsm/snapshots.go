@@ -57,10 +57,13 @@ type snapshotStore struct {
 }
 
 // openedFiles returns the segment files of the snapshot opened last (and
-// forgets them). Raft opens a snapshot and hands the stream to the state
-// machine's Restore at once, on one goroutine; Restore links the files
+// forgets them). Raft opens the snapshot it restores and hands the stream
+// to the state machine's Restore at once, on its FSM goroutine (raft wraps
+// the stream, so it cannot carry them itself); Restore links the files
 // whose stream, base and size match what the stream carries, and writes
-// any other.
+// any other. Another Open in between (a leader sending a snapshot) would
+// offer another snapshot's files: still the right bytes, since a stream
+// position holds the same bytes in every snapshot of the cluster.
 func (s *snapshotStore) openedFiles() store.SegmentFiles {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -100,10 +100,19 @@ func TestSnapshotLinksSegmentsAndStreamsThem(t *testing.T) {
 
 // A snapshot received from a leader arrives as one stream; the sink keeps
 // the keys in state.bin and each segment in a file of its own, and a node
-// restoring it links those files into its store: the data is written once.
+// restoring it links those files into its store, whether it was empty or
+// held part of the data already: the data is on disk once.
 func TestSnapshotReceivedIsSplitAndRestoredByLinking(t *testing.T) {
+	for _, held := range []int{0, 30} {
+		t.Run(fmt.Sprintf("%d of 41 entries held", held), func(t *testing.T) { testReceivedSnapshotLinks(t, held) })
+	}
+}
+
+func testReceivedSnapshotLinks(t *testing.T, held int) {
 	src := newFSM(t)
-	var entries [][]byte
+	// Small segments, so a follower that fell behind holds whole ones.
+	create := CreateTopicCommand{NowMs: 999, Name: "q", Partitions: 1, SegmentBytes: 64 << 10}
+	entries := [][]byte{create.Encode()}
 	for i := range 40 {
 		entries = append(entries, randomPush(int64(1000+i), "q", i*50, 50))
 	}
@@ -128,6 +137,9 @@ func TestSnapshotReceivedIsSplitAndRestoredByLinking(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst.restoreFiles = snaps.openedFiles
+	if held > 0 { // a follower that fell behind
+		dst.ApplyBatch(logs(1, entries[:held]...))
+	}
 	_, rc, err := snaps.Open(id)
 	if err != nil {
 		t.Fatal(err)

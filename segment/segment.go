@@ -636,11 +636,13 @@ func (s *Stream) DropBefore(pos uint64) error {
 }
 
 // Install writes a segment received from a peer (a snapshot) into the
-// stream's directory from r: size bytes at base. A local file that already
-// holds at least those bytes is kept, and r is read past them. When from
-// names a file of exactly size bytes holding them (a snapshot's copy), it
-// is hard-linked into place instead of written again, and r is read past
-// them too.
+// stream's directory from r: size bytes at base. When from names a file of
+// exactly size bytes holding them (the snapshot's own copy), it is
+// hard-linked into place, replacing any local file, so the data is on disk
+// once; else a local file that already holds at least those bytes is kept.
+// Either way r is read past them. The bytes at a stream position are the
+// same on every replica (appends are decided by the replicated log), so a
+// file with the right stream, base and size holds the right bytes.
 func (s *Stream) Install(base, size uint64, r io.Reader, from string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -655,15 +657,12 @@ func (s *Stream) Install(base, size uint64, r io.Reader, from string) error {
 		return fmt.Errorf("segment: %w", err)
 	}
 	path := s.path(base)
-	if fi, err := os.Stat(path); err == nil && uint64(fi.Size()) >= size {
-		if _, err := io.CopyN(io.Discard, r, int64(size)); err != nil {
-			return fmt.Errorf("segment: install: %w", err)
-		}
-		return os.Truncate(path, int64(size))
-	}
 	if fi, err := os.Stat(from); from != "" && err == nil && uint64(fi.Size()) == size {
 		if _, err := io.CopyN(io.Discard, r, int64(size)); err != nil {
 			return fmt.Errorf("segment: install: %w", err)
+		}
+		if same, err := os.Stat(path); err == nil && os.SameFile(same, fi) {
+			return nil
 		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("segment: install: %w", err)
@@ -672,6 +671,12 @@ func (s *Stream) Install(base, size uint64, r io.Reader, from string) error {
 			return fmt.Errorf("segment: install: %w", err)
 		}
 		return nil
+	}
+	if fi, err := os.Stat(path); err == nil && uint64(fi.Size()) >= size {
+		if _, err := io.CopyN(io.Discard, r, int64(size)); err != nil {
+			return fmt.Errorf("segment: install: %w", err)
+		}
+		return os.Truncate(path, int64(size))
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {

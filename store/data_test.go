@@ -401,7 +401,7 @@ func TestCompletedPoint(t *testing.T) {
 		var pos uint64
 		var found bool
 		s.View(func(tx *Tx) (err error) {
-			pos, found, err = tx.CompletedPoint(3, groups, 10)
+			pos, found, _, err = tx.CompletedPoint(3, groups, 10)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -432,7 +432,7 @@ func TestCompletedPoint(t *testing.T) {
 	}
 	// More partitions than the bound: no answer.
 	s.View(func(tx *Tx) error {
-		if _, found, err := tx.CompletedPoint(3, []string{"a"}, 1); found || err != nil {
+		if _, found, _, err := tx.CompletedPoint(3, []string{"a"}, 1); found || err != nil {
 			t.Fatalf("a queue past the partition bound answered a point: %v", err)
 		}
 		return nil

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"slices"
+
+	"github.com/dgraph-io/badger/v4"
 )
 
 // Generations. A seek, a group's first pop from new and a group delete
@@ -363,4 +365,54 @@ func (t *Tx) firstAppendedAfter(part Partition, gen uint64) (int64, error) {
 		}
 	}
 	return int64(lo), nil
+}
+
+// ConsumerGroups lists, in order, the groups with a cursor or a
+// subscription, up to limit of them; complete is false when there are
+// more. It visits one key per group and family, not every cursor (a
+// deleted group still being cleaned up is listed).
+func (t *Tx) ConsumerGroups(limit int) (groups []string, complete bool, err error) {
+	seen := map[string]bool{}
+	for _, family := range []byte{familyCursor, familySubscr} {
+		it := t.txn.NewIterator(badger.IteratorOptions{Prefix: []byte{family}})
+		for it.Seek([]byte{family}); it.Valid(); {
+			k := it.Item().Key()
+			if len(k) < 3 || len(k) < 3+int(binary.BigEndian.Uint16(k[1:])) {
+				it.Close()
+				return nil, false, errBadKey
+			}
+			end := 3 + int(binary.BigEndian.Uint16(k[1:]))
+			g := string(k[3:end])
+			if !seen[g] {
+				if len(seen) == limit {
+					it.Close()
+					return nil, false, nil
+				}
+				seen[g] = true
+			}
+			next := prefixEnd(k[:end])
+			if next == nil {
+				break
+			}
+			it.Seek(next)
+		}
+		it.Close()
+	}
+	for g := range seen {
+		groups = append(groups, g)
+	}
+	slices.Sort(groups)
+	return groups, true, nil
+}
+
+// prefixEnd returns the smallest key after every key that starts with p.
+func prefixEnd(p []byte) []byte {
+	end := slices.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil // p is all 0xff: nothing sorts after it in the family
 }

@@ -264,3 +264,31 @@ func TestNoPositionCursorOutweighsAReset(t *testing.T) {
 		t.Fatalf("positions listed: %+v, %v", positions, err)
 	}
 }
+
+// ConsumerGroups names each group with a cursor or a subscription once,
+// in order, and says when there are more than the limit.
+func TestConsumerGroups(t *testing.T) {
+	s := openTest(t)
+	write(t, s, func(tx *Tx) error {
+		for _, c := range []struct {
+			group string
+			queue uint64
+			part  string
+		}{{"a", 3, "0"}, {"a", 3, "1"}, {"a", 4, "\xff\xff"}, {"c", 3, "0"}} {
+			if err := tx.PutCursor(c.group, Cursor{QueueID: c.queue, Partition: c.part, Offset: 1}, 1); err != nil {
+				return err
+			}
+		}
+		return tx.PutSubscription("b", 3, Subscription{}, 1)
+	})
+	s.View(func(tx *Tx) error {
+		got, complete, err := tx.ConsumerGroups(10)
+		if err != nil || !complete || !slices.Equal(got, []string{"a", "b", "c"}) {
+			t.Fatalf("groups: %v complete %v, %v", got, complete, err)
+		}
+		if got, complete, err := tx.ConsumerGroups(2); err != nil || complete || got != nil {
+			t.Fatalf("groups past the limit: %v complete %v, %v", got, complete, err)
+		}
+		return nil
+	})
+}

@@ -50,16 +50,17 @@ func (l RetentionLimit) drops(sr SegmentRecord, end uint64) bool {
 // group reading the queue (of groups, those subscribed to it or holding a
 // cursor in it) has finished every message: over the queue's partitions,
 // the lowest position of an entry holding a message some group has not
-// finished. found is false when none of groups reads the queue, or the
-// queue has more than maxPartitions partitions (the work is bounded: a
-// group position per partition and group). A group without a position in
-// a partition has finished nothing there.
-func (t *Tx) CompletedPoint(queueID uint64, groups []string, maxPartitions int) (pos uint64, found bool, err error) {
+// finished. A group without a position in a partition has finished
+// nothing there. found is false when none of groups reads the queue, or
+// when the answer would take more than maxLookups group positions
+// (reading groups times partitions): the work is bounded. looked is how
+// many it took.
+func (t *Tx) CompletedPoint(queueID uint64, groups []string, maxLookups int) (pos uint64, found bool, looked int, err error) {
 	var views []GroupView
 	for _, g := range groups {
 		v, err := t.GroupView(g, queueID)
 		if err != nil {
-			return 0, false, err
+			return 0, false, looked, err
 		}
 		if !v.Subscribed {
 			has := false
@@ -67,7 +68,7 @@ func (t *Tx) CompletedPoint(queueID uint64, groups []string, maxPartitions int) 
 				has = true
 				return false, nil
 			}); err != nil {
-				return 0, false, err
+				return 0, false, looked, err
 			}
 			if !has {
 				continue
@@ -76,15 +77,17 @@ func (t *Tx) CompletedPoint(queueID uint64, groups []string, maxPartitions int) 
 		views = append(views, v)
 	}
 	if len(views) == 0 {
-		return 0, false, nil
+		return 0, false, looked, nil
 	}
+	maxPartitions := maxLookups / len(views)
 	parts, err := t.PartitionsAfter(queueID, "", maxPartitions+1)
 	if err != nil || len(parts) > maxPartitions {
-		return 0, false, err
+		return 0, false, looked, err
 	}
+	looked = len(views) * len(parts)
 	h, err := t.head(queueID)
 	if err != nil {
-		return 0, false, err
+		return 0, false, looked, err
 	}
 	pos = h.End
 	for _, part := range parts {
@@ -92,7 +95,7 @@ func (t *Tx) CompletedPoint(queueID uint64, groups []string, maxPartitions int) 
 		for _, v := range views {
 			cur, ok, err := t.Position(v, part)
 			if err != nil {
-				return 0, false, err
+				return 0, false, looked, err
 			}
 			off := part.StartOffset
 			if ok && cur.Offset > int64(off) {
@@ -105,14 +108,14 @@ func (t *Tx) CompletedPoint(queueID uint64, groups []string, maxPartitions int) 
 		}
 		es, err := t.entries(part.ID, first, 1, 1, false)
 		if err != nil {
-			return 0, false, err
+			return 0, false, looked, err
 		}
 		if len(es) == 0 || es[0].ptr == nil {
-			return 0, false, nil // an entry stored inline by an older binary: no segment holds it
+			return 0, false, looked, nil // an entry stored inline by an older binary: no segment holds it
 		}
 		pos = min(pos, es[0].ptr.pos)
 	}
-	return pos, true, nil
+	return pos, true, looked, nil
 }
 
 // RetentionPoint returns the stream position before which the queue's

@@ -230,6 +230,9 @@ type healthJSON struct {
 	Status string      `json:"status"`
 	NodeID json.Number `json:"nodeId"`
 	Raft   raftJSON    `json:"raft"`
+	// StorageFull: this node refuses writes that add data (disk below
+	// --storage-min-free-mib); a full leader hands off only to one without.
+	StorageFull bool `json:"storageFull"`
 }
 
 // Node ids are numbers; leader is null while none is known.
@@ -253,6 +256,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		NodeID: json.Number(h.NodeID),
 		Raft: raftJSON{Role: h.Role, LeaderAddr: h.LeaderRaft, LeaderHTTP: h.LeaderHTTP, Term: h.Term,
 			Commit: h.Commit, Applied: h.Applied, LastSnapshotIndex: h.LastSnapshotIndex},
+		StorageFull: s.svc.StorageFull(),
 	}
 	status := http.StatusOK
 	if h.LeaderID == "" {

@@ -38,10 +38,14 @@ func checkFreeSpace(dir string, min uint64) error {
 		return fmt.Errorf("free space of %s: %w", dir, err)
 	}
 	if free < min {
-		return fmt.Errorf("disk nearly full: %d MiB free in %s, below --min-free-disk-mib %d (no space left on device soon); free some space and start again",
-			free>>20, dir, min>>20)
+		return diskNearlyFull(dir, free, min)
 	}
 	return nil
+}
+
+func diskNearlyFull(dir string, free, min uint64) error {
+	return fmt.Errorf("disk nearly full: %d MiB free in %s, below --min-free-disk-mib %d (no space left on device soon); free some space and start again",
+		free>>20, dir, min>>20)
 }
 
 // watchFreeSpace checks dir every interval and tells full whether it has
@@ -59,7 +63,7 @@ func watchFreeSpace(ctx context.Context, dir string, min, reserve uint64, interv
 			return true
 		}
 		if min > 0 && free < min {
-			low <- checkFreeSpace(dir, min)
+			low <- diskNearlyFull(dir, free, min)
 			return false
 		}
 		isFull := reserve > 0 && free < reserve

@@ -218,7 +218,6 @@ func serve(ctx context.Context, o serveOptions) error {
 	svc.Metrics = m
 	svc.KafkaRetentionMs = o.kafkaRetention.Milliseconds()
 	observe(ctx, m, node, st, svc)
-	diskLow := watchFreeSpace(ctx, o.dataDir, minFree, o.storageMinFreeMiB<<20, 250*time.Millisecond, storageFull(svc, log), log)
 	go svc.RunMaintenance(ctx, time.Second, log)
 	ln, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {
@@ -238,6 +237,8 @@ func serve(ctx context.Context, o serveOptions) error {
 	o.kafka.Auth = kafka.AuthConfig{Enabled: o.authOn, AllowPlain: tlsConf != nil || o.insecure}
 	ks := kafka.New(svc, o.kafka, log)
 	defer ks.Close()
+	diskLow := watchFreeSpace(ctx, o.dataDir, minFree, o.storageMinFreeMiB<<20, 250*time.Millisecond,
+		storageFull(svc, nodeClient(peerTLS, authConf.BootstrapToken), scheme, log), log)
 	srv := &http.Server{Handler: httpapi.New(svc, log, httpapi.Options{Metrics: m, PeerTLS: peerTLS, Auth: authConf}), ReadHeaderTimeout: 10 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
@@ -395,9 +396,12 @@ func raftLogLevel(l slog.Level) string {
 func defaultKafkaConfig() kafka.Config { return kafka.DefaultConfig() }
 
 // storageFull marks the service full or not, and has a leader whose disk
-// is full hand leadership to another voter (at most every 5 s): the other
-// nodes may have room for the writes this one refuses.
-func storageFull(svc *broker.Service, log *slog.Logger) func(bool) {
+// is full hand leadership (at most every 5 s) to a voter whose /health
+// says its storage is not full: that node can take the writes this one
+// refuses. With no such voter it keeps leading: moving leadership round
+// nodes that are all full would only interrupt the reads, acks and
+// retention that still work.
+func storageFull(svc *broker.Service, client *http.Client, scheme string, log *slog.Logger) func(bool) {
 	var lastHandOff time.Time
 	return func(full bool) {
 		svc.SetStorageFull(full)
@@ -405,10 +409,42 @@ func storageFull(svc *broker.Service, log *slog.Logger) func(bool) {
 			return
 		}
 		lastHandOff = time.Now()
-		if err := svc.HandOff(); err != nil {
-			log.Warn("storage full: leadership hand-off failed", "err", err)
-		} else if !svc.IsLeader() {
-			log.Warn("storage full: handed leadership to another voter")
+		to, ok := voterWithRoom(svc, client, scheme)
+		if !ok {
+			log.Warn("storage full, and no other voter reports room: keeping leadership")
+			return
+		}
+		if err := svc.HandOffTo(to); err != nil {
+			log.Warn("storage full: leadership hand-off failed", "to", to.ID, "err", err)
+		} else {
+			log.Warn("storage full: handed leadership to a voter with room", "to", to.ID)
 		}
 	}
+}
+
+// voterWithRoom returns another voter whose /health answers that its
+// storage is not full.
+func voterWithRoom(svc *broker.Service, client *http.Client, scheme string) (broker.Member, bool) {
+	members, err := svc.Members()
+	if err != nil {
+		return broker.Member{}, false
+	}
+	for _, m := range members {
+		if !m.Voter || m.ID == svc.NodeID() || m.HTTPAddr == "" {
+			continue
+		}
+		resp, err := client.Get(scheme + "://" + m.HTTPAddr + "/health")
+		if err != nil {
+			continue
+		}
+		var h struct {
+			StorageFull *bool `json:"storageFull"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&h)
+		resp.Body.Close()
+		if err == nil && h.StorageFull != nil && !*h.StorageFull {
+			return m, true
+		}
+	}
+	return broker.Member{}, false
 }
