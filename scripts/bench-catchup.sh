@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# bench-catchup.sh RECORDS: three nodes; produce RECORDS random 1 KB records,
+# stop a follower, delete its data directory, start it again and time how
+# long it takes to apply everything the leader has committed (a snapshot
+# with the segment files, then the log after it). Example (2 GB):
+#   scripts/bench-catchup.sh 2000000
+set -euo pipefail
+records=${1:?records}
+cd "$(dirname "$0")/.."
+work=$(mktemp -d /tmp/waggle-catchup.XXXXXX)
+bin=$work/waggle
+go build -o "$bin" ./cmd/waggle
+peers="1=127.0.0.1:17401,2=127.0.0.1:17402,3=127.0.0.1:17403"
+declare -A pid
+start() {
+  "$bin" serve --data-dir "$work/n$1" --node-id "$1" --http-addr "127.0.0.1:1663$1" --kafka-addr "127.0.0.1:1909$1" \
+    --raft-addr "127.0.0.1:1740$1" --peers "$peers" >>"$work/n$1.log" 2>&1 &
+  pid[$1]=$!
+}
+trap 'kill ${pid[@]} 2>/dev/null; rm -rf "$work"' EXIT
+# raft N FIELD prints node N's raft FIELD from /health, or nothing.
+raft() { curl -s "http://127.0.0.1:1663$1/health" | python3 -c "import json,sys; print(json.load(sys.stdin)['raft']['$2'])" 2>/dev/null || true; }
+
+for i in 1 2 3; do start $i; done
+for _ in $(seq 200); do [ "$(raft 1 role)" = leader ] || [ "$(raft 2 role)" = leader ] || [ "$(raft 3 role)" = leader ] && break; sleep 0.1; done
+"$bin" bench kafka --brokers 127.0.0.1:19091,127.0.0.1:19092,127.0.0.1:19093 --produce --records "$records" --size 1024 2>/dev/null
+leader= follower=
+for i in 1 2 3; do
+  if [ "$(raft $i role)" = leader ]; then leader=$i; elif [ -z "$follower" ]; then follower=$i; fi
+done
+[ -n "$leader" ] && [ -n "$follower" ] || { echo "no leader" >&2; exit 1; }
+echo "leader $leader; wiping follower $follower"
+du -sm "$work/n$leader/state/segments" "$work/n$leader/raft"
+kill "${pid[$follower]}"; wait "${pid[$follower]}" 2>/dev/null || true
+rm -rf "$work/n$follower"
+commit=$(raft "$leader" commit)
+t=$(date +%s.%N)
+start "$follower"
+for _ in $(seq 6000); do
+  applied=$(raft "$follower" applied)
+  [ -n "$applied" ] && [ "$applied" -ge "$commit" ] && break
+  sleep 0.1
+done
+echo "caught up to commit $commit in $(echo "$(date +%s.%N) - $t" | bc) s"
+du -sm "$work/n$follower"

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# bench-volume.sh RECORDS SIZE: one node on a fresh data directory; produce
+# RECORDS random records of SIZE bytes with `waggle bench kafka` (it prints
+# the first and last minute's rates), report the server's peak RSS and Go
+# heap, the bytes on disk, then read everything back with kcat, take a
+# snapshot and restart, timing each. Example (10 GB):
+#   scripts/bench-volume.sh 10000000 1024
+set -euo pipefail
+records=${1:?records}; size=${2:?bytes per record}
+cd "$(dirname "$0")/.."
+work=$(mktemp -d /tmp/waggle-volume.XXXXXX)
+bin=$work/waggle
+go build -o "$bin" ./cmd/waggle
+http=127.0.0.1:16632; kafka=127.0.0.1:19092
+pid=
+start_node() {
+  "$bin" serve --data-dir "$work/data" --node-id 1 --http-addr $http --kafka-addr $kafka --raft-addr 127.0.0.1:17400 >>"$work/node.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do curl -sf "http://$http/health" >/dev/null && return; sleep 0.05; done
+  echo "the node did not come up; see $work/node.log" >&2; exit 1
+}
+trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$work"' EXIT
+secs() { echo "$(date +%s.%N) - $1" | bc; }
+
+start_node
+peak=$work/peak
+( while kill -0 $pid 2>/dev/null; do awk '/VmRSS/{print $2}' /proc/$pid/status; sleep 0.2; done | sort -n | tail -1 >"$peak" ) &
+monitor=$!
+"$bin" bench kafka --brokers $kafka --produce --records "$records" --size "$size" 2>/dev/null
+curl -s "http://$http/metrics" | grep -E '^(go_memstats_heap_inuse_bytes|process_resident_memory_bytes) '
+du -sm "$work/data/state/segments" "$work/data/raft"
+t=$(date +%s.%N)
+bytes=$(kcat -b $kafka -C -t bench -o beginning -e -q -X fetch.max.bytes=52428800 | wc -c)
+echo "kcat read $bytes bytes in $(secs "$t") s"
+t=$(date +%s.%N)
+curl -sf -X POST "http://$http/api/v1/cluster/snapshot" >/dev/null
+echo "snapshot: $(secs "$t") s"
+kill $pid; wait $pid 2>/dev/null || true
+wait $monitor
+echo "peak RSS while serving: $(( $(cat "$peak") / 1024 )) MiB"
+t=$(date +%s.%N)
+start_node
+echo "restart to /health 200: $(secs "$t") s"
