@@ -433,8 +433,21 @@ func (s *Stream) Truncate(end uint64) error {
 }
 
 // Read returns the body of the record at pos whose body is n bytes long,
-// after checking its frame and checksum.
+// after checking its frame and checksum. The file is read without the
+// stream's lock, so a read that goes to the disk does not hold up the
+// state machine's appends; a handle closed under it meanwhile (a roll, the
+// handle cache) is opened again.
 func (s *Stream) Read(pos uint64, n uint32) ([]byte, error) {
+	for attempt := 1; ; attempt++ {
+		b, err := s.read(pos, n)
+		if errors.Is(err, os.ErrClosed) && attempt < 3 {
+			continue
+		}
+		return b, err
+	}
+}
+
+func (s *Stream) read(pos uint64, n uint32) ([]byte, error) {
 	if n > MaxRecord {
 		return nil, ErrCorrupt
 	}
@@ -465,14 +478,17 @@ func (s *Stream) Read(pos uint64, n uint32) ([]byte, error) {
 			return nil, ErrCorrupt
 		}
 	}
-	defer s.mu.Unlock()
 	f, err := s.reader(i)
+	s.mu.Unlock()
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, ErrGone // dropped by retention or a delete meanwhile
 	}
 	if err != nil {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
+	// Bytes up to the committed end do not change once written (only a
+	// tail past it is ever cut), and a file removed meanwhile still reads
+	// through an open handle.
 	if _, err := f.ReadAt(frame, int64(pos-base)); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, ErrCorrupt
