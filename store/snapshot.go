@@ -79,7 +79,7 @@ func (s *Store) Snapshot() (*Snapshot, error) {
 	}
 	for i := range segs {
 		sg := &segs[i]
-		sg.Path = fmt.Sprintf("%d-%d.seg", sg.Stream, sg.Base)
+		sg.Path = linkName(sg.Stream, sg.Base)
 		src := s.segs.Stream(sg.Stream).Path(sg.Base)
 		if err := os.Link(src, filepath.Join(sn.PinDir, sg.Path)); err != nil {
 			sn.Release()
@@ -133,17 +133,11 @@ func (sn *Snapshot) WriteState(w io.Writer) (int64, error) {
 	cw.Write(snapshotMagic)
 	it := sn.txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 100})
 	defer it.Close()
-	var lenBuf []byte
 	for it.Rewind(); it.Valid(); it.Next() {
 		item := it.Item()
-		k := item.Key()
-		lenBuf = binary.AppendUvarint(lenBuf[:0], uint64(len(k)))
-		cw.Write(lenBuf)
-		cw.Write(k)
+		cw.field(item.Key())
 		err := item.Value(func(v []byte) error {
-			lenBuf = binary.AppendUvarint(lenBuf[:0], uint64(len(v)))
-			cw.Write(lenBuf)
-			cw.Write(v)
+			cw.field(v)
 			return nil
 		})
 		if err != nil {
@@ -332,45 +326,25 @@ func (s *Store) RestoreLinking(r io.Reader, files SegmentFiles) error {
 	}
 	wb := s.db.NewWriteBatch()
 	defer wb.Cancel()
-	for {
-		k, err := readField(br)
-		if err != nil {
-			return fmt.Errorf("restore: key: %w", err)
-		}
-		if len(k) == 0 {
-			break
-		}
-		v, err := readField(br)
-		if err != nil {
-			return fmt.Errorf("restore: value: %w", err)
-		}
-		if err := wb.Set(k, v); err != nil {
-			return fmt.Errorf("restore: write: %w", err)
-		}
+	if err := readKeys(br, wb.Set); err != nil {
+		return fmt.Errorf("restore: %w", err)
 	}
 	if err := wb.Flush(); err != nil {
 		return fmt.Errorf("restore: write: %w", err)
 	}
 	keep := map[uint64][]uint64{}
 	for version >= 2 {
-		tag, err := binary.ReadUvarint(br)
+		sg, more, err := readSegmentHeader(br)
 		if err != nil {
-			return fmt.Errorf("restore: segments: %w", err)
-		}
-		if tag == 0 {
-			break
-		}
-		var f [3]uint64
-		for i := range f {
-			if f[i], err = binary.ReadUvarint(br); err != nil {
-				return fmt.Errorf("restore: segments: %w", err)
-			}
-		}
-		stream, base, size := f[0], f[1], f[2]
-		if err := s.segs.Stream(stream).Install(base, size, br, offered[[3]uint64{stream, base, size}]); err != nil {
 			return fmt.Errorf("restore: %w", err)
 		}
-		keep[stream] = append(keep[stream], base)
+		if !more {
+			break
+		}
+		if err := s.segs.Stream(sg.Stream).Install(sg.Base, sg.Size, br, offered[[3]uint64{sg.Stream, sg.Base, sg.Size}]); err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		keep[sg.Stream] = append(keep[sg.Stream], sg.Base)
 	}
 	if err := s.segs.Retain(keep); err != nil {
 		return fmt.Errorf("restore: %w", err)
@@ -392,9 +366,10 @@ func readField(br *bufio.Reader) ([]byte, error) {
 }
 
 type countingWriter struct {
-	w   io.Writer
-	n   int64
-	err error
+	w      io.Writer
+	n      int64
+	err    error
+	lenBuf []byte
 }
 
 // Write records the first error and ignores writes after it, so a stream
@@ -406,6 +381,13 @@ func (c *countingWriter) Write(p []byte) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	c.err = err
+}
+
+// field writes b after its length, as readField reads it.
+func (c *countingWriter) field(b []byte) {
+	c.lenBuf = binary.AppendUvarint(c.lenBuf[:0], uint64(len(b)))
+	c.Write(c.lenBuf)
+	c.Write(b)
 }
 
 // SplitSnapshot reads a snapshot stream from r and writes it apart: the
@@ -428,48 +410,83 @@ func SplitSnapshot(r io.Reader, state io.Writer, dir string) ([]SnapshotSegment,
 	} else {
 		w.Write(snapshotMagic)
 	}
-	for value := false; ; value = !value {
-		f, err := readField(br)
-		if err != nil {
-			return nil, fmt.Errorf("snapshot keys: %w", err)
-		}
-		w.Write(binary.AppendUvarint(nil, uint64(len(f))))
-		w.Write(f)
-		if !value && len(f) == 0 {
-			break // the end of the keys
-		}
+	err = readKeys(br, func(k, v []byte) error {
+		w.field(k)
+		w.field(v)
+		return w.err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	if w.err != nil {
+	if w.Write([]byte{0}); w.err != nil { // the end of the keys
 		return nil, w.err
 	}
 	if version < 2 {
 		return nil, trailing(br)
 	}
-	tag, err := binary.ReadUvarint(br)
+	sg, more, err := readSegmentHeader(br)
 	if errors.Is(err, io.EOF) {
 		return nil, nil // the keys alone
 	}
 	segs := []SnapshotSegment{}
-	for ; tag != 0; tag, err = binary.ReadUvarint(br) {
-		if err != nil || tag != 1 {
-			return nil, fmt.Errorf("snapshot segments: tag %d: %v", tag, err)
-		}
-		var h [3]uint64
-		for i := range h {
-			if h[i], err = binary.ReadUvarint(br); err != nil {
-				return nil, fmt.Errorf("snapshot segments: %w", err)
-			}
-		}
-		sg := SnapshotSegment{Stream: h[0], Base: h[1], Size: h[2], Path: fmt.Sprintf("%d-%d.seg", h[0], h[1])}
+	for ; more && err == nil; sg, more, err = readSegmentHeader(br) {
 		if err := writeSegmentFile(filepath.Join(dir, sg.Path), br, sg.Size); err != nil {
 			return nil, err
 		}
 		segs = append(segs, sg)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("snapshot segments: %w", err)
+		return nil, fmt.Errorf("snapshot: %w", err)
 	}
 	return segs, trailing(br)
+}
+
+// linkName is what a snapshot calls the file of a segment beside it.
+func linkName(stream, base uint64) string { return fmt.Sprintf("%d-%d.seg", stream, base) }
+
+// readKeys reads the key section of a snapshot stream, calling fn with
+// each key and value, up to the empty key that ends it.
+func readKeys(br *bufio.Reader, fn func(k, v []byte) error) error {
+	for {
+		k, err := readField(br)
+		if err != nil {
+			return fmt.Errorf("key: %w", err)
+		}
+		if len(k) == 0 {
+			return nil
+		}
+		v, err := readField(br)
+		if err != nil {
+			return fmt.Errorf("value: %w", err)
+		}
+		if err := fn(k, v); err != nil {
+			return err
+		}
+	}
+}
+
+// readSegmentHeader reads the header of the segment section's next segment
+// (its Path is linkName's); more is false at the 0 that ends the section.
+// A stream that ends before the header answers io.EOF, one that ends
+// inside it io.ErrUnexpectedEOF.
+func readSegmentHeader(br *bufio.Reader) (sg SnapshotSegment, more bool, err error) {
+	tag, err := binary.ReadUvarint(br)
+	if err != nil || tag == 0 {
+		return sg, false, err
+	}
+	if tag != 1 {
+		return sg, false, fmt.Errorf("segments: unknown tag %d", tag)
+	}
+	var h [3]uint64
+	for i := range h {
+		if h[i], err = binary.ReadUvarint(br); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return sg, false, fmt.Errorf("segments: %w", err)
+		}
+	}
+	return SnapshotSegment{Stream: h[0], Base: h[1], Size: h[2], Path: linkName(h[0], h[1])}, true, nil
 }
 
 // trailing fails when r holds more bytes.
