@@ -40,34 +40,23 @@ func TestSnapshotLinksSegmentsAndStreamsThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, err := src.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink, err := snaps.Create(raft.SnapshotVersionMax, 40, 1, raft.Configuration{}, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fs.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
-	fs.Release()
+	id := persistSnapshot(t, src, snaps, 40)
 
 	// state.bin is the metadata only (pointers, dedup records: ~150 bytes a
 	// message), far smaller than the ~2.4 MB of data.
-	state, err := os.Stat(filepath.Join(snaps.dir, sink.ID(), "state.bin"))
+	state, err := os.Stat(filepath.Join(snaps.dir, id, "state.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if state.Size() > 600<<10 {
 		t.Fatalf("state.bin is %d bytes: the data was copied", state.Size())
 	}
-	links, _ := filepath.Glob(filepath.Join(snaps.dir, sink.ID(), segmentLinkDir, "*.seg"))
+	links, _ := filepath.Glob(filepath.Join(snaps.dir, id, segmentLinkDir, "*.seg"))
 	if len(links) == 0 {
 		t.Fatal("no segment links in the snapshot")
 	}
 
-	meta, rc, err := snaps.Open(sink.ID())
+	meta, rc, err := snaps.Open(id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,6 +162,25 @@ func testReceivedSnapshotLinks(t *testing.T, held int) {
 // from the leader: the whole stream copied into a new sink.
 func receiveSnapshot(t *testing.T, src *FSM, snaps *snapshotStore, index uint64) string {
 	t.Helper()
+	return writeSnapshot(t, src, snaps, index, func(fs *fsmSnapshot, sink *linkingSink) error {
+		if _, err := fs.snap.WriteTo(sink); err != nil {
+			return err
+		}
+		return sink.Close()
+	})
+}
+
+// persistSnapshot writes src's snapshot into snaps as the node itself
+// does: the keys, and links to its segment files.
+func persistSnapshot(t *testing.T, src *FSM, snaps *snapshotStore, index uint64) string {
+	t.Helper()
+	return writeSnapshot(t, src, snaps, index, func(fs *fsmSnapshot, sink *linkingSink) error { return fs.Persist(sink) })
+}
+
+// writeSnapshot takes src's snapshot, has write put it into a new sink of
+// snaps at index (and close it), and returns the snapshot's id.
+func writeSnapshot(t *testing.T, src *FSM, snaps *snapshotStore, index uint64, write func(*fsmSnapshot, *linkingSink) error) string {
+	t.Helper()
 	fs, err := src.Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -182,10 +190,7 @@ func receiveSnapshot(t *testing.T, src *FSM, snaps *snapshotStore, index uint64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fs.(*fsmSnapshot).snap.WriteTo(sink); err != nil {
-		t.Fatal(err)
-	}
-	if err := sink.Close(); err != nil {
+	if err := write(fs.(*fsmSnapshot), sink.(*linkingSink)); err != nil {
 		t.Fatal(err)
 	}
 	return sink.ID()
@@ -203,39 +208,13 @@ func TestSnapshotReceivedWholeGoesOnceANewerOwnOneExists(t *testing.T) {
 	}
 	whole := func(index uint64) string {
 		t.Helper()
-		fs, err := src.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer fs.Release()
-		sink, err := snaps.Create(raft.SnapshotVersionMax, index, 1, raft.Configuration{}, 1, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Past the split, straight into raft's file sink, as before it.
-		if _, err := fs.(*fsmSnapshot).snap.WriteTo(sink.(*linkingSink).SnapshotSink); err != nil {
-			t.Fatal(err)
-		}
-		if err := sink.Close(); err != nil {
-			t.Fatal(err)
-		}
-		return sink.ID()
-	}
-	own := func(index uint64) string {
-		t.Helper()
-		fs, err := src.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer fs.Release()
-		sink, err := snaps.Create(raft.SnapshotVersionMax, index, 1, raft.Configuration{}, 1, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := fs.Persist(sink); err != nil {
-			t.Fatal(err)
-		}
-		return sink.ID()
+		return writeSnapshot(t, src, snaps, index, func(fs *fsmSnapshot, sink *linkingSink) error {
+			// Past the split, straight into raft's file sink, as before it.
+			if _, err := fs.snap.WriteTo(sink.SnapshotSink); err != nil {
+				return err
+			}
+			return sink.Close()
+		})
 	}
 	exists := func(id string) bool {
 		_, err := os.Stat(filepath.Join(snaps.dir, id))
@@ -243,7 +222,7 @@ func TestSnapshotReceivedWholeGoesOnceANewerOwnOneExists(t *testing.T) {
 	}
 	old, same := whole(10), whole(20)
 	split := receiveSnapshot(t, src, snaps, 15)
-	ownID := own(20) // taken right after restoring the one received at 20
+	ownID := persistSnapshot(t, src, snaps, 20) // taken right after restoring the one received at 20
 	newer := whole(30)
 	if exists(old) || exists(same) {
 		t.Fatal("a snapshot received whole up to the node's own is still there")
