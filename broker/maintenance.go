@@ -120,9 +120,7 @@ func (s *Service) retain(log *slog.Logger) {
 	}
 	now := s.now().UnixMilli()
 	var cmds []raftfsm.RetainCommand
-	var groups []string // read once a tick, when a queue needs them
-	groupsRead, groupsComplete := false, false
-	lookups := completedRetentionLookups
+	completed := completedScan{lookups: completedRetentionLookups}
 	err := s.store.View(func(tx *store.Tx) error {
 		qs, err := tx.QueuesAfter(s.retainAfter, retainQueuesPerTick)
 		if err != nil {
@@ -138,21 +136,12 @@ func (s *Service) retain(log *slog.Logger) {
 				lim.CutoffMs = now - keep
 			}
 			if q.CompletedRetentionMs > 0 {
-				if !groupsRead {
-					if groups, groupsComplete, err = tx.ConsumerGroups(completedRetentionGroups); err != nil {
-						return err
-					}
-					groupsRead = true
+				pos, found, err := completed.point(tx, q.ID)
+				if err != nil {
+					return err
 				}
-				if groupsComplete && lookups > 0 {
-					pos, found, looked, err := tx.CompletedPoint(q.ID, groups, lookups)
-					if err != nil {
-						return err
-					}
-					lookups -= looked
-					if found {
-						lim.CompletedPos, lim.CompletedCutoffMs = pos, now-q.CompletedRetentionMs
-					}
+				if found {
+					lim.CompletedPos, lim.CompletedCutoffMs = pos, now-q.CompletedRetentionMs
 				}
 			}
 			if lim.CutoffMs == math.MinInt64 && lim.KeepBytes == 0 && lim.CompletedPos == 0 {
@@ -182,4 +171,28 @@ func (s *Service) retain(log *slog.Logger) {
 	if len(cmds) > 0 {
 		s.cleanUp(log)
 	}
+}
+
+// completedScan works out completed points (store.Tx.CompletedPoint) for
+// one retention pass, within the pass's bounds: the groups are read once,
+// on first need, and the positions looked up count against lookups.
+type completedScan struct {
+	groups         []string
+	read, complete bool
+	lookups        int
+}
+
+func (c *completedScan) point(tx *store.Tx, queueID uint64) (pos uint64, found bool, err error) {
+	if !c.read {
+		if c.groups, c.complete, err = tx.ConsumerGroups(completedRetentionGroups); err != nil {
+			return 0, false, err
+		}
+		c.read = true
+	}
+	if !c.complete || c.lookups <= 0 {
+		return 0, false, nil
+	}
+	pos, found, looked, err := tx.CompletedPoint(queueID, c.groups, c.lookups)
+	c.lookups -= looked
+	return pos, found, err
 }

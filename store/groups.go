@@ -284,12 +284,11 @@ func (t *Tx) CursorGroups() ([]string, error) {
 		var cutoff uint64
 		have, listed := false, false // last was seen; it is listed
 		err := t.scan([]byte{family}, nil, func(k, b []byte) (bool, error) {
-			if len(k) < 3 || len(k) < 3+int(binary.BigEndian.Uint16(k[1:])) {
-				return false, errBadKey
+			_, g, err := groupPrefix(k)
+			if err != nil {
+				return false, err
 			}
-			g := string(k[3 : 3+int(binary.BigEndian.Uint16(k[1:]))])
 			if !have || g != last {
-				var err error
 				if cutoff, err = t.groupDeletedGen(g); err != nil {
 					return false, err
 				}
@@ -376,13 +375,11 @@ func (t *Tx) ConsumerGroups(limit int) (groups []string, complete bool, err erro
 	for _, family := range []byte{familyCursor, familySubscr} {
 		it := t.txn.NewIterator(badger.IteratorOptions{Prefix: []byte{family}})
 		for it.Seek([]byte{family}); it.Valid(); {
-			k := it.Item().Key()
-			if len(k) < 3 || len(k) < 3+int(binary.BigEndian.Uint16(k[1:])) {
+			prefix, g, err := groupPrefix(it.Item().Key())
+			if err != nil {
 				it.Close()
-				return nil, false, errBadKey
+				return nil, false, err
 			}
-			end := 3 + int(binary.BigEndian.Uint16(k[1:]))
-			g := string(k[3:end])
 			if !seen[g] {
 				if len(seen) == limit {
 					it.Close()
@@ -390,7 +387,7 @@ func (t *Tx) ConsumerGroups(limit int) (groups []string, complete bool, err erro
 				}
 				seen[g] = true
 			}
-			next := prefixEnd(k[:end])
+			next := prefixEnd(prefix)
 			if next == nil {
 				break
 			}

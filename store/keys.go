@@ -95,6 +95,16 @@ func subscriptionPrefix(group string) []byte {
 	return append(k, group...)
 }
 
+// groupPrefix returns the part of a cursor or subscription key that names
+// its group (family, length, name) and the name.
+func groupPrefix(k []byte) (prefix []byte, group string, err error) {
+	if len(k) < 3 || len(k) < 3+int(binary.BigEndian.Uint16(k[1:])) {
+		return nil, "", errBadKey
+	}
+	prefix = k[:3+int(binary.BigEndian.Uint16(k[1:]))]
+	return prefix, string(prefix[3:]), nil
+}
+
 func parseSubscriptionKey(k []byte) (group string, queueID uint64, err error) {
 	if len(k) < 3 || k[0] != familySubscr {
 		return "", 0, errBadKey
