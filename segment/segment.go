@@ -673,38 +673,45 @@ func (s *Stream) Install(base, size uint64, r io.Reader, from string) error {
 		return fmt.Errorf("segment: %w", err)
 	}
 	path := s.path(base)
-	if fi, err := os.Stat(from); from != "" && err == nil && uint64(fi.Size()) == size {
-		if _, err := io.CopyN(io.Discard, r, int64(size)); err != nil {
-			return fmt.Errorf("segment: install: %w", err)
-		}
-		if same, err := os.Stat(path); err == nil && os.SameFile(same, fi) {
-			return nil
-		}
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("segment: install: %w", err)
-		}
-		if err := os.Link(from, path); err != nil {
-			return fmt.Errorf("segment: install: %w", err)
-		}
-		return nil
+	fromInfo, err := os.Stat(from)
+	link := from != "" && err == nil && uint64(fromInfo.Size()) == size
+	local, err := os.Stat(path)
+	keep := !link && err == nil && uint64(local.Size()) >= size
+	if !link && !keep {
+		return WriteFile(path, r, size)
 	}
-	if fi, err := os.Stat(path); err == nil && uint64(fi.Size()) >= size {
-		if _, err := io.CopyN(io.Discard, r, int64(size)); err != nil {
-			return fmt.Errorf("segment: install: %w", err)
-		}
+	if _, err := io.CopyN(io.Discard, r, int64(size)); err != nil {
+		return fmt.Errorf("segment: install: %w", err)
+	}
+	switch {
+	case keep:
 		return os.Truncate(path, int64(size))
+	case local != nil && os.SameFile(local, fromInfo):
+		return nil // linked already
 	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("segment: install: %w", err)
+	}
+	if err := os.Link(from, path); err != nil {
+		return fmt.Errorf("segment: install: %w", err)
+	}
+	return nil
+}
+
+// WriteFile writes size bytes from r to the file at path (created, or
+// emptied first) and fsyncs it.
+func WriteFile(path string, r io.Reader, size uint64) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("segment: %w", err)
 	}
-	if _, err := io.CopyN(f, r, int64(size)); err != nil {
+	if n, err := io.CopyN(f, r, int64(size)); err != nil {
 		f.Close()
-		return fmt.Errorf("segment: install: %w", err)
+		return fmt.Errorf("segment: write %s: %d of %d bytes: %w", path, n, size, err)
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return fmt.Errorf("segment: install: %w", err)
+		return fmt.Errorf("segment: write %s: %w", path, err)
 	}
 	return f.Close()
 }

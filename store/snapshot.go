@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 
 	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/waggle-mq/waggle/segment"
 )
 
 // Snapshot stream format, version 2:
@@ -429,8 +431,13 @@ func SplitSnapshot(r io.Reader, state io.Writer, dir string) ([]SnapshotSegment,
 		return nil, nil // the keys alone
 	}
 	segs := []SnapshotSegment{}
+	if more {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+	}
 	for ; more && err == nil; sg, more, err = readSegmentHeader(br) {
-		if err := writeSegmentFile(filepath.Join(dir, sg.Path), br, sg.Size); err != nil {
+		if err := segment.WriteFile(filepath.Join(dir, sg.Path), br, sg.Size); err != nil {
 			return nil, err
 		}
 		segs = append(segs, sg)
@@ -495,25 +502,4 @@ func trailing(r io.Reader) error {
 		return fmt.Errorf("snapshot: %d bytes after its end", n)
 	}
 	return nil
-}
-
-// writeSegmentFile writes size bytes from r to a new file at path and
-// syncs it.
-func writeSegmentFile(path string, r io.Reader, size uint64) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if n, err := io.CopyN(f, r, int64(size)); err != nil {
-		f.Close()
-		return fmt.Errorf("snapshot: segment %s: %d of %d bytes: %w", path, n, size, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
