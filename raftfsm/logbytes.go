@@ -15,10 +15,10 @@ import (
 // logBytesPerSnapshot were applied since the last one, and keeps about
 // that many bytes of log behind a snapshot, however large its entries.
 //
-// A snapshot received from the leader holds all the data in its one file,
-// a second copy of what the restore wrote into the segment files. The
-// node takes a snapshot of its own soon after restoring one, and the
-// received copy is then removed (linkingSink.Close).
+// The node also takes a snapshot of its own soon after restoring one: a
+// snapshot an older binary received whole (the data inside state.bin, a
+// second copy of the segment files) is removed once one of the node's own
+// stands beside it (linkingSink.Close).
 const logBytesPerSnapshot = 256 << 20
 
 // watchLogBytes runs until stop closes, checking each second.

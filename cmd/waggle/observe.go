@@ -24,20 +24,11 @@ func observe(ctx context.Context, m *metrics.Metrics, node *raftfsm.Node, st *st
 		gauge("waggle_raft_commit_index", "Raft commit index.", func() float64 { return float64(health().Commit) }),
 		gauge("waggle_raft_applied_index", "Last raft index applied to the store.", func() float64 { return float64(health().Applied) }),
 		gauge("waggle_raft_last_snapshot_index", "Raft index of the newest snapshot.", func() float64 { return float64(health().LastSnapshotIndex) }),
-		gauge("waggle_raft_is_leader", "1 while this node leads.", func() float64 {
-			if svc.IsLeader() {
-				return 1
-			}
-			return 0
-		}),
+		gauge("waggle_raft_is_leader", "1 while this node leads.", func() float64 { return oneIf(svc.IsLeader()) }),
 		gauge("waggle_badger_lsm_bytes", "Size of badger's LSM tree.", func() float64 { lsm, _ := st.Size(); return float64(lsm) }),
 		gauge("waggle_badger_vlog_bytes", "Size of badger's value log.", func() float64 { _, vlog := st.Size(); return float64(vlog) }),
-		gauge("waggle_storage_full", "1 while writes that add data are refused for lack of disk space (--storage-min-free-mib).", func() float64 {
-			if svc.StorageFull() {
-				return 1
-			}
-			return 0
-		}),
+		gauge("waggle_storage_full", "1 while writes that add data are refused for lack of disk space (--storage-min-free-mib).",
+			func() float64 { return oneIf(svc.StorageFull()) }),
 		gauge("waggle_pending_deletes", "Deleted queues and groups whose data is still being removed.", func() float64 {
 			n, _ := svc.PendingDeletes()
 			return float64(n)
@@ -50,6 +41,14 @@ func observe(ctx context.Context, m *metrics.Metrics, node *raftfsm.Node, st *st
 	)
 
 	onLeaderChange(ctx, node, func(raft.LeaderObservation) { m.LeaderChanged() })
+}
+
+// oneIf is a gauge's value for a condition: 1 when it holds, else 0.
+func oneIf(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // cursorCollector reports every group's lag, and the messages retention
