@@ -118,8 +118,7 @@ func migrateBoltLog(legacy, dir string, logger hclog.Logger) error {
 		return err
 	}
 	logger.Info("moved the raft log to raft-wal", "from", legacy, "took", time.Since(start))
-	src.Close()
-	return os.Remove(legacy)
+	return os.Remove(legacy) // still open until the deferred Close: unlinking it is fine
 }
 
 // copyStable copies the stable keys that are set (raft-boltdb answers an

@@ -16,13 +16,21 @@ import (
 	"github.com/waggle-mq/waggle/store"
 )
 
-// newDataDir makes a healthy stopped node's data directory: a store and a
-// raft log holding a term.
-func newDataDir(t *testing.T, dir string) {
+// newDataDir makes a healthy stopped node's data directory: a store (with
+// cmds applied to it, as entries from index 1) and a raft log holding a
+// term.
+func newDataDir(t *testing.T, dir string, cmds ...[]byte) {
 	t.Helper()
 	st, err := store.Open(filepath.Join(dir, "state"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(cmds) > 0 {
+		fsm, err := NewFSM(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fsm.ApplyBatch(logs(1, cmds...))
 	}
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
@@ -210,19 +218,7 @@ func TestVerifyDataDirMissingOrEmptyIsNoData(t *testing.T) {
 // is damage to the first and passes the second.
 func TestVerifyDataDirReadsSegmentsOnDemandOnly(t *testing.T) {
 	dir := t.TempDir()
-	newDataDir(t, dir)
-	st, err := store.Open(filepath.Join(dir, "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fsm, err := NewFSM(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fsm.ApplyBatch(logs(1, randomPush(1000, "q", 0, 50)))
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	newDataDir(t, dir, randomPush(1000, "q", 0, 50))
 	if err := VerifyDataDir(dir); err != nil {
 		t.Fatalf("an intact directory: %v", err)
 	}

@@ -17,6 +17,23 @@ func randomPayload(n int) []byte {
 	return b
 }
 
+// putQueue stores q with a partition per id, each named by its id and
+// holding offsets up to next.
+func putQueue(t *testing.T, s *Store, q Queue, next uint64, partitionIDs ...uint64) {
+	t.Helper()
+	write(t, s, func(tx *Tx) error {
+		if err := tx.PutQueue(q); err != nil {
+			return err
+		}
+		for _, pid := range partitionIDs {
+			if err := tx.CreatePartition(Partition{ID: pid, QueueID: q.ID, Name: fmt.Sprint(pid), NextOffset: next}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // appendMessages commits n messages of random payloads to one partition of
 // q, starting at offset from, and returns the payloads.
 func appendMessages(t *testing.T, s *Store, q Queue, pid, from uint64, n int, atMs int64) [][]byte {
@@ -201,12 +218,7 @@ func TestSnapshotCarriesSegments(t *testing.T) {
 func TestQueueDeleteRemovesSegmentFiles(t *testing.T) {
 	s := openTest(t)
 	q := Queue{ID: 3, Name: "q"}
-	write(t, s, func(tx *Tx) error {
-		if err := tx.PutQueue(q); err != nil {
-			return err
-		}
-		return tx.CreatePartition(Partition{ID: 4, QueueID: 3, Name: "p", NextOffset: 100})
-	})
+	putQueue(t, s, q, 100, 4)
 	appendMessages(t, s, q, 4, 0, 100, 5)
 	write(t, s, func(tx *Tx) error { return tx.DeleteQueue(q, 50) })
 	cleanUpAll(t, s, 30)
@@ -229,17 +241,7 @@ func TestQueueDeleteRemovesSegmentFiles(t *testing.T) {
 func TestRetentionTrimsWholeSegments(t *testing.T) {
 	s := openTest(t)
 	q := Queue{ID: 3, Name: "q", SegmentBytes: MinSegmentBytes}
-	write(t, s, func(tx *Tx) error {
-		if err := tx.PutQueue(q); err != nil {
-			return err
-		}
-		for pid := uint64(10); pid < 13; pid++ {
-			if err := tx.CreatePartition(Partition{ID: pid, QueueID: 3, Name: fmt.Sprint(pid), NextOffset: 300}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	putQueue(t, s, q, 300, 10, 11, 12)
 	// Three partitions interleaved in one stream, 100 messages each per
 	// second, for three seconds: about 6 segments of 64 KiB.
 	want := map[uint64][][]byte{}
@@ -332,12 +334,7 @@ func cleanUpAll(t *testing.T, s *Store, maxWrites int) {
 func TestRetentionPointByBytes(t *testing.T) {
 	s := openTest(t)
 	q := Queue{ID: 3, Name: "q", SegmentBytes: MinSegmentBytes}
-	write(t, s, func(tx *Tx) error {
-		if err := tx.PutQueue(q); err != nil {
-			return err
-		}
-		return tx.CreatePartition(Partition{ID: 10, QueueID: 3, Name: "p", NextOffset: 1600})
-	})
+	putQueue(t, s, q, 1600, 10)
 	for i := range 8 {
 		appendMessages(t, s, q, 10, uint64(i*200), 200, 1000)
 	}
@@ -371,17 +368,7 @@ func TestRetentionPointByBytes(t *testing.T) {
 func TestCompletedPoint(t *testing.T) {
 	s := openTest(t)
 	q := Queue{ID: 3, Name: "q", SegmentBytes: MinSegmentBytes}
-	write(t, s, func(tx *Tx) error {
-		if err := tx.PutQueue(q); err != nil {
-			return err
-		}
-		for pid := uint64(10); pid < 12; pid++ {
-			if err := tx.CreatePartition(Partition{ID: pid, QueueID: 3, Name: fmt.Sprint(pid), NextOffset: 100}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	putQueue(t, s, q, 100, 10, 11)
 	for _, pid := range []uint64{11, 10} { // 11 first in the stream
 		appendMessages(t, s, q, pid, 0, 100, 1000)
 	}
