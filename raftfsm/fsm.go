@@ -38,6 +38,9 @@ type FSM struct {
 	appliedBytes, appliedEntries atomic.Uint64
 	// restores counts snapshots restored since start (see logbytes.go).
 	restores atomic.Uint64
+	// stateBytes is the size of the keys the last snapshot wrote (its
+	// state.bin), which spaces snapshots out (see logbytes.go).
+	stateBytes atomic.Uint64
 	// restoreFiles, when set, names the segment files of the snapshot
 	// being restored, which Restore links instead of copying.
 	restoreFiles func() store.SegmentFiles
@@ -187,7 +190,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fsmSnapshot{snap: sn}, nil
+	return &fsmSnapshot{snap: sn, stateBytes: &f.stateBytes}, nil
 }
 
 // Restore implements raft.FSM: the store is replaced whole.
@@ -217,7 +220,8 @@ func (f *FSM) Reset() error {
 }
 
 type fsmSnapshot struct {
-	snap *store.Snapshot
+	snap       *store.Snapshot
+	stateBytes *atomic.Uint64 // set to the keys' size once persisted
 }
 
 // Persist writes the snapshot's keys to the sink. The segment files go as
@@ -235,9 +239,11 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 		}
 		return sink.Close()
 	}
-	if _, err := s.snap.WriteState(sink); err != nil {
+	n, err := s.snap.WriteState(sink)
+	if err != nil {
 		return fail(err)
 	}
+	s.stateBytes.Store(uint64(n))
 	if err := a.adoptSegments(s.snap.PinDir, s.snap.Segments); err != nil {
 		return fail(err)
 	}
