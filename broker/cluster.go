@@ -23,6 +23,10 @@ type NodeAddrs struct {
 	ID        string
 	HTTPAddr  string
 	KafkaAddr string
+	// LogFormat is the newest raft log format the node reads, as it
+	// registered it (0: not recorded; registrations carry it once the
+	// cluster is at format 2).
+	LogFormat uint32
 }
 
 // Member is one server of the raft configuration, with the addresses it
@@ -138,8 +142,8 @@ func (s *Service) RegisterNode(a NodeAddrs) error {
 			return fmt.Errorf("%w: address %q: %v", ErrInvalid, addr, err)
 		}
 	}
-	cmd := raftfsm.RegisterNodeCommand{Node: store.Node{ID: a.ID, HTTPAddr: a.HTTPAddr, KafkaAddr: a.KafkaAddr}}
-	_, err := s.apply(cmd.Encode())
+	cmd := raftfsm.RegisterNodeCommand{Node: store.Node{ID: a.ID, HTTPAddr: a.HTTPAddr, KafkaAddr: a.KafkaAddr, LogFormat: a.LogFormat}}
+	_, err := s.apply(&cmd)
 	return err
 }
 
@@ -171,7 +175,7 @@ func (s *Service) RemoveNode(id string) error {
 	}
 	forget := func() error {
 		cmd := raftfsm.ForgetNodeCommand{ID: id}
-		_, err := s.apply(cmd.Encode())
+		_, err := s.apply(&cmd)
 		return err
 	}
 	remove := func() error {
@@ -230,7 +234,7 @@ func (s *Service) Members() ([]Member, error) {
 			m := Member{NodeAddrs: NodeAddrs{ID: string(srv.ID)}, RaftAddr: string(srv.Address), Voter: srv.Suffrage == raft.Voter}
 			n, err := tx.Node(m.ID)
 			if err == nil {
-				m.HTTPAddr, m.KafkaAddr = n.HTTPAddr, n.KafkaAddr
+				m.HTTPAddr, m.KafkaAddr, m.LogFormat = n.HTTPAddr, n.KafkaAddr, n.LogFormat
 			} else if !errors.Is(err, store.ErrNotFound) {
 				return err
 			}

@@ -85,7 +85,7 @@ func (s *Service) Pop(ctx context.Context, r PopRequest) ([]PoppedMessage, error
 		}
 		cmd := raftfsm.PopCommand{NowMs: s.now().UnixMilli(), Group: r.Group, Queue: r.Queue, Partition: r.Partition,
 			Batch: r.Batch, LeaseMs: r.LeaseSeconds * 1000, FromNew: r.FromNew, LeaseID: uuid.NewString()}
-		answer, err := s.apply(cmd.Encode())
+		answer, err := s.apply(&cmd)
 		if err != nil {
 			return nil, err
 		}
@@ -213,7 +213,7 @@ func (s *Service) Ack(group string, acks []AckRequest) ([]AckResult, error) {
 	if len(cmd.Acks) == 0 {
 		return out, nil
 	}
-	answer, err := s.apply(cmd.Encode())
+	answer, err := s.apply(&cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +229,7 @@ func (s *Service) ExtendLease(leaseID string, seconds int64) (raftfsm.ExtendLeas
 		return raftfsm.ExtendLeaseResult{}, fmt.Errorf("%w: seconds must be between 1 and %d", ErrInvalid, maxLeaseSeconds)
 	}
 	cmd := raftfsm.ExtendLeaseCommand{NowMs: s.now().UnixMilli(), LeaseID: leaseID, Seconds: seconds}
-	answer, err := s.apply(cmd.Encode())
+	answer, err := s.apply(&cmd)
 	if err != nil {
 		return raftfsm.ExtendLeaseResult{}, err
 	}
@@ -265,7 +265,7 @@ func (s *Service) Seek(group, queue string, r SeekRequest) error {
 	if set != 1 {
 		return fmt.Errorf("%w: give exactly one of toEnd, offset or timestamp", ErrInvalid)
 	}
-	answer, err := s.apply(cmd.Encode())
+	answer, err := s.apply(&cmd)
 	if err != nil {
 		return err
 	}

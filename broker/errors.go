@@ -27,6 +27,11 @@ var (
 // and retention go on, so space can be freed without a restart.
 var ErrStorageFull = errors.New("storage full: the data directory's disk is below its free-space reserve; writes that add data are refused until space is freed")
 
+// ErrUpgradeInProgress is a write the cluster's log format cannot carry
+// yet: a member still runs an older binary. Nothing was written; it works
+// once every member is upgraded.
+var ErrUpgradeInProgress = errors.New("rolling upgrade in progress: a member runs an older waggle that would not read this write; retry once every node is upgraded")
+
 // ErrKVExpiry is a KV write that declares neither ttlSeconds nor forever.
 var ErrKVExpiry = fmt.Errorf("%w: every KV write declares ttlSeconds or forever:true", ErrInvalid)
 

@@ -76,7 +76,7 @@ func (s *Service) CommitOffsets(group string, offsets []OffsetCommit) ([]TopicOu
 	var out []TopicOutcome
 	for _, chunk := range offsetChunks(group, offsets) {
 		cmd := raftfsm.CommitOffsetsCommand{NowMs: s.now().UnixMilli(), Group: group, Offsets: chunk}
-		answer, err := s.apply(cmd.Encode())
+		answer, err := s.apply(&cmd)
 		if err != nil {
 			return nil, err
 		}
@@ -102,7 +102,7 @@ func (s *Service) DeleteOffsets(group string, all bool, offsets []OffsetCommit) 
 	n := 0
 	for _, chunk := range chunks {
 		cmd := raftfsm.DeleteOffsetsCommand{Group: group, All: all, Offsets: chunk}
-		answer, err := s.apply(cmd.Encode())
+		answer, err := s.apply(&cmd)
 		if err != nil {
 			return n, err
 		}

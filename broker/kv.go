@@ -123,7 +123,7 @@ func addsKV(ops []KVOp) bool {
 // applyKV applies validated KV ops in one raft entry.
 func (s *Service) applyKV(ops []KVOp) (KVCallResult, error) {
 	cmd := raftfsm.KVCommand{NowMs: s.now().UnixMilli(), Ops: ops}
-	answer, err := s.apply(cmd.Encode())
+	answer, err := s.apply(&cmd)
 	if err != nil {
 		return KVCallResult{}, err
 	}
@@ -173,7 +173,7 @@ func (s *Service) Timers(ops []TimerOp) ([]TimerResult, error) {
 		}
 	}
 	cmd := raftfsm.TimersCommand{NowMs: s.now().UnixMilli(), Ops: ops}
-	answer, err := s.apply(cmd.Encode())
+	answer, err := s.apply(&cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -335,7 +335,7 @@ func (s *Service) Transaction(r TransactionRequest) (TransactionResult, error) {
 			return TransactionResult{}, err
 		}
 	}
-	answer, err := s.apply(cmd.Encode())
+	answer, err := s.apply(&cmd)
 	if err != nil {
 		return TransactionResult{}, err
 	}

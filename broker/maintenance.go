@@ -34,7 +34,7 @@ func (s *Service) RunMaintenance(ctx context.Context, period time.Duration, log 
 		// also move the replicated clock that leases and KV expiry read.
 		for range 10 {
 			cmd := raftfsm.PruneDedupCommand{NowMs: s.now().UnixMilli(), Limit: raftfsm.MaxPruneLimit}
-			answer, err := s.apply(cmd.Encode())
+			answer, err := s.apply(&cmd)
 			if err != nil {
 				log.Debug("prune dedup", "err", err)
 				break
@@ -48,7 +48,7 @@ func (s *Service) RunMaintenance(ctx context.Context, period time.Duration, log 
 		// Expired KV rows and due timers, through the log.
 		for range 10 {
 			cmd := raftfsm.TickCommand{NowMs: s.now().UnixMilli(), Limit: 1000}
-			answer, err := s.apply(cmd.Encode())
+			answer, err := s.apply(&cmd)
 			if err != nil {
 				log.Debug("tick", "err", err)
 				break
@@ -68,7 +68,7 @@ func (s *Service) cleanUp(log *slog.Logger) {
 	}
 	for range 10 {
 		cmd := raftfsm.CleanupCommand{MaxWrites: raftfsm.MaxCleanupWrites}
-		answer, err := s.apply(cmd.Encode())
+		answer, err := s.apply(&cmd)
 		if err != nil {
 			log.Debug("cleanup", "err", err)
 			return
@@ -163,7 +163,7 @@ func (s *Service) retain(log *slog.Logger) {
 		return
 	}
 	for _, cmd := range cmds {
-		if _, err := s.apply(cmd.Encode()); err != nil {
+		if _, err := s.apply(&cmd); err != nil {
 			log.Debug("retain", "err", err)
 			return
 		}

@@ -63,7 +63,7 @@ func (s *Service) Push(items []PushItem) ([]PushResult, error) {
 		return nil, err
 	}
 	cmd := raftfsm.PushCommand{NowMs: s.now().UnixMilli(), Items: stamped}
-	answer, err := s.apply(cmd.Encode())
+	answer, err := s.apply(&cmd)
 	if err != nil {
 		return nil, err
 	}

@@ -71,7 +71,7 @@ func (s *Service) Configure(queue string, opts QueueOptions) (QueueInfo, error) 
 		return QueueInfo{}, fmt.Errorf("%w: partitions must be between 1 and 10000", ErrInvalid)
 	}
 	cmd := raftfsm.ConfigureQueueCommand{NowMs: s.now().UnixMilli(), Queue: queue, Options: opts}
-	answer, err := s.apply(cmd.Encode())
+	answer, err := s.apply(&cmd)
 	if err != nil {
 		return QueueInfo{}, err
 	}

@@ -89,18 +89,24 @@ func (s *Service) admitGrowth() error {
 // apply commits one command through raft and returns the state machine's
 // answer, which exists only once the entry is committed by a majority and
 // applied on this node.
-func (s *Service) apply(cmd []byte) (any, error) { return s.applyAsync(cmd)() }
+func (s *Service) apply(cmd raftfsm.Command) (any, error) { return s.applyAsync(cmd)() }
 
 // applyAsync hands one command to raft and returns a function that waits
 // for its answer. Commands handed over one after another from the same
 // goroutine are appended to the log in that order, which lets a caller
 // pipeline writes whose order matters.
-func (s *Service) applyAsync(cmd []byte) func() (any, error) {
+func (s *Service) applyAsync(cmd raftfsm.Command) func() (any, error) {
 	if s.node.Raft.State() != raft.Leader {
 		return func() (any, error) { return nil, ErrNotLeader }
 	}
+	// The entry is written in the cluster's log format, which every member
+	// reads (see raftfsm.LogFormat).
+	entry, err := raftfsm.EncodeAs(cmd, s.node.FSM.LogFormat())
+	if err != nil {
+		return func() (any, error) { return nil, fmt.Errorf("%w: %v", ErrUpgradeInProgress, err) }
+	}
 	start := time.Now()
-	f := s.node.Raft.Apply(raftfsm.Seal(cmd), s.ApplyTimeout)
+	f := s.node.Raft.Apply(raftfsm.Seal(entry), s.ApplyTimeout)
 	return func() (any, error) {
 		err := f.Error()
 		s.Metrics.Applied(time.Since(start).Seconds())

@@ -133,7 +133,7 @@ func (s *Service) CreateTopic(name string, partitions int32, cfg TopicConfig) (T
 	cmd := raftfsm.CreateTopicCommand{NowMs: s.now().UnixMilli(), Name: name, Partitions: partitions,
 		RetentionMs: cfg.RetentionMs, MaxMessageBytes: cfg.MaxMessageBytes, SegmentBytes: cfg.SegmentBytes, SegmentMs: cfg.SegmentMs,
 		RetentionBytes: cfg.RetentionBytes}
-	answer, err := s.apply(cmd.Encode())
+	answer, err := s.apply(&cmd)
 	if err != nil {
 		return 0, err
 	}
@@ -143,7 +143,7 @@ func (s *Service) CreateTopic(name string, partitions int32, cfg TopicConfig) (T
 // AddPartitions grows a topic to count partitions.
 func (s *Service) AddPartitions(name string, count int32) (TopicOutcome, error) {
 	cmd := raftfsm.AddPartitionsCommand{Name: name, Count: count}
-	answer, err := s.apply(cmd.Encode())
+	answer, err := s.apply(&cmd)
 	if err != nil {
 		return 0, err
 	}
@@ -153,7 +153,7 @@ func (s *Service) AddPartitions(name string, count int32) (TopicOutcome, error) 
 // DeleteTopic deletes a queue and its partitions.
 func (s *Service) DeleteTopic(name string) (TopicOutcome, error) {
 	cmd := raftfsm.DeleteQueueCommand{Name: name}
-	answer, err := s.apply(cmd.Encode())
+	answer, err := s.apply(&cmd)
 	if err != nil {
 		return 0, err
 	}
@@ -179,7 +179,7 @@ func (s *Service) ProduceAsync(topic string, partition, autoCreate int32, batche
 			Raw: b.Raw,
 		})
 	}
-	wait := s.applyAsync(cmd.Encode())
+	wait := s.applyAsync(&cmd)
 	return func() (ProduceResult, error) {
 		answer, err := wait()
 		if err != nil {
@@ -356,7 +356,7 @@ func firstAtOrAfter(e store.Entry, ts int64, offset, found *int64) error {
 // NewProducerID allocates a Kafka producer id from the replicated counter.
 func (s *Service) NewProducerID() (int64, error) {
 	cmd := raftfsm.NewProducerIDCommand{}
-	answer, err := s.apply(cmd.Encode())
+	answer, err := s.apply(&cmd)
 	if err != nil {
 		return 0, err
 	}

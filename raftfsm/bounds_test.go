@@ -178,6 +178,13 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 	}
 	producer := h.one((&NewProducerIDCommand{}).Encode()).(int64)
 	h.one((&ProduceCommand{NowMs: now, Topic: "t0", Partition: 3, Batches: []ProduceBatch{idemBatch(producer, 0, 0, 2)}}).Encode())
+	// Log format 1's JSON entries apply through the same code as their
+	// format 2 types; small ones cover their types here.
+	h.one((&KVCommand{NowMs: now, Ops: []KVOp{{Op: KVGet, NS: "ns", Key: "once"}}}).encodeAs(LogFormat1))
+	h.one((&TimersCommand{NowMs: now, Ops: []TimerOp{{Op: TimerCancel, Queue: "wide", TimerKey: "none"}}}).encodeAs(LogFormat1))
+	h.one((&TransactionCommand{NowMs: now, TxnID: "t-json", KV: []KVOp{{Op: KVGet, NS: "ns", Key: "once"}}}).encodeAs(LogFormat1))
+	h.one((&TickCommand{NowMs: now, Limit: 1}).encodeAs(LogFormat1))
+	h.one((&SetLogFormatCommand{Format: MaxLogFormat}).Encode())
 	h.one((&RegisterNodeCommand{Node: store.Node{ID: "9", HTTPAddr: "h", KafkaAddr: "k"}}).Encode())
 	h.one((&ForgetNodeCommand{ID: "9"}).Encode())
 	h.one((&DeleteOffsetsCommand{Group: "g", Offsets: []OffsetCommit{{Topic: "t0", Partition: 1}}}).Encode())

@@ -70,6 +70,15 @@ func (d *decoder) bytes() []byte {
 	return v
 }
 
+// optionalBytes is bytes that reads an empty field as nil, as JSON's
+// omitempty did for the same field in log format 1.
+func (d *decoder) optionalBytes() []byte {
+	if v := d.bytes(); len(v) > 0 {
+		return v
+	}
+	return nil
+}
+
 func (d *decoder) string() string { return string(d.bytes()) }
 
 func (d *decoder) fixed16() (v [16]byte) {

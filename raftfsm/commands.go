@@ -10,7 +10,7 @@ import (
 
 // CommandType is the first byte of every raft entry waggle writes. Types are
 // only ever appended, never renumbered or reused: old entries stay in logs
-// and snapshots. A changed format gets a new type.
+// and snapshots. A changed format gets a new type (see LogFormat).
 type CommandType byte
 
 // Command types.
@@ -31,12 +31,20 @@ const (
 	CmdAck            CommandType = 14
 	CmdExtendLease    CommandType = 15
 	CmdSeek           CommandType = 16
-	CmdKV             CommandType = 17
-	CmdTransaction    CommandType = 18
-	CmdTimers         CommandType = 19
-	CmdTick           CommandType = 20
-	CmdCleanup        CommandType = 21
-	CmdRetain         CommandType = 22
+	// Log format 1 wrote KV, transaction, timers and tick entries as JSON
+	// (see legacyJSON); they stay decodable.
+	CmdKVJSON          CommandType = 17
+	CmdTransactionJSON CommandType = 18
+	CmdTimersJSON      CommandType = 19
+	CmdTickJSON        CommandType = 20
+	CmdCleanup         CommandType = 21
+	CmdRetain          CommandType = 22
+	// Log format 2.
+	CmdKV           CommandType = 23
+	CmdTransaction  CommandType = 24
+	CmdTimers       CommandType = 25
+	CmdTick         CommandType = 26
+	CmdSetLogFormat CommandType = 27
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.
@@ -51,11 +59,12 @@ type PushCommand struct {
 
 // PushItem is one message to push.
 type PushItem struct {
-	Queue         string
-	Partition     string
-	TransactionID string
-	MessageID     [16]byte
-	Payload       []byte
+	// The JSON names are log format 1 (see legacy.go).
+	Queue         string   `json:"Queue"`
+	Partition     string   `json:"Partition"`
+	TransactionID string   `json:"TransactionID"`
+	MessageID     [16]byte `json:"MessageID"`
+	Payload       []byte   `json:"Payload"`
 }
 
 // PushStatus says what happened to one pushed item.
@@ -124,14 +133,21 @@ func (c *PushCommand) Encode() []byte {
 	e.varint(c.NowMs)
 	e.uvarint(uint64(len(c.Items)))
 	for i := range c.Items {
-		it := &c.Items[i]
-		e.string(it.Queue)
-		e.string(it.Partition)
-		e.string(it.TransactionID)
-		e.fixed16(it.MessageID)
-		e.bytes(it.Payload)
+		e.pushItem(&c.Items[i])
 	}
 	return e.b
+}
+
+func (e *encoder) pushItem(it *PushItem) {
+	e.string(it.Queue)
+	e.string(it.Partition)
+	e.string(it.TransactionID)
+	e.fixed16(it.MessageID)
+	e.bytes(it.Payload)
+}
+
+func (d *decoder) pushItem() PushItem {
+	return PushItem{Queue: d.string(), Partition: d.string(), TransactionID: d.string(), MessageID: d.fixed16(), Payload: d.bytes()}
 }
 
 func decodePush(b []byte) (*PushCommand, error) {
@@ -139,13 +155,7 @@ func decodePush(b []byte) (*PushCommand, error) {
 	c := &PushCommand{NowMs: d.varint()}
 	c.Items = make([]PushItem, d.count(minPushItemSize))
 	for i := range c.Items {
-		c.Items[i] = PushItem{
-			Queue:         d.string(),
-			Partition:     d.string(),
-			TransactionID: d.string(),
-			MessageID:     d.fixed16(),
-			Payload:       d.bytes(),
-		}
+		c.Items[i] = d.pushItem()
 	}
 	return c, d.finish()
 }
@@ -223,6 +233,14 @@ type RegisterNodeCommand struct {
 
 // Encode returns the raft entry for the command.
 func (c *RegisterNodeCommand) Encode() []byte {
+	e := encoder{b: c.encodeAs(LogFormat1)}
+	e.uvarint(uint64(c.Node.LogFormat)) // since log format 2
+	return e.b
+}
+
+// encodeAs writes the entry without the node's log format, which format 1
+// decoders refuse as trailing bytes.
+func (c *RegisterNodeCommand) encodeAs(LogFormat) []byte {
 	e := encoder{}
 	e.byte(byte(CmdRegisterNode))
 	e.string(c.Node.ID)
@@ -234,6 +252,9 @@ func (c *RegisterNodeCommand) Encode() []byte {
 func decodeRegisterNode(b []byte) (*RegisterNodeCommand, error) {
 	d := decoder{b: b}
 	c := &RegisterNodeCommand{Node: store.Node{ID: d.string(), HTTPAddr: d.string(), KafkaAddr: d.string()}}
+	if d.more() {
+		c.Node.LogFormat = uint32(d.uvarint())
+	}
 	return c, d.finish()
 }
 

@@ -84,11 +84,12 @@ func decodePop(b []byte) (*PopCommand, error) {
 
 // Ack acknowledges one leased message.
 type Ack struct {
-	PartitionID   uint64
-	LeaseID       string
-	TransactionID string
-	Status        string
-	Error         string
+	// The JSON names are log format 1 (see legacy.go).
+	PartitionID   uint64 `json:"PartitionID"`
+	LeaseID       string `json:"LeaseID"`
+	TransactionID string `json:"TransactionID"`
+	Status        string `json:"Status"`
+	Error         string `json:"Error"`
 }
 
 // AckCommand acknowledges messages of one group.
@@ -113,22 +114,33 @@ func (c *AckCommand) Encode() []byte {
 	e.varint(c.NowMs)
 	e.string(c.Group)
 	e.uvarint(uint64(len(c.Acks)))
-	for _, a := range c.Acks {
-		e.uvarint(a.PartitionID)
-		e.string(a.LeaseID)
-		e.string(a.TransactionID)
-		e.string(a.Status)
-		e.string(a.Error)
+	for i := range c.Acks {
+		e.ack(&c.Acks[i])
 	}
 	return e.b
+}
+
+// minAckSize is the fewest bytes one encoded Ack takes.
+const minAckSize = 5
+
+func (e *encoder) ack(a *Ack) {
+	e.uvarint(a.PartitionID)
+	e.string(a.LeaseID)
+	e.string(a.TransactionID)
+	e.string(a.Status)
+	e.string(a.Error)
+}
+
+func (d *decoder) ack() Ack {
+	return Ack{PartitionID: d.uvarint(), LeaseID: d.string(), TransactionID: d.string(), Status: d.string(), Error: d.string()}
 }
 
 func decodeAck(b []byte) (*AckCommand, error) {
 	d := decoder{b: b}
 	c := &AckCommand{NowMs: d.varint(), Group: d.string()}
-	c.Acks = make([]Ack, d.count(5))
+	c.Acks = make([]Ack, d.count(minAckSize))
 	for i := range c.Acks {
-		c.Acks[i] = Ack{PartitionID: d.uvarint(), LeaseID: d.string(), TransactionID: d.string(), Status: d.string(), Error: d.string()}
+		c.Acks[i] = d.ack()
 	}
 	return c, d.finish()
 }

@@ -94,8 +94,11 @@ func NewFSM(st *store.Store) (*FSM, error) {
 func (f *FSM) loadMeta() error {
 	return f.store.View(func(tx *store.Tx) error {
 		m, err := tx.Meta()
-		f.meta = m
-		return err
+		if err != nil {
+			return err
+		}
+		f.meta = m // callers hold f.mu, or nothing else runs yet
+		return CheckLogFormat(m)
 	})
 }
 
@@ -103,6 +106,13 @@ func (f *FSM) loadMeta() error {
 // since start.
 func (f *FSM) appliedSize() (bytes, entries uint64) {
 	return f.appliedBytes.Load(), f.appliedEntries.Load()
+}
+
+// LogFormat is the cluster's raft log format as of the last applied entry.
+func (f *FSM) LogFormat() LogFormat {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return EffectiveLogFormat(f.meta)
 }
 
 // AppliedIndex is the last raft index whose effects are in the store.

@@ -284,9 +284,6 @@ type KVCallResult struct {
 	Abort   *KVAbort
 }
 
-// Encode returns the raft entry for the command.
-func (c *KVCommand) Encode() []byte { return encodeJSONCommand(CmdKV, c) }
-
 func (p *Processor) kvCall(tx *store.Tx, meta *store.Meta, c *KVCommand) KVCallResult {
 	o := newKVOverlay(tx, meta.ClockMs)
 	results, abort := evalKV(o, c.Ops)
@@ -295,23 +292,4 @@ func (p *Processor) kvCall(tx *store.Tx, meta *store.Meta, c *KVCommand) KVCallR
 	}
 	o.flush()
 	return KVCallResult{Results: results}
-}
-
-// encodeJSONCommand writes a command whose body is JSON. encoding/json
-// writes struct fields in declaration order and maps sorted, so the entry
-// is the same bytes on every call.
-func encodeJSONCommand(t CommandType, v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("raftfsm: encode command: " + err.Error()) // plain structs: cannot fail
-	}
-	return append([]byte{byte(t)}, b...)
-}
-
-func decodeJSONCommand[T any](b []byte) (*T, error) {
-	var v T
-	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, err
-	}
-	return &v, nil
 }

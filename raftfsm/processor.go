@@ -36,7 +36,7 @@ func (p *Processor) Apply(tx *store.Tx, meta *store.Meta, data []byte) any {
 	}
 	h := handlers[CommandType(data[0])]
 	if h == nil {
-		panic(fmt.Sprintf("raftfsm: unknown command type %d (entry from a newer binary?)", data[0]))
+		panic(fmt.Sprintf("raftfsm: unknown command type %d: the entry needs a newer waggle than this one (log format %d); run the cluster's version on this node", data[0], MaxLogFormat))
 	}
 	p.deadLetterBytes = 0
 	return h(p, tx, meta, data)
@@ -83,12 +83,17 @@ func init() {
 	register(CmdAck, decodeAck, func(c *AckCommand) int64 { return c.NowMs }, (*Processor).ack)
 	register(CmdExtendLease, decodeExtendLease, func(c *ExtendLeaseCommand) int64 { return c.NowMs }, (*Processor).extendLease)
 	register(CmdSeek, decodeSeek, func(c *SeekCommand) int64 { return c.NowMs }, (*Processor).seek)
-	register(CmdKV, decodeJSONCommand[KVCommand], func(c *KVCommand) int64 { return c.NowMs }, (*Processor).kvCall)
-	register(CmdTransaction, decodeJSONCommand[TransactionCommand], func(c *TransactionCommand) int64 { return c.NowMs }, (*Processor).transaction)
-	register(CmdTimers, decodeJSONCommand[TimersCommand], func(c *TimersCommand) int64 { return c.NowMs }, (*Processor).timers)
-	register(CmdTick, decodeJSONCommand[TickCommand], func(c *TickCommand) int64 { return c.NowMs }, (*Processor).tick)
+	register(CmdKVJSON, decodeJSONCommand[KVCommand], func(c *KVCommand) int64 { return c.NowMs }, (*Processor).kvCall)
+	register(CmdTransactionJSON, decodeJSONCommand[TransactionCommand], func(c *TransactionCommand) int64 { return c.NowMs }, (*Processor).transaction)
+	register(CmdTimersJSON, decodeJSONCommand[TimersCommand], func(c *TimersCommand) int64 { return c.NowMs }, (*Processor).timers)
+	register(CmdTickJSON, decodeJSONCommand[TickCommand], func(c *TickCommand) int64 { return c.NowMs }, (*Processor).tick)
 	register(CmdCleanup, decodeCleanup, nil, (*Processor).cleanup)
 	register(CmdRetain, decodeRetain, func(c *RetainCommand) int64 { return c.NowMs }, (*Processor).retain)
+	register(CmdKV, decodeKV, func(c *KVCommand) int64 { return c.NowMs }, (*Processor).kvCall)
+	register(CmdTransaction, decodeTransaction, func(c *TransactionCommand) int64 { return c.NowMs }, (*Processor).transaction)
+	register(CmdTimers, decodeTimers, func(c *TimersCommand) int64 { return c.NowMs }, (*Processor).timers)
+	register(CmdTick, decodeTick, func(c *TickCommand) int64 { return c.NowMs }, (*Processor).tick)
+	register(CmdSetLogFormat, decodeSetLogFormat, nil, (*Processor).setLogFormat)
 }
 
 func (p *Processor) pruneDedup(tx *store.Tx, meta *store.Meta, c *PruneDedupCommand) PruneDedupResult {

@@ -40,9 +40,6 @@ type TimersCommand struct {
 	Ops   []TimerOp `json:"ops"`
 }
 
-// Encode returns the raft entry for the command.
-func (c *TimersCommand) Encode() []byte { return encodeJSONCommand(CmdTimers, c) }
-
 func applyTimer(tx *store.Tx, now int64, op TimerOp) TimerResult {
 	prev, found, err := tx.Timer(op.Queue, op.TimerKey)
 	must(err)
@@ -77,9 +74,6 @@ type TickResult struct {
 	Fired    int
 	More     bool // due timers were left for the byte bound
 }
-
-// Encode returns the raft entry for the command.
-func (c *TickCommand) Encode() []byte { return encodeJSONCommand(CmdTick, c) }
 
 func (p *Processor) tick(tx *store.Tx, meta *store.Meta, c *TickCommand) TickResult {
 	limit := min(max(c.Limit, 1), MaxPruneLimit)

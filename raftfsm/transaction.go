@@ -54,9 +54,6 @@ type TransactionResult struct {
 	Timers  []TimerResult
 }
 
-// Encode returns the raft entry for the command.
-func (c *TransactionCommand) Encode() []byte { return encodeJSONCommand(CmdTransaction, c) }
-
 type groupPartition struct {
 	group       string
 	partitionID uint64

@@ -30,27 +30,39 @@ type Meta struct {
 	ClockMs int64
 	// NextID is the next free numeric id for queues and partitions.
 	NextID uint64
+	// LogFormat is the raft log format the cluster writes (raftfsm.LogFormat;
+	// 0 in stores from before it was recorded, which means 1). Written
+	// only once raised, so older binaries read the record until then.
+	LogFormat uint32
 }
 
 func (m Meta) encode() []byte {
-	b := make([]byte, 0, 33)
+	b := make([]byte, 0, 37)
 	b = append(b, recordV1)
 	b = binary.BigEndian.AppendUint64(b, m.AppliedIndex)
 	b = binary.BigEndian.AppendUint64(b, m.AppliedTerm)
 	b = binary.BigEndian.AppendUint64(b, uint64(m.ClockMs))
-	return binary.BigEndian.AppendUint64(b, m.NextID)
+	b = binary.BigEndian.AppendUint64(b, m.NextID)
+	if m.LogFormat != 0 {
+		b = binary.BigEndian.AppendUint32(b, m.LogFormat)
+	}
+	return b
 }
 
 func decodeMeta(b []byte) (Meta, error) {
-	if len(b) != 33 || b[0] != recordV1 {
+	if (len(b) != 33 && len(b) != 37) || b[0] != recordV1 {
 		return Meta{}, errBadRecord
 	}
-	return Meta{
+	m := Meta{
 		AppliedIndex: binary.BigEndian.Uint64(b[1:]),
 		AppliedTerm:  binary.BigEndian.Uint64(b[9:]),
 		ClockMs:      int64(binary.BigEndian.Uint64(b[17:])),
 		NextID:       binary.BigEndian.Uint64(b[25:]),
-	}, nil
+	}
+	if len(b) == 37 {
+		m.LogFormat = binary.BigEndian.Uint32(b[33:])
+	}
+	return m, nil
 }
 
 // Queue is a queue's replicated configuration.
@@ -118,6 +130,9 @@ type Node struct {
 	ID        string `json:"id"`
 	HTTPAddr  string `json:"httpAddr"`
 	KafkaAddr string `json:"kafkaAddr"`
+	// LogFormat is the newest raft log format the node's binary reads, as
+	// it registered it (0: registered before formats were recorded).
+	LogFormat uint32 `json:"logFormat,omitempty"`
 }
 
 // Partition is one partition of a queue with its offset range: messages

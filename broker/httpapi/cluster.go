@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/raftfsm"
 )
 
 // forwardedHeader marks a request a follower forwarded to the leader. A
@@ -106,11 +107,18 @@ type memberJSON struct {
 	// null when it did not answer in time.
 	Role    string  `json:"role"`
 	Applied *uint64 `json:"applied"`
+	// LogFormat is the newest raft log format the member reads: as it
+	// registered it, or else as its /health says (1 from a binary older
+	// than formats); null when neither is known.
+	LogFormat *uint32 `json:"logFormat"`
 }
 
 type clusterJSON struct {
-	Leader  *json.Number `json:"leader"`
-	Members []memberJSON `json:"members"`
+	Leader *json.Number `json:"leader"`
+	// LogFormat is the format the cluster writes: raised by the leader
+	// once every member reads the next one.
+	LogFormat uint32       `json:"logFormat"`
+	Members   []memberJSON `json:"members"`
 }
 
 // peerHealthTimeout bounds how long GET /api/v1/cluster waits for each
@@ -124,7 +132,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h := s.svc.Health()
-	out := clusterJSON{Members: make([]memberJSON, len(members))}
+	out := clusterJSON{Members: make([]memberJSON, len(members)), LogFormat: uint32(s.svc.LogFormat())}
 	if h.LeaderID != "" {
 		out.Leader = ptr(json.Number(h.LeaderID))
 	}
@@ -134,8 +142,12 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 			ID: json.Number(m.ID), RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, KafkaAddr: m.KafkaAddr,
 			Voter: m.Voter, Leader: m.ID == h.LeaderID,
 		}
+		if m.LogFormat != 0 {
+			out.Members[i].LogFormat = ptr(m.LogFormat)
+		}
 		if m.ID == h.NodeID {
 			out.Members[i].Role, out.Members[i].Applied = h.Role, ptr(h.Applied)
+			out.Members[i].LogFormat = ptr(uint32(raftfsm.MaxLogFormat))
 			continue
 		}
 		if m.HTTPAddr == "" {
@@ -146,6 +158,9 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 			defer wg.Done()
 			if peer, ok := s.fetchHealth(r, mj.HTTPAddr); ok {
 				mj.Role, mj.Applied = peer.Raft.Role, ptr(peer.Raft.Applied)
+				if mj.LogFormat == nil {
+					mj.LogFormat = ptr(max(peer.LogFormat, 1))
+				}
 			}
 		}(&out.Members[i])
 	}
@@ -196,6 +211,9 @@ type registerRequest struct {
 	ID        json.Number `json:"id"`
 	HTTPAddr  string      `json:"httpAddr"`
 	KafkaAddr string      `json:"kafkaAddr"`
+	// LogFormat: the newest raft log format the node reads. Nodes send it
+	// once the cluster is at format 2 (older leaders refuse the field).
+	LogFormat uint32 `json:"logFormat,omitempty"`
 }
 
 // register records a node's advertised addresses; each node calls it on
@@ -205,7 +223,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	err := s.svc.RegisterNode(broker.NodeAddrs{ID: req.ID.String(), HTTPAddr: req.HTTPAddr, KafkaAddr: req.KafkaAddr})
+	err := s.svc.RegisterNode(broker.NodeAddrs{ID: req.ID.String(), HTTPAddr: req.HTTPAddr, KafkaAddr: req.KafkaAddr, LogFormat: req.LogFormat})
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -233,6 +251,9 @@ type healthJSON struct {
 	// StorageFull: this node refuses writes that add data (disk below
 	// --storage-min-free-mib); a full leader hands off only to one without.
 	StorageFull bool `json:"storageFull"`
+	// LogFormat is the newest raft log format this node's binary reads;
+	// the leader raises the cluster's format once every member's says so.
+	LogFormat uint32 `json:"logFormat"`
 }
 
 // Node ids are numbers; leader is null while none is known.
@@ -257,6 +278,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		Raft: raftJSON{Role: h.Role, LeaderAddr: h.LeaderRaft, LeaderHTTP: h.LeaderHTTP, Term: h.Term,
 			Commit: h.Commit, Applied: h.Applied, LastSnapshotIndex: h.LastSnapshotIndex},
 		StorageFull: s.svc.StorageFull(),
+		LogFormat:   uint32(raftfsm.MaxLogFormat),
 	}
 	status := http.StatusOK
 	if h.LeaderID == "" {

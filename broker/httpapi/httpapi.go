@@ -230,6 +230,9 @@ func (s *Server) writeBrokerError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusInsufficientStorage, "storage_full", err.Error())
 	case errors.Is(err, broker.ErrNotLeader):
 		noLeader(w, err.Error())
+	case errors.Is(err, broker.ErrUpgradeInProgress):
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, "upgrade_in_progress", err.Error())
 	case errors.Is(err, broker.ErrOutcomeUnknown):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "outcome_unknown", err.Error())

@@ -252,6 +252,7 @@ func serve(ctx context.Context, o serveOptions) error {
 
 	self := registration{ID: id, HTTPAddr: orDefault(o.advertiseHTTP, ln.Addr().String()), KafkaAddr: o.kafka.AdvertisedAddr}
 	go registerSelf(ctx, scheme+"://"+ln.Addr().String(), nodeClient(peerTLS, authConf.BootstrapToken), self, wonElection(ctx, node, id), log)
+	go raiseLogFormats(ctx, svc, nodeClient(peerTLS, authConf.BootstrapToken), scheme, 2*time.Second, log)
 
 	var stopErr error
 	select {
@@ -286,6 +287,9 @@ type registration struct {
 	ID        string `json:"id"`
 	HTTPAddr  string `json:"httpAddr"`
 	KafkaAddr string `json:"kafkaAddr"`
+	// LogFormat is sent only once the cluster is at format 2: leaders
+	// older than that refuse the field.
+	LogFormat raftfsm.LogFormat `json:"logFormat,omitempty"`
 }
 
 // registerSelf records this node's advertised addresses in the replicated
@@ -293,19 +297,28 @@ type registration struct {
 // write. Before a leader exists (or, for a joining node, before it is
 // added) the answer is 503 and it tries again. Once registered it checks
 // now and then that the registry still holds its addresses (a node removed
-// and added back loses them) and registers again if not. When this node
+// and added back loses them) and registers again if not; once the cluster
+// is at log format 2 it registers again with the format it reads. When this node
 // wins an election (won receives) it checks at once: followers cannot
 // forward writes to it before its address is registered.
 func registerSelf(ctx context.Context, base string, client *http.Client, self registration, won <-chan struct{}, log *slog.Logger) {
-	body, _ := json.Marshal(self)
 	wait := 250 * time.Millisecond
+	formatSent := false // registered with the log format this binary reads
 	for {
-		if !registered(ctx, client, base, self) {
+		ok, clusterFormat := registered(ctx, client, base, self)
+		withFormat := clusterFormat >= raftfsm.LogFormat2
+		if !ok || withFormat && !formatSent {
+			reg := self
+			if withFormat {
+				reg.LogFormat = raftfsm.MaxLogFormat
+			}
+			body, _ := json.Marshal(reg)
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/cluster/register", bytes.NewReader(body))
 			if resp, err := client.Do(req); err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {
-					log.Info("registered advertised addresses", "http", self.HTTPAddr, "kafka", self.KafkaAddr)
+					formatSent = withFormat
+					log.Info("registered advertised addresses", "http", self.HTTPAddr, "kafka", self.KafkaAddr, "logFormat", reg.LogFormat)
 				}
 			}
 			wait = 250 * time.Millisecond
@@ -360,30 +373,32 @@ func onLeaderChange(ctx context.Context, node *raftfsm.Node, fn func(raft.Leader
 }
 
 // registered reports whether this node's view of the cluster lists self
-// with the addresses it advertises.
-func registered(ctx context.Context, client *http.Client, base string, self registration) bool {
+// with the addresses it advertises, and the cluster's log format.
+func registered(ctx context.Context, client *http.Client, base string, self registration) (bool, raftfsm.LogFormat) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/cluster", nil)
 	resp, err := client.Do(req)
 	if err != nil {
-		return false
+		return false, 0
 	}
 	defer resp.Body.Close()
 	var cl struct {
-		Members []struct {
+		LogFormat raftfsm.LogFormat `json:"logFormat"`
+		Members   []struct {
 			ID        json.Number `json:"id"`
 			HTTPAddr  string      `json:"httpAddr"`
 			KafkaAddr string      `json:"kafkaAddr"`
 		} `json:"members"`
 	}
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&cl) != nil {
-		return false
+		return false, 0
 	}
 	for _, m := range cl.Members {
-		if m.ID.String() == self.ID {
-			return m.HTTPAddr == self.HTTPAddr && m.KafkaAddr == self.KafkaAddr
+		if m.ID.String() != self.ID {
+			continue
 		}
+		return m.HTTPAddr == self.HTTPAddr && m.KafkaAddr == self.KafkaAddr, cl.LogFormat
 	}
-	return false
+	return false, cl.LogFormat
 }
 
 func raftLogLevel(l slog.Level) string {
@@ -433,15 +448,7 @@ func voterWithRoom(svc *broker.Service, client *http.Client, scheme string) (bro
 		if !m.Voter || m.ID == svc.NodeID() || m.HTTPAddr == "" {
 			continue
 		}
-		resp, err := client.Get(scheme + "://" + m.HTTPAddr + "/health")
-		if err != nil {
-			continue
-		}
-		var h struct {
-			StorageFull *bool `json:"storageFull"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&h)
-		resp.Body.Close()
+		h, err := fetchPeerHealth(client, scheme, m.HTTPAddr)
 		if err == nil && h.StorageFull != nil && !*h.StorageFull {
 			return m, true
 		}

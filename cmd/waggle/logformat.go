@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/raftfsm"
+)
+
+// peerHealth is what this binary reads of another member's /health.
+type peerHealth struct {
+	StorageFull *bool `json:"storageFull"`
+	// LogFormat is 0 from binaries older than log formats, which read 1.
+	LogFormat raftfsm.LogFormat `json:"logFormat"`
+}
+
+func fetchPeerHealth(client *http.Client, scheme, addr string) (peerHealth, error) {
+	var h peerHealth
+	resp, err := client.Get(scheme + "://" + addr + "/health")
+	if err != nil {
+		return h, err
+	}
+	defer resp.Body.Close()
+	err = json.NewDecoder(resp.Body).Decode(&h)
+	h.LogFormat = max(h.LogFormat, raftfsm.LogFormat1)
+	return h, err
+}
+
+// raiseLogFormats runs on every node until ctx ends; while this node leads
+// it moves the cluster to the newest log format every member reads. Each
+// member is asked through /health what its running binary reads (a
+// registration could be stale: a node may have been started with another
+// binary since), so the raise waits for a rolling upgrade to finish and
+// never outruns a member that is down or unregistered.
+func raiseLogFormats(ctx context.Context, svc *broker.Service, client *http.Client, scheme string, every time.Duration, log *slog.Logger) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !svc.IsLeader() || svc.LogFormat() >= raftfsm.MaxLogFormat {
+			continue
+		}
+		f, err := formatEveryMemberReads(svc, client, scheme)
+		if err != nil {
+			log.Debug("log format stays", "format", svc.LogFormat(), "why", err)
+			continue
+		}
+		if f <= svc.LogFormat() {
+			continue
+		}
+		if err := svc.RaiseLogFormat(f); err != nil {
+			log.Warn("raise log format", "to", f, "err", err)
+			continue
+		}
+		log.Info("raised the cluster's log format: every member reads it", "format", f)
+	}
+}
+
+// formatEveryMemberReads is the newest log format all members of the raft
+// configuration (voters and non-voters alike: all apply the log) read.
+func formatEveryMemberReads(svc *broker.Service, client *http.Client, scheme string) (raftfsm.LogFormat, error) {
+	members, err := svc.Members()
+	if err != nil {
+		return 0, err
+	}
+	f := raftfsm.MaxLogFormat
+	for _, m := range members {
+		if m.ID == svc.NodeID() {
+			continue
+		}
+		if m.HTTPAddr == "" {
+			return 0, fmt.Errorf("member %s has not registered its address", m.ID)
+		}
+		h, err := fetchPeerHealth(client, scheme, m.HTTPAddr)
+		if err != nil {
+			return 0, fmt.Errorf("member %s: %w", m.ID, err)
+		}
+		f = min(f, h.LogFormat)
+	}
+	return f, nil
+}
