@@ -1,0 +1,284 @@
+package raftfsm
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	"github.com/waggle-mq/waggle/recordbatch"
+	"github.com/waggle-mq/waggle/store"
+)
+
+// The golden corpus (testdata/corpus/format-N) holds, per log format, one
+// scenario of raft entries that covers every command type the format
+// writes, as the bytes a raft log holds, with what applying them answers
+// and leaves behind, and a snapshot of that state. Entry files are written
+// once by this test (-update-corpus, for a format that has none yet) and
+// never changed: a binary must go on applying every format's entries, and
+// restoring its snapshot, exactly as recorded. The expectation files may
+// be rewritten with -update-corpus when the store's own records change
+// (review the diff).
+var updateCorpus = flag.Bool("update-corpus", false, "write the corpus of a log format that has none, and rewrite the expectations")
+
+const corpusDir = "testdata/corpus"
+
+// corpusExpect is what applying a format's entries must give.
+type corpusExpect struct {
+	Answers []json.RawMessage `json:"answers"` // one per entry, in order
+	// State is the SHA-256 of the snapshot stream of the state afterwards.
+	State string `json:"state"`
+}
+
+// corpusEntry is one named command of the scenario.
+type corpusEntry struct {
+	name string
+	cmd  Command
+}
+
+// corpusScenario is the scenario every format's corpus records: each
+// command type once at least, in an order where each does real work.
+func corpusScenario() []corpusEntry {
+	now := int64(1_767_225_600_000) // 2026-01-01, a leader's stamp
+	window := int64(3600)
+	batch := func(producer int64, seq int32, values ...string) ProduceBatch {
+		var recs []recordbatch.Record
+		for i, v := range values {
+			recs = append(recs, recordbatch.Record{Offset: int64(i), Key: []byte("k"), Value: []byte(v)})
+		}
+		return ProduceBatch{NumRecords: int32(len(values)), MaxTimestamp: now, ProducerID: producer, FirstSequence: seq,
+			Raw: recordbatch.Build(now, recs)}
+	}
+	msg := func(tx string, tag byte, payload string) PushItem {
+		return PushItem{Queue: "orders", Partition: "p1", TransactionID: tx, MessageID: [16]byte{0xa, tag}, Payload: []byte(payload)}
+	}
+	zero := int64(0)
+	return []corpusEntry{
+		{"configure-queue", &ConfigureQueueCommand{NowMs: now, Queue: "orders", Options: QueueOptions{DedupWindowSeconds: &window}}},
+		{"push", &PushCommand{NowMs: now + 1, Items: []PushItem{msg("tx-1", 1, `{"n":1}`), msg("tx-2", 2, `{"n":2}`)}}},
+		{"push-retried", &PushCommand{NowMs: now + 2, Items: []PushItem{msg("tx-1", 3, `{"n":1}`)}}},
+		{"register-node", &RegisterNodeCommand{Node: store.Node{ID: "2", HTTPAddr: "10.0.0.2:6632", KafkaAddr: "10.0.0.2:9092", LogFormat: uint32(MaxLogFormat)}}},
+		{"register-node-3", &RegisterNodeCommand{Node: store.Node{ID: "3", HTTPAddr: "10.0.0.3:6632", KafkaAddr: "10.0.0.3:9092"}}},
+		{"forget-node", &ForgetNodeCommand{ID: "3"}},
+		{"create-topic", &CreateTopicCommand{NowMs: now + 3, Name: "events", Partitions: 2, RetentionMs: 3_600_000, MaxMessageBytes: 1 << 20}},
+		{"new-producer-id", &NewProducerIDCommand{}},
+		{"produce", &ProduceCommand{NowMs: now + 4, Topic: "events", Partition: 0, Batches: []ProduceBatch{batch(1, 0, "a", "b")}}},
+		{"produce-resent", &ProduceCommand{NowMs: now + 5, Topic: "events", Partition: 0, Batches: []ProduceBatch{batch(1, 0, "a", "b")}}},
+		{"add-partitions", &AddPartitionsCommand{Name: "events", Count: 3}},
+		{"commit-offsets", &CommitOffsetsCommand{NowMs: now + 6, Group: "readers", Offsets: []OffsetCommit{{Topic: "events", Partition: 0, Offset: 2, LeaderEpoch: 1, Metadata: "m"}}}},
+		{"delete-offsets", &DeleteOffsetsCommand{Group: "readers", Offsets: []OffsetCommit{{Topic: "events", Partition: 0}}}},
+		{"pop", &PopCommand{NowMs: now + 7, Group: "workers", Queue: "orders", Batch: 1, LeaseID: "lease-1"}},
+		{"extend-lease", &ExtendLeaseCommand{NowMs: now + 8, LeaseID: "lease-1", Seconds: 120}},
+		{"ack", &AckCommand{NowMs: now + 9, Group: "workers", Acks: []Ack{{PartitionID: 2, LeaseID: "lease-1", TransactionID: "tx-1", Status: AckCompleted}}}},
+		{"seek", &SeekCommand{NowMs: now + 10, Group: "replay", Queue: "orders", Offset: 1}},
+		{"kv", &KVCommand{NowMs: now + 11, Ops: []KVOp{
+			{Op: KVPut, NS: "app", Key: "config", Value: json.RawMessage(`{"on":true}`), Forever: true, Expect: &zero},
+			{Op: KVIncr, NS: "app", Key: "count", Value: json.RawMessage(`5`), TTLSeconds: 600},
+		}}},
+		{"transaction", &TransactionCommand{NowMs: now + 12, TxnID: "txn-1",
+			Ops: []TxnOp{
+				{Type: "push", Items: []PushItem{{Queue: "invoices", Partition: "p", TransactionID: "inv-1", MessageID: [16]byte{0xb, 1}, Payload: []byte(`"x"`)}}},
+			},
+			KV:     []KVOp{{Op: KVPutIfAbsent, NS: "app", Key: "once", Value: json.RawMessage(`1`), Forever: true}},
+			Timers: []TimerOp{{Op: TimerSchedule, Queue: "orders", TimerKey: "remind", Partition: "p1", DelayMs: 1000, Txn: "t-remind", Payload: json.RawMessage(`"later"`)}},
+		}},
+		{"timers", &TimersCommand{NowMs: now + 13, Ops: []TimerOp{
+			{Op: TimerSchedule, Queue: "orders", TimerKey: "other", DelayMs: 60_000, Payload: json.RawMessage(`2`)},
+			{Op: TimerCancel, Queue: "orders", TimerKey: "other"},
+		}}},
+		{"tick", &TickCommand{NowMs: now + 5_000, Limit: 100}},
+		{"prune-dedup", &PruneDedupCommand{NowMs: now + 7_200_000, Limit: 100}},
+		{"retain", &RetainCommand{NowMs: now + 7_200_000, QueueID: 1, Pos: 1, CutoffMs: now}},
+		{"delete-queue", &DeleteQueueCommand{Name: "invoices"}},
+		{"cleanup", &CleanupCommand{MaxWrites: MaxCleanupWrites}},
+		{"set-log-format", &SetLogFormatCommand{Format: LogFormat2}},
+	}
+}
+
+// corpusFor encodes the scenario as a cluster at format f writes it:
+// commands its members could not read are left out.
+func corpusFor(t *testing.T, f LogFormat) (names []string, entries [][]byte) {
+	t.Helper()
+	for i, e := range corpusScenario() {
+		if e.name == "set-log-format" && f < LogFormat2 {
+			continue // format 1 had no such command
+		}
+		b, err := EncodeAs(e.cmd, f)
+		if err != nil {
+			continue
+		}
+		names = append(names, fmt.Sprintf("%02d-%s.entry", i+1, e.name))
+		entries = append(entries, Seal(b))
+	}
+	return names, entries
+}
+
+func TestGoldenCorpus(t *testing.T) {
+	seen := map[CommandType]bool{}
+	for f := LogFormat1; f <= MaxLogFormat; f++ {
+		dir := filepath.Join(corpusDir, fmt.Sprintf("format-%d", f))
+		names, entries := corpusFor(t, f)
+		if _, err := os.Stat(dir); os.IsNotExist(err) {
+			if !*updateCorpus {
+				t.Fatalf("format %d has no corpus: run go test ./raftfsm -run TestGoldenCorpus -update-corpus", f)
+			}
+			writeCorpusEntries(t, dir, names, entries)
+		}
+		stored, storedNames := readCorpusEntries(t, dir)
+		// This binary must still write format f as it was recorded: a
+		// changed layout is a new format, never an edit of an old one.
+		if !slices.Equal(names, storedNames) {
+			t.Errorf("format %d: this binary writes entries %v, the corpus holds %v", f, names, storedNames)
+		}
+		for i := range min(len(entries), len(stored)) {
+			if !bytes.Equal(entries[i], stored[i]) {
+				t.Errorf("format %d: %s is not what this binary writes at that format: a changed layout needs a new command type and log format", f, storedNames[i])
+			}
+		}
+		for _, e := range stored {
+			seen[CommandType(e[0])] = true
+		}
+		checkCorpusApplies(t, dir, stored)
+	}
+	for typ := range handlers {
+		if !seen[typ] {
+			t.Errorf("command type %d is in no format's corpus: add it to corpusScenario", typ)
+		}
+	}
+}
+
+// checkCorpusApplies applies a format's entries to an empty store and
+// compares the answers and the state with the recorded ones, then restores
+// the recorded snapshot and compares its state too.
+func checkCorpusApplies(t *testing.T, dir string, entries [][]byte) {
+	t.Helper()
+	f := newFSM(t)
+	answers := make([]json.RawMessage, len(entries))
+	for i, e := range entries {
+		a := f.ApplyBatch([]*raft.Log{{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: e}})[0]
+		b, err := json.Marshal(a)
+		if err != nil {
+			t.Fatalf("%s: entry %d: answer %T: %v", dir, i+1, a, err)
+		}
+		answers[i] = b
+	}
+	snap := snapshotStream(t, f.store)
+	got := corpusExpect{Answers: answers, State: digest(snap)}
+	expectPath := filepath.Join(dir, "expect.json")
+	snapPath := filepath.Join(dir, "snapshot.bin")
+	if *updateCorpus {
+		writeFile(t, expectPath, indentJSON(t, got))
+		if _, err := os.Stat(snapPath); os.IsNotExist(err) {
+			writeFile(t, snapPath, snap)
+		}
+	}
+	var want corpusExpect
+	if err := json.Unmarshal(readFile(t, expectPath), &want); err != nil {
+		t.Fatalf("%s: %v", expectPath, err)
+	}
+	for i := range max(len(got.Answers), len(want.Answers)) {
+		g, w := at(got.Answers, i), at(want.Answers, i)
+		if !jsonEqual(g, w) {
+			t.Errorf("%s: entry %d answers %s, recorded %s", dir, i+1, g, w)
+		}
+	}
+	if got.State != want.State {
+		t.Errorf("%s: the state after the entries differs from the recorded one (snapshot digest %s, recorded %s)", dir, got.State, want.State)
+	}
+	// A snapshot taken at this format restores to the same state.
+	restored := openStore(t, t.TempDir())
+	if err := restored.Restore(bytes.NewReader(readFile(t, snapPath))); err != nil {
+		t.Fatalf("%s: restore: %v", snapPath, err)
+	}
+	if d := digest(snapshotStream(t, restored)); d != want.State {
+		t.Errorf("%s: restored state digest %s, recorded %s", snapPath, d, want.State)
+	}
+}
+
+func snapshotStream(t *testing.T, st *store.Store) []byte {
+	t.Helper()
+	sn, err := st.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sn.Release()
+	var buf bytes.Buffer
+	if _, err := sn.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func writeCorpusEntries(t *testing.T, dir string, names []string, entries [][]byte) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range names {
+		writeFile(t, filepath.Join(dir, name), entries[i])
+	}
+}
+
+func readCorpusEntries(t *testing.T, dir string) (entries [][]byte, names []string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.entry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(files)
+	for _, p := range files {
+		entries = append(entries, readFile(t, p))
+		names = append(names, filepath.Base(p))
+	}
+	return entries, names
+}
+
+func digest(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func indentJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(b, '\n')
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y bytes.Buffer
+	return json.Compact(&x, a) == nil && json.Compact(&y, b) == nil && x.String() == y.String()
+}
+
+func at(list []json.RawMessage, i int) json.RawMessage {
+	if i < len(list) {
+		return list[i]
+	}
+	return json.RawMessage(`"(missing)"`)
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(strings.TrimSpace(err.Error()))
+	}
+	return b
+}
+
+func writeFile(t *testing.T, path string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
