@@ -135,6 +135,7 @@ func (s *Server) routes() {
 	handle(http.MethodDelete, "/api/v1/cluster/nodes/{id}", need(manage, global, ""), s.leaderOnly(s.removeNode))
 	handle(http.MethodPost, "/api/v1/cluster/register", need(manage, global, ""), s.leaderOnly(s.register))
 	handle(http.MethodPost, "/api/v1/cluster/snapshot", need(manage, global, ""), s.snapshot)
+	handle(http.MethodGet, "/api/v1/cluster/backup", need(manage, global, ""), s.backup)
 	handle(http.MethodGet, "/api/v1/auth/users", need(manage, global, ""), s.listUsers)
 	handle(http.MethodPost, "/api/v1/auth/users", need(manage, global, ""), s.leaderOnly(s.putUser))
 	handle(http.MethodDelete, "/api/v1/auth/users/{name}", need(manage, global, ""), s.leaderOnly(s.deleteUser))

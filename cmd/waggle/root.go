@@ -27,7 +27,7 @@ func newRootCmd() *cobra.Command {
 	o.addFlags(root)
 	root.AddCommand(newServeCmd(), newVerifyCmd(), newCertsCmd(), newVersionCmd(), newQueueCmd(o), newTopicCmd(o), newPushCmd(o), newPopCmd(o),
 		newKVCmd(o), newGroupCmd(o), newClusterCmd(o), newDLQCmd(o), newBenchCmd(o),
-		newUserCmd(o), newTokenCmd(o))
+		newUserCmd(o), newTokenCmd(o), newBackupCmd(o), newRestoreCmd())
 	return root
 }
 
