@@ -51,6 +51,7 @@ func TestMain(m *testing.M) {
 type node struct {
 	t        testing.TB
 	id       int
+	binary   string // the waggle binary to run; waggleBinary when empty
 	dataDir  string
 	httpAddr string
 	raftAddr string
@@ -128,7 +129,7 @@ func (n *node) start() {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	n.cmd = exec.Command(waggleBinary, "serve",
+	n.cmd = exec.Command(cmp.Or(n.binary, waggleBinary), "serve",
 		"--node-id", fmt.Sprint(n.id),
 		"--data-dir", n.dataDir,
 		"--http-addr", n.httpAddr,
