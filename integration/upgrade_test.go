@@ -78,6 +78,12 @@ func TestRollingUpgrade(t *testing.T) {
 			load.pushLoop(c, w, stopLoad)
 		}()
 	}
+	txns := &txnLoad{}
+	loadWG.Add(1)
+	go func() {
+		defer loadWG.Done()
+		txns.loop(c, stopLoad)
+	}()
 	producer := kafkaClient(t, brokers, kgo.DefaultProduceTopic(upgradeTopic), kgo.RecordRetries(math.MaxInt32),
 		kgo.RecordDeliveryTimeout(60*time.Second), kgo.ProducerLinger(5*time.Millisecond))
 	createTopic(t, producer, upgradeTopic, 1, nil)
@@ -152,7 +158,17 @@ func TestRollingUpgrade(t *testing.T) {
 	}
 	upgradeEnd := steps[len(steps)-1].end
 
-	close(stopLoad) // the wait after the last node was load through the all-new cluster
+	// Once the format has risen, transactions are written in format 2:
+	// some of those too before the load ends.
+	gate.checkRaised()
+	before := txns.count()
+	waitFor(t, 30*time.Second, func() error {
+		if n := txns.count() - before; n < 20 {
+			return fmt.Errorf("%d of 20 transactions acknowledged at the raised format", n)
+		}
+		return nil
+	}, c.diagnose)
+	close(stopLoad)
 	loadWG.Wait()
 
 	report := upgradeReport(rel, head, steps, load, upgradeStart, upgradeEnd)
@@ -163,14 +179,13 @@ func TestRollingUpgrade(t *testing.T) {
 		t.Errorf("no push was acknowledged for %v during the upgrade", stall.Round(time.Millisecond))
 	}
 
-	gate.checkRaised()
-
 	l := c.leader()
 	for _, n := range c.nodes {
 		c.waitCaughtUp(n)
 	}
 	checkUpgradePushes(t, c, l, load)
 	checkUpgradeRecords(t, l, load)
+	txns.check(t, l)
 
 	// The group kept going: it reads to the end of the topic, records
 	// produced after the upgrade included, and commits that.
@@ -591,10 +606,60 @@ func checkUpgradeRecords(t *testing.T, l *node, load *upgradeLoad) {
 		len(load.kafkaAcked), hw, failedStored, len(load.kafkaFailed))
 }
 
-// requireLogFormatGate makes the log format check mandatory. Until the
-// gate (issue 16) is in the binary under test, a new binary that reports
-// no members[].logFormat leaves the check undone, with a log line.
-const requireLogFormatGate = false
+// txnLoad is a client writing transactions (a push and a KV put each)
+// through the upgrade: while the cluster is at log format 1 they are JSON
+// entries the old leader writes and new nodes apply, after it rises they
+// are format 2 entries.
+type txnLoad struct {
+	mu    sync.Mutex
+	acked []int // transactions answered success
+}
+
+func (x *txnLoad) loop(c *cluster, stop <-chan struct{}) {
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		id := fmt.Sprint("t-", i)
+		var out txnAnswer
+		status, err := chaosPost(c, "/api/v1/transaction", map[string]any{
+			"operations": []map[string]any{{"type": "push", "items": []pushItem{{Queue: "upgrade-txn", TransactionID: id, Payload: id}}}},
+			"kv":         []map[string]any{{"op": "put", "ns": "upgrade-txn", "key": id, "value": i, "forever": true}},
+		}, &out)
+		if err == nil && status == http.StatusOK && out.Success {
+			x.mu.Lock()
+			x.acked = append(x.acked, i)
+			x.mu.Unlock()
+		}
+	}
+}
+
+func (x *txnLoad) count() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.acked)
+}
+
+// check reads every acknowledged transaction's KV row back from l.
+func (x *txnLoad) check(t *testing.T, l *node) {
+	t.Helper()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if len(x.acked) < 10 {
+		t.Fatalf("only %d transactions acknowledged during the upgrade", len(x.acked))
+	}
+	for _, i := range x.acked {
+		var row struct {
+			Value json.RawMessage `json:"value"`
+		}
+		if status := getJSON(t, l.url(fmt.Sprintf("/api/v1/kv/upgrade-txn/t-%d", i)), &row); status != http.StatusOK || string(row.Value) != fmt.Sprint(i) {
+			t.Errorf("transaction t-%d was acknowledged; its KV row answers %d %s", i, status, row.Value)
+		}
+	}
+	t.Logf("transactions: %d acknowledged, each KV row read back", len(x.acked))
+}
 
 // logFormatListing is the log format gate's part of GET /api/v1/cluster:
 // the cluster's active raft log format and the highest each member
@@ -692,11 +757,7 @@ func (g *logFormatGate) checkRaised() {
 		reported = reported || m.LogFormat != nil
 	}
 	if !reported {
-		if requireLogFormatGate {
-			g.t.Error("after the upgrade no member reports logFormat in GET /api/v1/cluster")
-		} else {
-			g.t.Logf("log format gate NOT CHECKED after the upgrade: the new binary reports no members[].logFormat (the gate is not in this build); %d answers while old binaries were members showed none above 1", g.samples)
-		}
+		g.t.Error("after the upgrade no member reports logFormat in GET /api/v1/cluster")
 		return
 	}
 	var want int
