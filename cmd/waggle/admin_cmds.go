@@ -167,17 +167,16 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 	cmd := &cobra.Command{Use: "cluster", Short: "Cluster members and membership"}
 	show := func(c *cobra.Command, cl clusterInfo) error {
 		return o.print(c, cl, func(t *tableWriter) {
-			t.row("NODE", "ROLE", "LEADER", "RAFT", "HTTP", "KAFKA", "APPLIED")
+			// Raised by the leader once every member reads the next format
+			// (READS FORMAT); printed ahead of the table.
+			fmt.Fprintf(c.OutOrStdout(), "raft log format written: %d\n", cl.LogFormat)
+			t.row("NODE", "ROLE", "LEADER", "RAFT", "HTTP", "KAFKA", "APPLIED", "READS FORMAT")
 			for _, m := range cl.Members {
-				applied := "-"
-				if m.Applied != nil {
-					applied = fmt.Sprint(*m.Applied)
-				}
-				t.row(m.ID, m.Role, m.Leader, m.RaftAddr, m.HTTPAddr, m.KafkaAddr, applied)
+				t.row(m.ID, m.Role, m.Leader, m.RaftAddr, m.HTTPAddr, m.KafkaAddr, orDash(m.Applied), orDash(m.LogFormat))
 			}
 		})
 	}
-	status := &cobra.Command{Use: "status", Short: "Members, leader and applied indexes", Args: cobra.NoArgs,
+	status := &cobra.Command{Use: "status", Short: "Members, leader, applied indexes and raft log formats", Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			var cl clusterInfo
 			if _, err := o.client().call(http.MethodGet, "/api/v1/cluster", nil, &cl); err != nil {
@@ -214,4 +213,12 @@ func newVersionCmd() *cobra.Command {
 			fmt.Fprintf(c.OutOrStdout(), "waggle %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return nil
 		}}
+}
+
+// orDash prints *v, or "-" when nil.
+func orDash[T any](v *T) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprint(*v)
 }

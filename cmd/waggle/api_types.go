@@ -66,8 +66,9 @@ type groupInfo struct {
 }
 
 type clusterInfo struct {
-	Leader  *int `json:"leader"`
-	Members []struct {
+	Leader    *int `json:"leader"`
+	LogFormat int  `json:"logFormat"`
+	Members   []struct {
 		ID        int     `json:"id"`
 		RaftAddr  string  `json:"raftAddr"`
 		HTTPAddr  string  `json:"httpAddr"`
@@ -76,6 +77,7 @@ type clusterInfo struct {
 		Leader    bool    `json:"leader"`
 		Role      string  `json:"role"`
 		Applied   *uint64 `json:"applied"`
+		LogFormat *int    `json:"logFormat"`
 	} `json:"members"`
 }
 
