@@ -1,0 +1,63 @@
+package raftfsm
+
+import (
+	"strings"
+	"testing"
+)
+
+// A node whose binary is older than the cluster's format must stop, not
+// apply what it may misread: at start (its data directory says so) and at
+// the entry that raises the format past it.
+func TestNewerLogFormatThanTheBinaryStopsTheNode(t *testing.T) {
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	f, err := NewFSM(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ApplyBatch(logs(1, (&SetLogFormatCommand{Format: MaxLogFormat}).Encode()))
+	if got := f.LogFormat(); got != MaxLogFormat {
+		t.Fatalf("after SetLogFormat the cluster writes format %d, want %d", got, MaxLogFormat)
+	}
+	// Lowering is ignored.
+	f.ApplyBatch(logs(2, (&SetLogFormatCommand{Format: LogFormat1}).Encode()))
+	if got := f.LogFormat(); got != MaxLogFormat {
+		t.Fatalf("a lower SetLogFormat moved the format to %d", got)
+	}
+
+	func() {
+		defer func() {
+			if r := recover(); r == nil || !strings.Contains(r.(string), "run a newer waggle") {
+				t.Fatalf("SetLogFormat past this binary: recovered %v, want a stop naming the cause", r)
+			}
+		}()
+		f.ApplyBatch(logs(3, (&SetLogFormatCommand{Format: MaxLogFormat + 1}).Encode()))
+	}()
+
+	// A store a newer binary left at a newer format is refused at start.
+	tx := st.BeginWrite()
+	meta, err := tx.Meta()
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta.LogFormat = uint32(MaxLogFormat + 1)
+	if err := tx.PutMeta(meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewFSM(st); err == nil || !strings.Contains(err.Error(), "run a newer waggle") {
+		t.Fatalf("opening a store at format %d with a binary of %d: %v", MaxLogFormat+1, MaxLogFormat, err)
+	}
+}
+
+func TestUnknownCommandTypeStopsTheNode(t *testing.T) {
+	f := newFSM(t)
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(r.(string), "needs a newer waggle") {
+			t.Fatalf("unknown type: recovered %v", r)
+		}
+	}()
+	f.ApplyBatch(logs(1, []byte{250, 1, 2}))
+}
