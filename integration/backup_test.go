@@ -121,21 +121,12 @@ func TestBackupWhileWritingAndRestore(t *testing.T) {
 	stop := make(chan struct{})
 	var late atomic.Int64
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			body, _ := json.Marshal(map[string]any{"items": []pushItem{{Queue: "orders", Partition: "p0", TransactionID: fmt.Sprint("late-", i), Payload: i}}})
-			if do(t, http.MethodPost, n.url("/api/v1/push"), body, nil) == http.StatusCreated {
-				late.Add(1)
-			}
+	untilStopped(&wg, stop, func(i int) {
+		body, _ := json.Marshal(map[string]any{"items": []pushItem{{Queue: "orders", Partition: "p0", TransactionID: fmt.Sprint("late-", i), Payload: i}}})
+		if do(t, http.MethodPost, n.url("/api/v1/push"), body, nil) == http.StatusCreated {
+			late.Add(1)
 		}
-	}()
+	})
 	waitFor(t, 10*time.Second, func() error {
 		if late.Load() < 20 {
 			return fmt.Errorf("%d pushes during the backup so far", late.Load())
