@@ -100,12 +100,13 @@ func decodeSetLogFormat(b []byte) (*SetLogFormatCommand, error) {
 // apply entries it would misread: the leader proposed it because this
 // node's binary once said it could, so the binary was replaced by an
 // older one since.
-func (p *Processor) setLogFormat(_ *store.Tx, meta *store.Meta, c *SetLogFormatCommand) LogFormat {
+func (p *Processor) setLogFormat(tx *store.Tx, meta *store.Meta, c *SetLogFormatCommand) LogFormat {
 	if c.Format > MaxLogFormat {
 		panic(fmt.Sprintf("raftfsm: the cluster moved to log format %d; this binary reads up to %d: run a newer waggle on this node", c.Format, MaxLogFormat))
 	}
 	if uint32(c.Format) > meta.LogFormat {
 		meta.LogFormat = uint32(c.Format)
+		must(tx.PutLogFormat(meta.LogFormat))
 	}
 	return EffectiveLogFormat(*meta)
 }

@@ -36,12 +36,7 @@ func TestNewerLogFormatThanTheBinaryStopsTheNode(t *testing.T) {
 
 	// A store a newer binary left at a newer format is refused at start.
 	tx := st.BeginWrite()
-	meta, err := tx.Meta()
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta.LogFormat = uint32(MaxLogFormat + 1)
-	if err := tx.PutMeta(meta); err != nil {
+	if err := tx.PutLogFormat(uint32(MaxLogFormat + 1)); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -66,6 +66,9 @@ var errBadKey = errors.New("store: malformed key")
 
 func metaKey() []byte { return []byte{familyMeta} }
 
+// logFormatKey sorts right after metaKey (see Meta.LogFormat).
+func logFormatKey() []byte { return []byte{familyMeta, 'f'} }
+
 func queueKey(name string) []byte {
 	return append([]byte{familyQueue}, name...)
 }

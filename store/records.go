@@ -31,38 +31,33 @@ type Meta struct {
 	// NextID is the next free numeric id for queues and partitions.
 	NextID uint64
 	// LogFormat is the raft log format the cluster writes (raftfsm.LogFormat;
-	// 0 in stores from before it was recorded, which means 1). Written
-	// only once raised, so older binaries read the record until then.
+	// 0 in stores from before it was recorded, which means 1). It is kept
+	// under a key of its own (PutLogFormat), not in this record: a binary
+	// older than log formats then still reads the record, and stops only
+	// at the first entry it cannot read, instead of taking the whole store
+	// for damaged.
 	LogFormat uint32
 }
 
 func (m Meta) encode() []byte {
-	b := make([]byte, 0, 37)
+	b := make([]byte, 0, 33)
 	b = append(b, recordV1)
 	b = binary.BigEndian.AppendUint64(b, m.AppliedIndex)
 	b = binary.BigEndian.AppendUint64(b, m.AppliedTerm)
 	b = binary.BigEndian.AppendUint64(b, uint64(m.ClockMs))
-	b = binary.BigEndian.AppendUint64(b, m.NextID)
-	if m.LogFormat != 0 {
-		b = binary.BigEndian.AppendUint32(b, m.LogFormat)
-	}
-	return b
+	return binary.BigEndian.AppendUint64(b, m.NextID)
 }
 
 func decodeMeta(b []byte) (Meta, error) {
-	if (len(b) != 33 && len(b) != 37) || b[0] != recordV1 {
+	if len(b) != 33 || b[0] != recordV1 {
 		return Meta{}, errBadRecord
 	}
-	m := Meta{
+	return Meta{
 		AppliedIndex: binary.BigEndian.Uint64(b[1:]),
 		AppliedTerm:  binary.BigEndian.Uint64(b[9:]),
 		ClockMs:      int64(binary.BigEndian.Uint64(b[17:])),
 		NextID:       binary.BigEndian.Uint64(b[25:]),
-	}
-	if len(b) == 37 {
-		m.LogFormat = binary.BigEndian.Uint32(b[33:])
-	}
-	return m, nil
+	}, nil
 }
 
 // Queue is a queue's replicated configuration.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -168,11 +169,30 @@ func (t *Tx) Meta() (Meta, error) {
 	if err != nil {
 		return Meta{}, err
 	}
-	return decodeMeta(b)
+	m, err := decodeMeta(b)
+	if err != nil {
+		return m, err
+	}
+	switch f, err := t.get(logFormatKey()); {
+	case errors.Is(err, ErrNotFound):
+	case err != nil:
+		return m, err
+	case len(f) != 4:
+		return m, errBadRecord
+	default:
+		m.LogFormat = binary.BigEndian.Uint32(f)
+	}
+	return m, nil
 }
 
-// PutMeta writes the bookkeeping record.
+// PutMeta writes the bookkeeping record (all of Meta but LogFormat).
 func (t *Tx) PutMeta(m Meta) error { return t.set(metaKey(), m.encode()) }
+
+// PutLogFormat records the raft log format the cluster writes (see
+// Meta.LogFormat).
+func (t *Tx) PutLogFormat(f uint32) error {
+	return t.set(logFormatKey(), binary.BigEndian.AppendUint32(nil, f))
+}
 
 // Queue returns the named queue, or ErrNotFound.
 func (t *Tx) Queue(name string) (Queue, error) {
