@@ -169,7 +169,7 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 		return o.print(c, cl, func(t *tableWriter) {
 			// Raised by the leader once every member reads the next format
 			// (READS FORMAT); printed ahead of the table.
-			fmt.Fprintf(c.OutOrStdout(), "raft log format written: %d\n", cl.LogFormat)
+			fmt.Fprintf(c.OutOrStdout(), "raft log format written: %d\n", max(cl.LogFormat, 1)) // 0: a node older than formats
 			t.row("NODE", "ROLE", "LEADER", "RAFT", "HTTP", "KAFKA", "APPLIED", "READS FORMAT")
 			for _, m := range cl.Members {
 				t.row(m.ID, m.Role, m.Leader, m.RaftAddr, m.HTTPAddr, m.KafkaAddr, orDash(m.Applied), orDash(m.LogFormat))
