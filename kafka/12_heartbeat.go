@@ -14,6 +14,6 @@ func handleHeartbeat(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp, nil
 	}
-	resp.ErrorCode = c.s.groups.heartbeat(req.Group, req.MemberID, req.Generation)
+	resp.ErrorCode = c.s.groups.heartbeat(req.Group, req.MemberID, req.InstanceID, req.Generation)
 	return resp, nil
 }

@@ -15,14 +15,14 @@ func handleLeaveGroup(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		return resp, nil
 	}
 	if req.Version < 3 {
-		resp.ErrorCode = c.s.groups.leave(req.Group, []string{req.MemberID})[0]
+		resp.ErrorCode = c.s.groups.leave(req.Group, []leaver{{memberID: req.MemberID}})[0]
 		return resp, nil
 	}
-	ids := make([]string, len(req.Members))
+	leavers := make([]leaver, len(req.Members))
 	for i, m := range req.Members {
-		ids[i] = m.MemberID
+		leavers[i] = leaver{memberID: m.MemberID, instanceID: m.InstanceID}
 	}
-	for i, code := range c.s.groups.leave(req.Group, ids) {
+	for i, code := range c.s.groups.leave(req.Group, leavers) {
 		m := kmsg.NewLeaveGroupResponseMember()
 		m.MemberID, m.InstanceID, m.ErrorCode = req.Members[i].MemberID, req.Members[i].InstanceID, code
 		resp.Members = append(resp.Members, m)

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"slices"
@@ -65,10 +66,11 @@ type group struct {
 	generation   int32
 	leader       string
 	members      map[string]*member
-	order        []string         // member ids in join order: leader choice is deterministic
-	pending      map[string]bool  // ids handed out with MEMBER_ID_REQUIRED (KIP-394)
-	timer        *time.Timer      // ends the join phase, or a stalled sync phase
-	joinVersions map[string]int16 // JoinGroup version each waiter asked with
+	order        []string          // member ids in join order: leader choice is deterministic
+	pending      map[string]bool   // ids handed out with MEMBER_ID_REQUIRED (KIP-394)
+	static       map[string]string // group.instance.id → the id of its current incarnation (KIP-345)
+	timer        *time.Timer       // ends the join phase, or a stalled sync phase
+	joinVersions map[string]int16  // JoinGroup version each waiter asked with
 }
 
 // coordinator holds every group this node coordinates.
@@ -91,7 +93,11 @@ func (co *coordinator) run(stop <-chan struct{}) {
 			co.mu.Lock()
 			for _, g := range co.groups {
 				for _, id := range append([]string(nil), g.order...) {
-					if m := g.members[id]; now.Sub(m.lastSeen) > m.sessionTimeout {
+					// A member parked in JoinGroup or SyncGroup is not
+					// expired by its session: the rebalance timeout bounds
+					// those phases (completeJoin drops who did not rejoin),
+					// as Kafka keeps such members alive.
+					if m := g.members[id]; !m.parked() && now.Sub(m.lastSeen) > m.sessionTimeout {
 						g.remove(id)
 						g.membershipChanged(co)
 					}
@@ -115,6 +121,22 @@ func (co *coordinator) reset() {
 		}
 	}
 	co.groups = map[string]*group{}
+}
+
+// parked reports whether the member waits for a JoinGroup or SyncGroup answer.
+func (m *member) parked() bool { return m.joinWaiter != nil || m.syncWaiter != nil }
+
+// unpark forgets a wait that gave up without an answer, so the member's
+// session counts again.
+func (co *coordinator) unpark(m *member, join chan *kmsg.JoinGroupResponse, sync chan syncAnswer) {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	if join != nil && m.joinWaiter == join {
+		m.joinWaiter = nil
+	}
+	if sync != nil && m.syncWaiter == sync {
+		m.syncWaiter = nil
+	}
 }
 
 func (m *member) answerJoin(r *kmsg.JoinGroupResponse) {
@@ -146,6 +168,9 @@ func (g *group) remove(id string) {
 	m.answerJoin(&kmsg.JoinGroupResponse{ErrorCode: kerr.UnknownMemberID.Code})
 	m.answerSync(syncAnswer{code: kerr.UnknownMemberID.Code})
 	delete(g.members, id)
+	if m.instanceID != "" && g.static[m.instanceID] == id {
+		delete(g.static, m.instanceID)
+	}
 	for i, o := range g.order {
 		if o == id {
 			g.order = append(g.order[:i], g.order[i+1:]...)
@@ -230,23 +255,57 @@ func (g *group) completeJoin() {
 	g.generation++
 	g.state = stateCompleting
 	for _, id := range g.order {
-		m := g.members[id]
-		resp := kmsg.NewPtrJoinGroupResponse()
-		resp.Generation, resp.Protocol, resp.ProtocolType = g.generation, kmsg.StringPtr(g.protocol), kmsg.StringPtr(g.protocolType)
-		resp.LeaderID, resp.MemberID = g.leader, id
-		if id == g.leader {
-			for _, oid := range g.order {
-				om := g.members[oid]
-				jm := kmsg.NewJoinGroupResponseMember()
-				jm.MemberID, jm.ProtocolMetadata = oid, om.metadataFor(g.protocol)
-				if om.instanceID != "" {
-					jm.InstanceID = kmsg.StringPtr(om.instanceID)
-				}
-				resp.Members = append(resp.Members, jm)
-			}
-		}
-		m.answerJoin(resp)
+		g.members[id].answerJoin(g.joinAnswer(id))
 	}
+}
+
+// joinAnswer is the JoinGroup answer of the current generation for member
+// id; the leader's lists every member with its metadata.
+func (g *group) joinAnswer(id string) *kmsg.JoinGroupResponse {
+	resp := kmsg.NewPtrJoinGroupResponse()
+	resp.Generation, resp.Protocol, resp.ProtocolType = g.generation, kmsg.StringPtr(g.protocol), kmsg.StringPtr(g.protocolType)
+	resp.LeaderID, resp.MemberID = g.leader, id
+	if id == g.leader {
+		for _, oid := range g.order {
+			om := g.members[oid]
+			jm := kmsg.NewJoinGroupResponseMember()
+			jm.MemberID, jm.ProtocolMetadata = oid, om.metadataFor(g.protocol)
+			if om.instanceID != "" {
+				jm.InstanceID = kmsg.StringPtr(om.instanceID)
+			}
+			resp.Members = append(resp.Members, jm)
+		}
+	}
+	return resp
+}
+
+// renameStatic makes id the current incarnation of static member instance
+// (KIP-345). A previous incarnation's member moves to id with its place,
+// leadership and assignment; its waiting requests and any later ones under
+// the old id are answered FENCED_INSTANCE_ID. It returns whether one was
+// replaced, and its metadata for the group's protocol.
+func (g *group) renameStatic(instance, id string) (replaced bool, metadata []byte) {
+	old := g.static[instance]
+	g.static[instance] = id
+	m := g.members[old]
+	if m == nil {
+		return false, nil
+	}
+	m.answerJoin(&kmsg.JoinGroupResponse{ErrorCode: kerr.FencedInstanceID.Code})
+	m.answerSync(syncAnswer{code: kerr.FencedInstanceID.Code})
+	delete(g.members, old)
+	m.id, g.members[id] = id, m
+	g.order[slices.Index(g.order, old)] = id
+	if g.leader == old {
+		g.leader = id
+	}
+	return true, m.metadataFor(g.protocol)
+}
+
+// fenced reports whether a request naming a group.instance.id comes from
+// an incarnation that a newer one replaced (KIP-345).
+func (g *group) fenced(memberID string, instanceID *string) bool {
+	return instanceID != nil && *instanceID != "" && g.static[*instanceID] != "" && g.static[*instanceID] != memberID
 }
 
 // chooseProtocol picks the leader's most preferred protocol that every
@@ -318,21 +377,36 @@ func (co *coordinator) join(req *kmsg.JoinGroupRequest, clientID, clientHost str
 	defer co.mu.Unlock()
 	g := co.groups[req.Group]
 	if g == nil {
-		g = &group{name: req.Group, state: stateEmpty, members: map[string]*member{}, pending: map[string]bool{}}
+		g = &group{name: req.Group, state: stateEmpty, members: map[string]*member{}, pending: map[string]bool{}, static: map[string]string{}}
 		co.groups[req.Group] = g
 	}
 	if len(g.members) > 0 && (g.protocolType != req.ProtocolType || !g.sharesProtocol(req.Protocols)) {
 		return fail(kerr.InconsistentGroupProtocol.Code)
 	}
+	instance, replaced, oldMetadata := "", false, []byte(nil)
+	if req.InstanceID != nil {
+		instance = *req.InstanceID
+	}
 	id := req.MemberID
-	if id == "" {
+	switch {
+	case instance != "" && id == "":
+		// KIP-345: a static member joins without MEMBER_ID_REQUIRED; a
+		// new incarnation replaces the previous one at once.
+		id = fmt.Sprintf("%s-%s", instance, uuid.NewString())
+		replaced, oldMetadata = g.renameStatic(instance, id)
+	case instance != "" && g.static[instance] != id:
+		if g.static[instance] != "" {
+			return fail(kerr.FencedInstanceID.Code)
+		}
+		return fail(kerr.UnknownMemberID.Code)
+	case id == "":
 		id = fmt.Sprintf("%s-%s", clientID, uuid.NewString())
 		if req.Version >= 4 { // KIP-394: hand out the id, the client joins again with it
 			g.pending[id] = true
 			resp.ErrorCode, resp.MemberID = kerr.MemberIDRequired.Code, id
 			return func() (kmsg.Response, error) { return resp, nil }
 		}
-	} else if g.members[id] == nil && !g.pending[id] {
+	case g.members[id] == nil && !g.pending[id]:
 		return fail(kerr.UnknownMemberID.Code)
 	}
 	delete(g.pending, id)
@@ -343,12 +417,17 @@ func (co *coordinator) join(req *kmsg.JoinGroupRequest, clientID, clientHost str
 		g.members[id] = m
 		g.order = append(g.order, id)
 	}
-	m.clientID, m.clientHost = clientID, clientHost
-	if req.InstanceID != nil {
-		m.instanceID = *req.InstanceID
-	}
+	m.clientID, m.clientHost, m.instanceID = clientID, clientHost, instance
 	m.protocols, m.sessionTimeout, m.rebalanceTimeout = req.Protocols, session, rebalance
 	m.lastSeen = time.Now()
+	if replaced && g.state == stateStable && bytes.Equal(oldMetadata, m.metadataFor(g.protocol)) && (id != g.leader || req.Version >= 9) {
+		// KIP-345: the restarted static member keeps its assignment and
+		// the group its generation; nobody rebalances. A leader learns
+		// the members but is told to skip the assignment (KIP-814, v9).
+		r := g.joinAnswer(id)
+		r.SkipAssignment = id == g.leader
+		return func() (kmsg.Response, error) { r.Version = req.Version; return r, nil }
+	}
 	m.answerJoin(&kmsg.JoinGroupResponse{ErrorCode: kerr.UnknownMemberID.Code}) // a superseded join
 	wait := make(chan *kmsg.JoinGroupResponse, 1)
 	m.joinWaiter = wait
@@ -369,6 +448,7 @@ func (co *coordinator) join(req *kmsg.JoinGroupRequest, clientID, clientHost str
 			r.Version = req.Version
 			return r, nil
 		case <-time.After(deadline):
+			co.unpark(m, wait, nil)
 			resp.ErrorCode = kerr.RebalanceInProgress.Code
 			return resp, nil
 		}
@@ -391,6 +471,8 @@ func (co *coordinator) syncGroup(req *kmsg.SyncGroupRequest) reply {
 		m = g.members[req.MemberID]
 	}
 	switch {
+	case g != nil && g.fenced(req.MemberID, req.InstanceID):
+		return func() (kmsg.Response, error) { return answer(syncAnswer{code: kerr.FencedInstanceID.Code}) }
 	case m == nil:
 		return func() (kmsg.Response, error) { return answer(syncAnswer{code: kerr.UnknownMemberID.Code}) }
 	case req.Generation != g.generation:
@@ -425,16 +507,20 @@ func (co *coordinator) syncGroup(req *kmsg.SyncGroupRequest) reply {
 		case a := <-wait:
 			return answer(a)
 		case <-time.After(deadline):
+			co.unpark(m, nil, wait)
 			return answer(syncAnswer{code: kerr.RebalanceInProgress.Code})
 		}
 	}
 }
 
 // heartbeat checks a member's generation and keeps its session alive.
-func (co *coordinator) heartbeat(group, memberID string, generation int32) int16 {
+func (co *coordinator) heartbeat(group, memberID string, instanceID *string, generation int32) int16 {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	g := co.groups[group]
+	if g != nil && g.fenced(memberID, instanceID) {
+		return kerr.FencedInstanceID.Code
+	}
 	if g == nil || g.members[memberID] == nil {
 		return kerr.UnknownMemberID.Code
 	}
@@ -448,13 +534,28 @@ func (co *coordinator) heartbeat(group, memberID string, generation int32) int16
 	return 0
 }
 
+// leaver names a member leaving: by member id, or (LeaveGroup v3+, KIP-345)
+// by group.instance.id with or without the member id.
+type leaver struct {
+	memberID   string
+	instanceID *string
+}
+
 // leave removes members; the rest rebalance.
-func (co *coordinator) leave(group string, memberIDs []string) []int16 {
+func (co *coordinator) leave(group string, leavers []leaver) []int16 {
 	co.mu.Lock()
 	defer co.mu.Unlock()
-	codes := make([]int16, len(memberIDs))
+	codes := make([]int16, len(leavers))
 	g := co.groups[group]
-	for i, id := range memberIDs {
+	for i, l := range leavers {
+		id := l.memberID
+		if g != nil && l.instanceID != nil && *l.instanceID != "" {
+			if g.fenced(id, l.instanceID) && id != "" {
+				codes[i] = kerr.FencedInstanceID.Code
+				continue
+			}
+			id = g.static[*l.instanceID]
+		}
 		if g == nil || g.members[id] == nil {
 			codes[i] = kerr.UnknownMemberID.Code
 			continue
@@ -470,10 +571,13 @@ func (co *coordinator) leave(group string, memberIDs []string) []int16 {
 // checkCommit validates a group-managed offset commit (generation >= 0 or a
 // member id); a simple commit (generation -1, no member) needs a group
 // without members.
-func (co *coordinator) checkCommit(group, memberID string, generation int32) int16 {
+func (co *coordinator) checkCommit(group, memberID string, instanceID *string, generation int32) int16 {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	g := co.groups[group]
+	if g != nil && g.fenced(memberID, instanceID) {
+		return kerr.FencedInstanceID.Code
+	}
 	if generation < 0 && memberID == "" {
 		if g != nil && len(g.members) > 0 {
 			return kerr.UnknownMemberID.Code
