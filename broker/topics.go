@@ -23,6 +23,7 @@ const (
 	TopicUnknown           = raftfsm.TopicUnknown
 	TopicUnknownPartition  = raftfsm.TopicUnknownPartition
 	TopicInvalidPartitions = raftfsm.TopicInvalidPartitions
+	TopicInvalidConfig     = raftfsm.TopicInvalidConfig
 )
 
 // TopicInfo is a queue as Kafka sees it.
@@ -134,6 +135,17 @@ func (s *Service) CreateTopic(name string, partitions int32, cfg TopicConfig) (T
 		RetentionMs: cfg.RetentionMs, MaxMessageBytes: cfg.MaxMessageBytes, SegmentBytes: cfg.SegmentBytes, SegmentMs: cfg.SegmentMs,
 		RetentionBytes: cfg.RetentionBytes}
 	answer, err := s.apply(&cmd)
+	if err != nil {
+		return 0, err
+	}
+	return answer.(TopicOutcome), nil
+}
+
+// AlterTopic changes a topic's configs live; the caller has checked each
+// value (a value of 0 returns a config to its default). The cluster must
+// be at log format 2 (ErrUpgradeInProgress before).
+func (s *Service) AlterTopic(name string, settings []raftfsm.TopicSetting) (TopicOutcome, error) {
+	answer, err := s.apply(&raftfsm.AlterTopicCommand{Name: name, Settings: settings})
 	if err != nil {
 		return 0, err
 	}

@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"errors"
-	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -12,16 +11,6 @@ import (
 )
 
 func init() { register(kmsg.CreateTopics.Int16(), 0, 7, answerNow(handleCreateTopics)) }
-
-// Topic configs waggle understands; any other is refused with INVALID_CONFIG.
-const (
-	configRetentionMs     = "retention.ms"
-	configRetentionBytes  = "retention.bytes"
-	configSegmentBytes    = "segment.bytes"
-	configSegmentMs       = "segment.ms"
-	configMaxMessageBytes = "max.message.bytes"
-	configCleanupPolicy   = "cleanup.policy"
-)
 
 func handleCreateTopics(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.CreateTopicsRequest)
@@ -63,43 +52,12 @@ func (c *conn) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool) 
 		if cfg.Value == nil {
 			continue
 		}
-		switch cfg.Name {
-		case configRetentionMs:
-			v, err := strconv.ParseInt(*cfg.Value, 10, 64)
-			if err != nil || v < -1 {
-				return kerr.InvalidConfig.Code, "retention.ms must be a number of milliseconds or -1"
-			}
-			tc.RetentionMs = v
-		case configRetentionBytes:
-			v, err := strconv.ParseInt(*cfg.Value, 10, 64)
-			if err != nil || v < -1 {
-				return kerr.InvalidConfig.Code, "retention.bytes must be a number of bytes or -1"
-			}
-			tc.RetentionBytes = v
-		case configSegmentBytes:
-			v, err := strconv.ParseInt(*cfg.Value, 10, 64)
-			if err != nil || v < broker.MinSegmentBytes || v > 1<<30 {
-				return kerr.InvalidConfig.Code, "segment.bytes must be a number from " + strconv.Itoa(broker.MinSegmentBytes) + " to 1073741824"
-			}
-			tc.SegmentBytes = v
-		case configSegmentMs:
-			v, err := strconv.ParseInt(*cfg.Value, 10, 64)
-			if err != nil || v < 1000 {
-				return kerr.InvalidConfig.Code, "segment.ms must be a number of milliseconds, at least 1000"
-			}
-			tc.SegmentMs = v
-		case configMaxMessageBytes:
-			v, err := strconv.ParseInt(*cfg.Value, 10, 32)
-			if err != nil || v <= 0 || v > broker.MaxTopicMessageBytes {
-				return kerr.InvalidConfig.Code, "max.message.bytes must be a number from 1 to " + strconv.Itoa(broker.MaxTopicMessageBytes)
-			}
-			tc.MaxMessageBytes = int32(v)
-		case configCleanupPolicy:
-			if *cfg.Value != "delete" {
-				return kerr.InvalidConfig.Code, "only cleanup.policy=delete is supported"
-			}
-		default:
-			return kerr.InvalidConfig.Code, "unsupported topic config " + cfg.Name
+		setting, stored, refusal := topicSetting(cfg.Name, cfg.Value)
+		if refusal != "" {
+			return kerr.InvalidConfig.Code, refusal
+		}
+		if stored {
+			tc = withSetting(tc, setting)
 		}
 	}
 	if !c.s.svc.IsLeader() {

@@ -63,7 +63,9 @@ func topicConfigs(t broker.TopicInfo, names []string) []kmsg.DescribeConfigsResp
 			continue
 		}
 		cfg := kmsg.NewDescribeConfigsResponseResourceConfig()
-		cfg.Name, cfg.Value, cfg.IsDefault, cfg.ReadOnly = e.name, kmsg.StringPtr(e.value), e.isDefault, true
+		// Every stored config is altered live (AlterConfigs,
+		// IncrementalAlterConfigs); cleanup.policy is "delete" only.
+		cfg.Name, cfg.Value, cfg.IsDefault, cfg.ReadOnly = e.name, kmsg.StringPtr(e.value), e.isDefault, e.name == configCleanupPolicy
 		cfg.Source = kmsg.ConfigSourceDynamicTopicConfig
 		if e.isDefault {
 			cfg.Source = kmsg.ConfigSourceDefaultConfig

@@ -24,6 +24,8 @@ func outcomeCode(o broker.TopicOutcome) int16 {
 		return kerr.OutOfOrderSequenceNumber.Code
 	case broker.ProducerFenced:
 		return kerr.InvalidProducerEpoch.Code
+	case broker.TopicInvalidConfig:
+		return kerr.InvalidConfig.Code
 	default:
 		return kerr.UnknownServerError.Code
 	}

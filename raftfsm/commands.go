@@ -45,6 +45,7 @@ const (
 	CmdTimers       CommandType = 25
 	CmdTick         CommandType = 26
 	CmdSetLogFormat CommandType = 27
+	CmdAlterTopic   CommandType = 28
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.

@@ -100,6 +100,7 @@ func corpusScenario() []corpusEntry {
 		{"delete-queue", &DeleteQueueCommand{Name: "invoices"}},
 		{"cleanup", &CleanupCommand{MaxWrites: MaxCleanupWrites}},
 		{"set-log-format", &SetLogFormatCommand{Format: LogFormat2}},
+		{"alter-topic", &AlterTopicCommand{Name: "events", Settings: []TopicSetting{{Name: ConfigRetentionMs, Value: 60_000}, {Name: ConfigSegmentBytes, Value: 0}}}},
 	}
 }
 

@@ -23,6 +23,9 @@ const (
 	// (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH).
 	SequenceOutOfOrder
 	ProducerFenced
+	// TopicInvalidConfig refuses an AlterTopicCommand naming an unknown
+	// config.
+	TopicInvalidConfig
 )
 
 // CreateTopicCommand creates a queue from Kafka: dedup window 0 (Kafka

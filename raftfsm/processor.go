@@ -94,6 +94,7 @@ func init() {
 	register(CmdTimers, decodeTimers, func(c *TimersCommand) int64 { return c.NowMs }, (*Processor).timers)
 	register(CmdTick, decodeTick, func(c *TickCommand) int64 { return c.NowMs }, (*Processor).tick)
 	register(CmdSetLogFormat, decodeSetLogFormat, nil, (*Processor).setLogFormat)
+	register(CmdAlterTopic, decodeAlterTopic, nil, (*Processor).alterTopic)
 }
 
 func (p *Processor) pruneDedup(tx *store.Tx, meta *store.Meta, c *PruneDedupCommand) PruneDedupResult {

@@ -32,12 +32,13 @@ func fetchPeerHealth(client *http.Client, scheme, addr string) (peerHealth, erro
 }
 
 // raiseLogFormats runs on every node until ctx ends; while this node leads
-// it moves the cluster to the newest log format every member reads. Each
+// it moves the cluster to the newest log format every member reads,
+// checking when it wins an election and every interval after. Each
 // member is asked through /health what its running binary reads (a
 // registration could be stale: a node may have been started with another
 // binary since), so the raise waits for a rolling upgrade to finish and
 // never outruns a member that is down or unregistered.
-func raiseLogFormats(ctx context.Context, svc *broker.Service, client *http.Client, scheme string, every time.Duration, log *slog.Logger) {
+func raiseLogFormats(ctx context.Context, svc *broker.Service, client *http.Client, scheme string, every time.Duration, won <-chan struct{}, log *slog.Logger) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -45,6 +46,7 @@ func raiseLogFormats(ctx context.Context, svc *broker.Service, client *http.Clie
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-won: // a new cluster, or a new leader, need not wait a tick
 		}
 		if !svc.IsLeader() || svc.LogFormat() >= raftfsm.MaxLogFormat {
 			continue

@@ -252,7 +252,7 @@ func serve(ctx context.Context, o serveOptions) error {
 
 	self := registration{ID: id, HTTPAddr: orDefault(o.advertiseHTTP, ln.Addr().String()), KafkaAddr: o.kafka.AdvertisedAddr}
 	go registerSelf(ctx, scheme+"://"+ln.Addr().String(), nodeClient(peerTLS, authConf.BootstrapToken), self, wonElection(ctx, node, id), log)
-	go raiseLogFormats(ctx, svc, nodeClient(peerTLS, authConf.BootstrapToken), scheme, 2*time.Second, log)
+	go raiseLogFormats(ctx, svc, nodeClient(peerTLS, authConf.BootstrapToken), scheme, 2*time.Second, wonElection(ctx, node, id), log)
 
 	var stopErr error
 	select {

@@ -1,0 +1,104 @@
+package integration
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Topic configs change live through kadm: IncrementalAlterConfigs (set,
+// delete) and AlterConfigs (the whole set, the rest back to defaults).
+// Each change shows in DescribeConfigs and takes effect: a lower
+// max.message.bytes refuses larger records, a short retention.ms drops
+// what is older.
+func TestKafkaTopicConfigsAlterLive(t *testing.T) {
+	n := startSingle(t)
+	cl := kafkaClient(t, []string{n.kafkaAddr}, kgo.DefaultProduceTopic("live"), kgo.ProducerLinger(0))
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	waitLogFormat(t, n, 2) // altering a topic is a format 2 entry
+	createTopic(t, cl, "live", 1, nil)
+	big := make([]byte, 2000)
+	rand.Read(big)                              // incompressible: the batch stays over 1024 bytes
+	produceSync(t, cl, &kgo.Record{Value: big}) // fits the default max.message.bytes
+
+	alter := func(op kadm.IncrementalOp, name, value string) {
+		t.Helper()
+		var v *string
+		if op == kadm.SetConfig {
+			v = &value
+		}
+		rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: name, Value: v}}, "live")
+		if err != nil || len(rs) != 1 || rs[0].Err != nil {
+			t.Fatalf("IncrementalAlterConfigs op %d %s=%s: %+v, %v", op, name, value, rs, err)
+		}
+	}
+	alter(kadm.SetConfig, "max.message.bytes", "1024")
+	if got := describeTopicConfigs(t, cl, "live")["max.message.bytes"]; got != "1024" {
+		t.Fatalf("max.message.bytes after the alter: %s", got)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: big}).FirstErr(); !errors.Is(err, kerr.MessageTooLarge) {
+		t.Fatalf("a 2000-byte record after max.message.bytes=1024: %v, want MESSAGE_TOO_LARGE", err)
+	}
+	alter(kadm.DeleteConfig, "max.message.bytes", "")
+	produceSync(t, cl, &kgo.Record{Value: big}) // the default again
+
+	// Refusals: an unknown config, a bad value, APPEND to a scalar.
+	for _, ac := range []kadm.AlterConfig{
+		{Op: kadm.SetConfig, Name: "no.such.config", Value: kadm.StringPtr("1")},
+		{Op: kadm.SetConfig, Name: "retention.ms", Value: kadm.StringPtr("soon")},
+		{Op: kadm.AppendConfig, Name: "retention.ms", Value: kadm.StringPtr("1")},
+		{Op: kadm.SetConfig, Name: "cleanup.policy", Value: kadm.StringPtr("compact")},
+	} {
+		rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{ac}, "live")
+		if err != nil || len(rs) != 1 || !errors.Is(rs[0].Err, kerr.InvalidConfig) {
+			t.Errorf("alter op %d %s=%v: %+v, %v; want INVALID_CONFIG", ac.Op, ac.Name, *ac.Value, rs, err)
+		}
+	}
+
+	// AlterConfigs replaces the set: retention.ms and segment.ms short,
+	// everything not named back to its default.
+	alter(kadm.SetConfig, "retention.bytes", "1000000")
+	rs, err := adm.AlterTopicConfigsState(ctx, []kadm.AlterConfig{
+		{Name: "retention.ms", Value: kadm.StringPtr("2000")}, {Name: "segment.ms", Value: kadm.StringPtr("1000")},
+	}, "live")
+	if err != nil || len(rs) != 1 || rs[0].Err != nil {
+		t.Fatalf("AlterConfigs: %+v, %v", rs, err)
+	}
+	configs := describeTopicConfigs(t, cl, "live")
+	if configs["retention.ms"] != "2000" || configs["segment.ms"] != "1000" || configs["retention.bytes"] != "-1" {
+		t.Fatalf("after AlterConfigs: %v", configs)
+	}
+	// The retention applies to records already there: they go once their
+	// segment is sealed and older than 2 s.
+	waitFor(t, 30*time.Second, func() error {
+		produceSync(t, cl, &kgo.Record{Value: []byte(strconv.Itoa(int(time.Now().UnixMilli())))})
+		if e := earliestOffset(t, cl, "live"); e < 2 {
+			return fmt.Errorf("the log still starts at %d", e)
+		}
+		return nil
+	})
+}
+
+// waitLogFormat waits until the cluster n belongs to writes raft log
+// format f (the leader raises it once every member reads it).
+func waitLogFormat(t *testing.T, n *node, f int) {
+	t.Helper()
+	waitFor(t, 10*time.Second, func() error {
+		var cl struct {
+			LogFormat int `json:"logFormat"`
+		}
+		if status := getJSON(t, n.url("/api/v1/cluster"), &cl); status != 200 || cl.LogFormat != f {
+			return fmt.Errorf("the cluster writes log format %d (status %d), want %d", cl.LogFormat, status, f)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,78 @@
+package kafka
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/auth"
+	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/raftfsm"
+)
+
+func init() { register(kmsg.AlterConfigs.Int16(), 0, 2, answerNow(handleAlterConfigs)) }
+
+// handleAlterConfigs replaces a topic's configs: those the request leaves
+// out go back to their defaults, as in Kafka.
+func handleAlterConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.AlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	for _, rr := range req.Resources {
+		r := kmsg.NewAlterConfigsResponseResource()
+		r.ResourceType, r.ResourceName = rr.ResourceType, rr.ResourceName
+		r.ErrorCode, r.ErrorMessage = c.alterTopic(rr.ResourceType, rr.ResourceName, req.ValidateOnly, func() ([]raftfsm.TopicSetting, string) {
+			given := map[string]raftfsm.TopicSetting{}
+			for _, cfg := range rr.Configs {
+				s, stored, refusal := topicSetting(cfg.Name, cfg.Value)
+				if refusal != "" {
+					return nil, refusal
+				}
+				if stored {
+					given[s.Name] = s
+				}
+			}
+			settings := make([]raftfsm.TopicSetting, 0, len(alterableConfigs))
+			for _, name := range alterableConfigs {
+				settings = append(settings, raftfsm.TopicSetting{Name: name, Value: given[name].Value}) // 0: the default
+			}
+			return settings, ""
+		})
+		resp.Resources = append(resp.Resources, r)
+	}
+	return resp, nil
+}
+
+// alterTopic checks and applies one resource of AlterConfigs or
+// IncrementalAlterConfigs; settings works out what to change, or why not.
+func (c *conn) alterTopic(kind kmsg.ConfigResourceType, topic string, validateOnly bool, settings func() ([]raftfsm.TopicSetting, string)) (int16, *string) {
+	refuse := func(code int16, msg string) (int16, *string) { return code, kmsg.StringPtr(msg) }
+	switch {
+	case kind == kmsg.ConfigResourceTypeBroker:
+		return refuse(kerr.InvalidRequest.Code, "broker configs are set with waggle serve's flags, not over Kafka")
+	case kind != kmsg.ConfigResourceTypeTopic:
+		return refuse(kerr.InvalidRequest.Code, "only topic configs can be altered")
+	case c.topicDenied(auth.Manage, topic) != 0:
+		return kerr.TopicAuthorizationFailed.Code, nil
+	case !c.s.svc.IsLeader():
+		return kerr.NotController.Code, nil
+	}
+	s, refusal := settings()
+	if refusal != "" {
+		return refuse(kerr.InvalidConfig.Code, refusal)
+	}
+	if validateOnly {
+		if infos, err := c.s.svc.Topics([]string{topic}); err != nil || len(infos) == 0 {
+			return kerr.UnknownTopicOrPartition.Code, nil
+		}
+		return 0, nil
+	}
+	outcome, err := c.s.svc.AlterTopic(topic, s)
+	switch {
+	case errors.Is(err, broker.ErrUpgradeInProgress):
+		return refuse(kerr.InvalidRequest.Code, err.Error())
+	case err != nil:
+		return kerr.NotController.Code, nil
+	}
+	return outcomeCode(outcome), nil
+}

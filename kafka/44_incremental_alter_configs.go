@@ -1,0 +1,53 @@
+package kafka
+
+import (
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/raftfsm"
+)
+
+func init() {
+	register(kmsg.IncrementalAlterConfigs.Int16(), 0, 1, answerNow(handleIncrementalAlterConfigs))
+}
+
+// handleIncrementalAlterConfigs sets or deletes (returns to the default)
+// the named configs and leaves the others as they are. APPEND and
+// SUBTRACT apply to list configs, which no topic config waggle stores is.
+func handleIncrementalAlterConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	for _, rr := range req.Resources {
+		r := kmsg.NewIncrementalAlterConfigsResponseResource()
+		r.ResourceType, r.ResourceName = rr.ResourceType, rr.ResourceName
+		r.ErrorCode, r.ErrorMessage = c.alterTopic(rr.ResourceType, rr.ResourceName, req.ValidateOnly, func() ([]raftfsm.TopicSetting, string) {
+			var settings []raftfsm.TopicSetting
+			for _, cfg := range rr.Configs {
+				switch cfg.Op {
+				case kmsg.IncrementalAlterConfigOpSet:
+				case kmsg.IncrementalAlterConfigOpDelete:
+					switch {
+					case slices.Contains(alterableConfigs, cfg.Name):
+						settings = append(settings, raftfsm.TopicSetting{Name: cfg.Name}) // 0: back to the default
+					case cfg.Name != configCleanupPolicy: // deleting it keeps "delete"
+						return nil, "unsupported topic config " + cfg.Name
+					}
+					continue
+				default:
+					return nil, cfg.Name + " is not a list config: only SET and DELETE apply"
+				}
+				s, stored, refusal := topicSetting(cfg.Name, cfg.Value)
+				if refusal != "" {
+					return nil, refusal
+				}
+				if stored {
+					settings = append(settings, s)
+				}
+			}
+			return settings, ""
+		})
+		resp.Resources = append(resp.Resources, r)
+	}
+	return resp, nil
+}
