@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/waggle-mq/waggle/raftfsm"
@@ -24,6 +25,7 @@ const (
 	TopicUnknownPartition  = raftfsm.TopicUnknownPartition
 	TopicInvalidPartitions = raftfsm.TopicInvalidPartitions
 	TopicInvalidConfig     = raftfsm.TopicInvalidConfig
+	OffsetOutOfRange       = raftfsm.OffsetOutOfRange
 )
 
 // TopicInfo is a queue as Kafka sees it.
@@ -150,6 +152,21 @@ func (s *Service) AlterTopic(name string, settings []raftfsm.TopicSetting) (Topi
 		return 0, err
 	}
 	return answer.(TopicOutcome), nil
+}
+
+// DeleteRecords moves partitions' log start offsets forward, in entries of
+// at most raftfsm.MaxOffsetsPerEntry partitions; results follow the
+// request's order. Format 2 (ErrUpgradeInProgress before).
+func (s *Service) DeleteRecords(topic string, before []raftfsm.RecordsBefore) ([]raftfsm.DeleteRecordsResult, error) {
+	var out []raftfsm.DeleteRecordsResult
+	for chunk := range slices.Chunk(before, raftfsm.MaxOffsetsPerEntry) {
+		answer, err := s.apply(&raftfsm.DeleteRecordsCommand{Topic: topic, Partitions: chunk})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, answer.([]raftfsm.DeleteRecordsResult)...)
+	}
+	return out, nil
 }
 
 // AddPartitions grows a topic to count partitions.

@@ -26,6 +26,8 @@ func outcomeCode(o broker.TopicOutcome) int16 {
 		return kerr.InvalidProducerEpoch.Code
 	case broker.TopicInvalidConfig:
 		return kerr.InvalidConfig.Code
+	case broker.OffsetOutOfRange:
+		return kerr.OffsetOutOfRange.Code
 	default:
 		return kerr.UnknownServerError.Code
 	}
@@ -47,7 +49,7 @@ func errCode(err error) int16 {
 		return kerr.CorruptMessage.Code
 	case errors.Is(err, recordbatch.ErrInvalidRecord):
 		return kerr.InvalidRecord.Code
-	case errors.Is(err, broker.ErrInvalid):
+	case errors.Is(err, broker.ErrInvalid), errors.Is(err, broker.ErrUpgradeInProgress):
 		return kerr.InvalidRequest.Code
 	default:
 		return kerr.UnknownServerError.Code

@@ -2,6 +2,7 @@ package raftfsm
 
 import (
 	"errors"
+	"strconv"
 
 	"github.com/waggle-mq/waggle/store"
 )
@@ -82,4 +83,90 @@ func (p *Processor) alterTopic(tx *store.Tx, _ *store.Meta, c *AlterTopicCommand
 	}
 	must(tx.PutQueue(q))
 	return TopicOK
+}
+
+// DeleteRecordsCommand moves partitions' log start offsets forward (Kafka
+// DeleteRecords): records below become unreadable at once; their disk space
+// goes with the segments retention drops.
+type DeleteRecordsCommand struct {
+	Topic      string
+	Partitions []RecordsBefore
+}
+
+// RecordsBefore names a partition and the offset its log is to start at;
+// -1 is its high watermark (everything).
+type RecordsBefore struct {
+	Partition int32
+	Offset    int64
+}
+
+// DeleteRecordsResult answers one partition: its log start offset after
+// the command (Kafka's low watermark), or why it was refused.
+type DeleteRecordsResult struct {
+	Outcome      TopicOutcome
+	LowWatermark int64
+}
+
+func (c *DeleteRecordsCommand) since() LogFormat { return LogFormat2 }
+
+// Encode returns the raft entry for the command.
+func (c *DeleteRecordsCommand) Encode() []byte {
+	e := encoder{}
+	e.byte(byte(CmdDeleteRecords))
+	e.string(c.Topic)
+	e.uvarint(uint64(len(c.Partitions)))
+	for _, p := range c.Partitions {
+		e.varint(int64(p.Partition))
+		e.varint(p.Offset)
+	}
+	return e.b
+}
+
+func decodeDeleteRecords(b []byte) (*DeleteRecordsCommand, error) {
+	d := decoder{b: b}
+	c := &DeleteRecordsCommand{Topic: d.string()}
+	if n := d.count(2); n > 0 {
+		c.Partitions = make([]RecordsBefore, n)
+		for i := range c.Partitions {
+			c.Partitions[i] = RecordsBefore{Partition: int32(d.varint()), Offset: d.varint()}
+		}
+	}
+	return c, d.finish()
+}
+
+func (p *Processor) deleteRecords(tx *store.Tx, _ *store.Meta, c *DeleteRecordsCommand) []DeleteRecordsResult {
+	out := make([]DeleteRecordsResult, len(c.Partitions))
+	q, err := tx.Queue(c.Topic)
+	if errors.Is(err, store.ErrNotFound) {
+		for i := range out {
+			out[i].Outcome = TopicUnknown
+		}
+		return out
+	}
+	must(err)
+	for i, rb := range c.Partitions {
+		if rb.Partition < 0 || rb.Partition >= max(q.KafkaPartitions, 1) {
+			out[i].Outcome = TopicUnknownPartition
+			continue
+		}
+		part, err := tx.Partition(q.ID, strconv.Itoa(int(rb.Partition)))
+		if errors.Is(err, store.ErrNotFound) {
+			part, err = store.Partition{}, nil // never written to: empty
+		}
+		must(err)
+		to := rb.Offset
+		if to == -1 {
+			to = int64(part.NextOffset)
+		}
+		switch {
+		case to < 0 || to > int64(part.NextOffset):
+			out[i].Outcome = OffsetOutOfRange
+			continue
+		case uint64(to) > part.StartOffset:
+			part.StartOffset = uint64(to)
+			must(tx.PutPartition(part))
+		}
+		out[i].LowWatermark = int64(part.StartOffset)
+	}
+	return out
 }

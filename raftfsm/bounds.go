@@ -24,6 +24,8 @@ package raftfsm
 //	                   from a reset) + 4
 //	seek, delete group, delete queue   ≤ 4
 //	commit offsets     1 per offset (≤ MaxOffsetsPerEntry)
+//	delete records     1 per partition (≤ MaxOffsetsPerEntry)
+//	alter topic, set log format   1
 //	prune, tick        2 per record pruned, timers fired as a push (≤ 1,000
 //	                   and 2 MiB)
 //	dead letters       ≤ 2 MiB copied per entry (maxDeadLetterBytes)
@@ -39,8 +41,8 @@ const MaxEntryWrites = 40_000
 // transaction writes to; items past it are refused.
 const MaxPushTargets = 1_000
 
-// MaxOffsetsPerEntry bounds the offsets of one commit or delete entry; the
-// broker splits larger Kafka requests.
+// MaxOffsetsPerEntry bounds the offsets of one commit, delete or delete
+// records entry; the broker splits larger Kafka requests.
 const MaxOffsetsPerEntry = 10_000
 
 // MaxCleanupWrites bounds the keys one cleanup entry deletes, and

@@ -186,6 +186,7 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 	h.one((&TickCommand{NowMs: now, Limit: 1}).encodeAs(LogFormat1))
 	h.one((&SetLogFormatCommand{Format: MaxLogFormat}).Encode())
 	h.one((&AlterTopicCommand{Name: "t0", Settings: []TopicSetting{{Name: ConfigRetentionMs, Value: 1000}}}).Encode())
+	h.one((&DeleteRecordsCommand{Topic: "t0", Partitions: []RecordsBefore{{Partition: 3, Offset: 1}}}).Encode())
 	h.one((&RegisterNodeCommand{Node: store.Node{ID: "9", HTTPAddr: "h", KafkaAddr: "k"}}).Encode())
 	h.one((&ForgetNodeCommand{ID: "9"}).Encode())
 	h.one((&DeleteOffsetsCommand{Group: "g", Offsets: []OffsetCommit{{Topic: "t0", Partition: 1}}}).Encode())

@@ -40,12 +40,13 @@ const (
 	CmdCleanup         CommandType = 21
 	CmdRetain          CommandType = 22
 	// Log format 2.
-	CmdKV           CommandType = 23
-	CmdTransaction  CommandType = 24
-	CmdTimers       CommandType = 25
-	CmdTick         CommandType = 26
-	CmdSetLogFormat CommandType = 27
-	CmdAlterTopic   CommandType = 28
+	CmdKV            CommandType = 23
+	CmdTransaction   CommandType = 24
+	CmdTimers        CommandType = 25
+	CmdTick          CommandType = 26
+	CmdSetLogFormat  CommandType = 27
+	CmdAlterTopic    CommandType = 28
+	CmdDeleteRecords CommandType = 29
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.

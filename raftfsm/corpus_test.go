@@ -101,6 +101,7 @@ func corpusScenario() []corpusEntry {
 		{"cleanup", &CleanupCommand{MaxWrites: MaxCleanupWrites}},
 		{"set-log-format", &SetLogFormatCommand{Format: LogFormat2}},
 		{"alter-topic", &AlterTopicCommand{Name: "events", Settings: []TopicSetting{{Name: ConfigRetentionMs, Value: 60_000}, {Name: ConfigSegmentBytes, Value: 0}}}},
+		{"delete-records", &DeleteRecordsCommand{Topic: "events", Partitions: []RecordsBefore{{Partition: 0, Offset: 1}, {Partition: 1, Offset: -1}, {Partition: 0, Offset: 9}}}},
 	}
 }
 

@@ -26,6 +26,9 @@ const (
 	// TopicInvalidConfig refuses an AlterTopicCommand naming an unknown
 	// config.
 	TopicInvalidConfig
+	// OffsetOutOfRange refuses a DeleteRecords offset past the high
+	// watermark.
+	OffsetOutOfRange
 )
 
 // CreateTopicCommand creates a queue from Kafka: dedup window 0 (Kafka

@@ -95,6 +95,7 @@ func init() {
 	register(CmdTick, decodeTick, func(c *TickCommand) int64 { return c.NowMs }, (*Processor).tick)
 	register(CmdSetLogFormat, decodeSetLogFormat, nil, (*Processor).setLogFormat)
 	register(CmdAlterTopic, decodeAlterTopic, nil, (*Processor).alterTopic)
+	register(CmdDeleteRecords, decodeDeleteRecords, nil, (*Processor).deleteRecords)
 }
 
 func (p *Processor) pruneDedup(tx *store.Tx, meta *store.Meta, c *PruneDedupCommand) PruneDedupResult {

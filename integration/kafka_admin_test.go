@@ -102,3 +102,50 @@ func waitLogFormat(t *testing.T, n *node, f int) {
 		return nil
 	})
 }
+
+// DeleteRecords (kadm) moves a partition's log start: ListOffsets earliest
+// answers it and a consumer from the start reads from it on (a fetch below
+// a log start is out of range: TestKafkaRetentionDropsExpiredSegments); an
+// offset past the high watermark is refused, one below the start changes
+// nothing.
+func TestKafkaDeleteRecordsMovesTheLogStart(t *testing.T) {
+	n := startSingle(t)
+	waitLogFormat(t, n, 2)
+	cl := kafkaClient(t, []string{n.kafkaAddr}, kgo.DefaultProduceTopic("trim"), kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	createTopic(t, cl, "trim", 2, nil)
+	for i := range 10 {
+		produceSync(t, cl, &kgo.Record{Partition: 0, Value: []byte(strconv.Itoa(i))})
+	}
+
+	var offsets kadm.Offsets
+	offsets.Add(kadm.Offset{Topic: "trim", Partition: 0, At: 6})
+	offsets.Add(kadm.Offset{Topic: "trim", Partition: 1, At: 1}) // past its high watermark 0
+	rs, err := adm.DeleteRecords(ctx, offsets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := rs.Lookup("trim", 0); r.Err != nil || r.LowWatermark != 6 {
+		t.Fatalf("DeleteRecords to 6 on partition 0: %+v", r)
+	}
+	if r, _ := rs.Lookup("trim", 1); !errors.Is(r.Err, kerr.OffsetOutOfRange) {
+		t.Fatalf("DeleteRecords past the high watermark: %+v, want OFFSET_OUT_OF_RANGE", r)
+	}
+	if e := earliestOffset(t, cl, "trim"); e != 6 {
+		t.Fatalf("earliest offset after DeleteRecords: %d, want 6", e)
+	}
+	recs := consumeN(t, []string{n.kafkaAddr}, "trim", 4)
+	for i, r := range recs {
+		if r.Offset != int64(6+i) || string(r.Value) != strconv.Itoa(6+i) {
+			t.Fatalf("record %d read from the start: offset %d value %q", i, r.Offset, r.Value)
+		}
+	}
+	// An earlier offset than the start changes nothing.
+	offsets = kadm.Offsets{}
+	offsets.Add(kadm.Offset{Topic: "trim", Partition: 0, At: 2})
+	rs, err = adm.DeleteRecords(ctx, offsets)
+	if r, _ := rs.Lookup("trim", 0); err != nil || r.Err != nil || r.LowWatermark != 6 {
+		t.Fatalf("DeleteRecords below the start: %+v, %v", r, err)
+	}
+}

@@ -1,0 +1,49 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/auth"
+	"github.com/waggle-mq/waggle/raftfsm"
+)
+
+func init() { register(kmsg.DeleteRecords.Int16(), 0, 2, answerNow(handleDeleteRecords)) }
+
+// handleDeleteRecords moves each partition's log start offset to the
+// offset asked (-1: the high watermark). Reads below it answer
+// OFFSET_OUT_OF_RANGE at once; the disk space goes when retention drops
+// the segments.
+func handleDeleteRecords(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.DeleteRecordsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	for _, rt := range req.Topics {
+		t := kmsg.NewDeleteRecordsResponseTopic()
+		t.Topic = rt.Topic
+		code := c.topicDenied(auth.Manage, rt.Topic)
+		if code == 0 && !c.s.svc.IsLeader() {
+			code = kerr.NotLeaderForPartition.Code
+		}
+		var results []raftfsm.DeleteRecordsResult
+		if code == 0 {
+			before := make([]raftfsm.RecordsBefore, len(rt.Partitions))
+			for i, p := range rt.Partitions {
+				before[i] = raftfsm.RecordsBefore{Partition: p.Partition, Offset: p.Offset}
+			}
+			var err error
+			if results, err = c.s.svc.DeleteRecords(rt.Topic, before); err != nil {
+				code = errCode(err)
+			}
+		}
+		for i, rp := range rt.Partitions {
+			p := kmsg.NewDeleteRecordsResponseTopicPartition()
+			p.Partition, p.LowWatermark, p.ErrorCode = rp.Partition, -1, code
+			if code == 0 {
+				p.LowWatermark, p.ErrorCode = results[i].LowWatermark, outcomeCode(results[i].Outcome)
+			}
+			t.Partitions = append(t.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp, nil
+}
