@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Topic configs change live through kadm: IncrementalAlterConfigs (set,
@@ -147,5 +148,33 @@ func TestKafkaDeleteRecordsMovesTheLogStart(t *testing.T) {
 	rs, err = adm.DeleteRecords(ctx, offsets)
 	if r, _ := rs.Lookup("trim", 0); err != nil || r.Err != nil || r.LowWatermark != 6 {
 		t.Fatalf("DeleteRecords below the start: %+v, %v", r, err)
+	}
+}
+
+// CreateTopics v5+ answers the new topic's configs, as set or defaulted.
+func TestKafkaCreateTopicsEchoesConfigs(t *testing.T) {
+	n := startSingle(t)
+	cl := kafkaClient(t, []string{n.kafkaAddr})
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Version, req.TimeoutMillis = 7, 5000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "echo", 1, 1
+	c := kmsg.NewCreateTopicsRequestTopicConfig()
+	c.Name, c.Value = "retention.ms", kmsg.StringPtr("5000")
+	rt.Configs = append(rt.Configs, c)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("CreateTopics: %+v, %v", resp, err)
+	}
+	got := map[string]kmsg.CreateTopicsResponseTopicConfig{}
+	for _, cfg := range resp.Topics[0].Configs {
+		got[cfg.Name] = cfg
+	}
+	if r := got["retention.ms"]; r.Value == nil || *r.Value != "5000" || r.Source != int8(kmsg.ConfigSourceDynamicTopicConfig) {
+		t.Errorf("retention.ms echoed as %+v, want 5000 from DYNAMIC_TOPIC_CONFIG", r)
+	}
+	if m := got["max.message.bytes"]; m.Value == nil || m.Source != int8(kmsg.ConfigSourceDefaultConfig) {
+		t.Errorf("max.message.bytes echoed as %+v, want its default", m)
 	}
 }
