@@ -148,16 +148,29 @@ func (s *Service) RegisterNode(a NodeAddrs) error {
 }
 
 // AddVoter adds a server to the raft configuration. The new node catches
-// up from the log, or from a snapshot where the log was compacted.
+// up from the log, or from a snapshot where the log was compacted. Once
+// the cluster writes a log format above 1, the caller adds the node with
+// AddNonvoter first and promotes it here only after checking that its
+// binary reads that format (see httpapi's addNode).
 func (s *Service) AddVoter(id, raftAddr string) error {
+	return s.addServer(id, raftAddr, s.node.Raft.AddVoter)
+}
+
+// AddNonvoter adds a server that replicates the log but does not vote: a
+// node that fails (a binary too old for the log) costs no quorum. An
+// existing voter stays a voter.
+func (s *Service) AddNonvoter(id, raftAddr string) error {
+	return s.addServer(id, raftAddr, s.node.Raft.AddNonvoter)
+}
+
+func (s *Service) addServer(id, raftAddr string, add func(raft.ServerID, raft.ServerAddress, uint64, time.Duration) raft.IndexFuture) error {
 	if err := validateNodeID(id); err != nil {
 		return err
 	}
 	if _, _, err := net.SplitHostPort(raftAddr); err != nil {
 		return fmt.Errorf("%w: raftAddr %q: %v", ErrInvalid, raftAddr, err)
 	}
-	err := s.node.Raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, membershipTimeout).Error()
-	return membershipError(err)
+	return membershipError(add(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, membershipTimeout).Error())
 }
 
 // RemoveNode removes a server from the raft configuration and forgets its

@@ -22,3 +22,13 @@ func (s *Service) RaiseLogFormat(f raftfsm.LogFormat) error {
 	_, err := s.apply(&raftfsm.SetLogFormatCommand{Format: f})
 	return err
 }
+
+// ConfigurationIndex is the raft index of the membership configuration
+// in force: it changes when a member is added or removed.
+func (s *Service) ConfigurationIndex() uint64 {
+	f := s.node.Raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	return f.Index()
+}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 
 	"github.com/waggle-mq/waggle/raftfsm"
@@ -154,19 +153,26 @@ func (s *Service) AlterTopic(name string, settings []raftfsm.TopicSetting) (Topi
 	return answer.(TopicOutcome), nil
 }
 
-// DeleteRecords moves partitions' log start offsets forward, in entries of
-// at most raftfsm.MaxOffsetsPerEntry partitions; results follow the
-// request's order. Format 2 (ErrUpgradeInProgress before).
+// DeleteRecords moves partitions' log start offsets forward, all in one
+// entry: at most raftfsm.MaxOffsetsPerEntry partitions, each named once.
+// Results follow the request's order. Format 2 (ErrUpgradeInProgress
+// before).
 func (s *Service) DeleteRecords(topic string, before []raftfsm.RecordsBefore) ([]raftfsm.DeleteRecordsResult, error) {
-	var out []raftfsm.DeleteRecordsResult
-	for chunk := range slices.Chunk(before, raftfsm.MaxOffsetsPerEntry) {
-		answer, err := s.apply(&raftfsm.DeleteRecordsCommand{Topic: topic, Partitions: chunk})
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, answer.([]raftfsm.DeleteRecordsResult)...)
+	if len(before) > raftfsm.MaxOffsetsPerEntry {
+		return nil, fmt.Errorf("%w: at most %d partitions in one DeleteRecords", ErrInvalid, raftfsm.MaxOffsetsPerEntry)
 	}
-	return out, nil
+	seen := map[int32]bool{}
+	for _, b := range before {
+		if seen[b.Partition] {
+			return nil, fmt.Errorf("%w: partition %d is named twice", ErrInvalid, b.Partition)
+		}
+		seen[b.Partition] = true
+	}
+	answer, err := s.apply(&raftfsm.DeleteRecordsCommand{Topic: topic, Partitions: before})
+	if err != nil {
+		return nil, err
+	}
+	return answer.([]raftfsm.DeleteRecordsResult), nil
 }
 
 // AddPartitions grows a topic to count partitions.

@@ -204,6 +204,33 @@ func TestRollingUpgrade(t *testing.T) {
 	}
 	t.Logf("Kafka group: 2 members, %d assignments, %d records consumed, final committed offset %d of %d",
 		groups.assignments, len(groups.consumed), final, hw)
+
+	checkOldBinaryCannotJoin(t, c, old)
+}
+
+// checkOldBinaryCannotJoin adds a node of the old release to the cluster,
+// now at a format the old release cannot read: it must not become a voter
+// (a voter that stops at the first entry it cannot read costs a quorum),
+// and the cluster must go on taking writes.
+func checkOldBinaryCannotJoin(t *testing.T, c *cluster, old string) {
+	t.Helper()
+	n := withArgs(newNode(t, len(c.nodes)+1), []string{"--join"})
+	n.binary = old
+	n.start()
+	var e errorAnswer
+	status := postJSON(t, c.leader().url("/api/v1/cluster/nodes"), map[string]any{"id": n.id, "raftAddr": n.raftAddr}, &e)
+	if status != http.StatusConflict && status != http.StatusGatewayTimeout {
+		t.Fatalf("adding a node of the old release: status %d %+v, want 409 log_format_too_old or 504 node_not_ready", status, e)
+	}
+	var cl clusterAnswer
+	getJSON(t, c.leader().url("/api/v1/cluster"), &cl)
+	for _, m := range cl.Members {
+		if m.ID == n.id && m.Voter {
+			t.Fatalf("the old release's node %d became a voter: %+v", n.id, cl)
+		}
+	}
+	c.pushUntilAccepted(10*time.Second, pushItem{Queue: upgradeQueue, TransactionID: "after-old-join", Payload: "x"})
+	t.Logf("a node of the old release was not made a voter: %d %s (%s)", status, e.Code, e.Error)
 }
 
 // release is one line of RELEASES.

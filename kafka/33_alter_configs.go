@@ -1,8 +1,6 @@
 package kafka
 
 import (
-	"errors"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -25,6 +23,9 @@ func handleAlterConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			given := map[string]raftfsm.TopicSetting{}
 			for _, cfg := range rr.Configs {
 				s, stored, refusal := topicSetting(cfg.Name, cfg.Value)
+				if _, twice := given[cfg.Name]; twice {
+					refusal = cfg.Name + " is named twice"
+				}
 				if refusal != "" {
 					return nil, refusal
 				}
@@ -56,10 +57,19 @@ func (c *conn) alterTopic(kind kmsg.ConfigResourceType, topic string, validateOn
 		return kerr.TopicAuthorizationFailed.Code, nil
 	case !c.s.svc.IsLeader():
 		return kerr.NotController.Code, nil
+	case c.s.svc.LogFormat() < raftfsm.LogFormat2:
+		return refuse(kerr.InvalidRequest.Code, broker.ErrUpgradeInProgress.Error())
 	}
 	s, refusal := settings()
 	if refusal != "" {
 		return refuse(kerr.InvalidConfig.Code, refusal)
+	}
+	seen := map[string]bool{}
+	for _, setting := range s {
+		if seen[setting.Name] {
+			return refuse(kerr.InvalidRequest.Code, setting.Name+" is named twice")
+		}
+		seen[setting.Name] = true
 	}
 	if validateOnly {
 		if infos, err := c.s.svc.Topics([]string{topic}); err != nil || len(infos) == 0 {
@@ -68,11 +78,8 @@ func (c *conn) alterTopic(kind kmsg.ConfigResourceType, topic string, validateOn
 		return 0, nil
 	}
 	outcome, err := c.s.svc.AlterTopic(topic, s)
-	switch {
-	case errors.Is(err, broker.ErrUpgradeInProgress):
-		return refuse(kerr.InvalidRequest.Code, err.Error())
-	case err != nil:
-		return kerr.NotController.Code, nil
+	if err != nil {
+		return refuse(errCode(err), err.Error())
 	}
 	return outcomeCode(outcome), nil
 }

@@ -191,7 +191,7 @@ func (g *group) membershipChanged(co *coordinator) {
 	case stateStable, stateCompleting:
 		g.startRebalance(co, 0)
 	case statePreparing:
-		g.maybeCompleteJoin()
+		g.maybeCompleteJoin(co)
 	}
 }
 
@@ -216,14 +216,14 @@ func (g *group) startRebalance(co *coordinator, delay time.Duration) {
 		defer co.mu.Unlock()
 		if co.groups[g.name] == g && g.state == statePreparing {
 			g.timer = nil
-			g.completeJoin()
+			g.completeJoin(co)
 		}
 	})
 }
 
 // maybeCompleteJoin ends the join phase early once every member rejoined
 // (unless the initial delay is still gathering members).
-func (g *group) maybeCompleteJoin() {
+func (g *group) maybeCompleteJoin(co *coordinator) {
 	if g.timer != nil && g.generation == 0 {
 		return // a new group waits out its initial delay
 	}
@@ -233,12 +233,12 @@ func (g *group) maybeCompleteJoin() {
 		}
 	}
 	g.stopTimer()
-	g.completeJoin()
+	g.completeJoin(co)
 }
 
 // completeJoin drops members that did not rejoin, picks the protocol and
 // leader, starts a new generation and answers every waiting JoinGroup.
-func (g *group) completeJoin() {
+func (g *group) completeJoin(co *coordinator) {
 	for _, id := range append([]string(nil), g.order...) {
 		if !g.members[id].rejoined {
 			g.remove(id)
@@ -254,6 +254,7 @@ func (g *group) completeJoin() {
 	g.protocol = g.chooseProtocol()
 	g.generation++
 	g.state = stateCompleting
+	g.awaitAssignment(co)
 	for _, id := range g.order {
 		g.members[id].answerJoin(g.joinAnswer(id))
 	}
@@ -306,6 +307,26 @@ func (g *group) renameStatic(instance, id string) (replaced bool, metadata []byt
 // an incarnation that a newer one replaced (KIP-345).
 func (g *group) fenced(memberID string, instanceID *string) bool {
 	return instanceID != nil && *instanceID != "" && g.static[*instanceID] != "" && g.static[*instanceID] != memberID
+}
+
+// awaitAssignment bounds the sync phase: a leader that does not send its
+// assignment within the longest rebalance timeout starts a new rebalance,
+// as Kafka's coordinator does.
+func (g *group) awaitAssignment(co *coordinator) {
+	var timeout time.Duration
+	for _, m := range g.members {
+		timeout = max(timeout, m.rebalanceTimeout)
+	}
+	generation := g.generation
+	g.stopTimer()
+	g.timer = time.AfterFunc(timeout, func() {
+		co.mu.Lock()
+		defer co.mu.Unlock()
+		if co.groups[g.name] == g && g.state == stateCompleting && g.generation == generation {
+			g.timer = nil
+			g.startRebalance(co, 0)
+		}
+	})
 }
 
 // chooseProtocol picks the leader's most preferred protocol that every
@@ -361,7 +382,7 @@ func (co *coordinator) join(req *kmsg.JoinGroupRequest, clientID, clientHost str
 	}
 	session := time.Duration(req.SessionTimeoutMillis) * time.Millisecond
 	rebalance := session
-	if req.Version >= 1 {
+	if req.Version >= 1 && req.RebalanceTimeoutMillis > 0 {
 		rebalance = time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
 	}
 	switch {
@@ -417,7 +438,10 @@ func (co *coordinator) join(req *kmsg.JoinGroupRequest, clientID, clientHost str
 		g.members[id] = m
 		g.order = append(g.order, id)
 	}
-	m.clientID, m.clientHost, m.instanceID = clientID, clientHost, instance
+	m.clientID, m.clientHost = clientID, clientHost
+	if instance != "" { // a static member stays one (its entry in static must go with it)
+		m.instanceID = instance
+	}
 	m.protocols, m.sessionTimeout, m.rebalanceTimeout = req.Protocols, session, rebalance
 	m.lastSeen = time.Now()
 	if replaced && g.state == stateStable && bytes.Equal(oldMetadata, m.metadataFor(g.protocol)) && (id != g.leader || req.Version >= 9) {
@@ -440,7 +464,7 @@ func (co *coordinator) join(req *kmsg.JoinGroupRequest, clientID, clientHost str
 		g.startRebalance(co, 0)
 	}
 	m.rejoined = true
-	g.maybeCompleteJoin()
+	g.maybeCompleteJoin(co)
 	deadline := rebalance + initialRebalanceDelay + 5*time.Second
 	return func() (kmsg.Response, error) {
 		select {
@@ -547,6 +571,7 @@ func (co *coordinator) leave(group string, leavers []leaver) []int16 {
 	defer co.mu.Unlock()
 	codes := make([]int16, len(leavers))
 	g := co.groups[group]
+	removed := false
 	for i, l := range leavers {
 		id := l.memberID
 		if g != nil && l.instanceID != nil && *l.instanceID != "" {
@@ -561,8 +586,10 @@ func (co *coordinator) leave(group string, leavers []leaver) []int16 {
 			continue
 		}
 		g.remove(id)
+		removed = true
 	}
-	if g != nil {
+	// A refused leave (a fenced static incarnation, say) changes nothing.
+	if removed {
 		g.membershipChanged(co)
 	}
 	return codes

@@ -162,6 +162,13 @@ func TestStaticMemberRestartsWithoutRebalance(t *testing.T) {
 	if code := co.heartbeat("g", follower.MemberID, fi, 1); code != kerr.FencedInstanceID.Code {
 		t.Fatalf("the old incarnation's heartbeat: %d, want FENCED_INSTANCE_ID", code)
 	}
+	// The old incarnation's LeaveGroup is refused and rebalances nobody.
+	if codes := co.leave("g", []leaver{{memberID: follower.MemberID, instanceID: fi}}); codes[0] != kerr.FencedInstanceID.Code {
+		t.Fatalf("the old incarnation's leave: %d, want FENCED_INSTANCE_ID", codes[0])
+	}
+	if code := co.heartbeat("g", leader.MemberID, instanceOf[leader.MemberID], 1); code != 0 {
+		t.Fatalf("after a refused leave: %d, want 0 (no rebalance)", code)
+	}
 
 	// The leader restarts too, at v9: it is told to skip the assignment.
 	li := instanceOf[leader.MemberID]
@@ -212,5 +219,28 @@ func TestJoinPhaseIsBoundedByTheRebalanceTimeoutNotTheSession(t *testing.T) {
 	}
 	if r := joined(t, aAgain); r.ErrorCode != 0 || r.Generation != b.Generation {
 		t.Fatalf("the rejoining member: code %d generation %d", r.ErrorCode, r.Generation)
+	}
+}
+
+// A leader that never sends its assignment does not hold the group in
+// CompletingRebalance for ever: after the rebalance timeout it rebalances.
+func TestStalledSyncPhaseRebalances(t *testing.T) {
+	co := newCoordinator()
+	req := func(id string) *kmsg.JoinGroupRequest {
+		r := joinRequest("g", id)
+		r.RebalanceTimeoutMillis = 300
+		return r
+	}
+	first := joined(t, co.join(req(""), "c", "h"))
+	a := joined(t, co.join(req(first.MemberID), "c", "h"))
+	if a.ErrorCode != 0 || a.LeaderID != a.MemberID {
+		t.Fatalf("join: %+v", a)
+	}
+	waitUntil := time.Now().Add(5 * time.Second)
+	for co.heartbeat("g", a.MemberID, nil, a.Generation) != kerr.RebalanceInProgress.Code {
+		if time.Now().After(waitUntil) {
+			t.Fatal("the group stays in CompletingRebalance with no assignment")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -34,16 +34,18 @@ func topicSetting(name string, v *string) (s raftfsm.TopicSetting, stored bool, 
 	}
 	number := func(min, max int64, why string) (raftfsm.TopicSetting, bool, string) {
 		v, err := strconv.ParseInt(value, 10, 64)
-		if err != nil || v < min || v > max {
+		// 0 is refused even where min allows -1: a stored 0 means "the
+		// default", which is not what Kafka makes of 0.
+		if err != nil || v < min || v > max || v == 0 {
 			return s, false, name + " must be " + why
 		}
 		return raftfsm.TopicSetting{Name: name, Value: v}, true, ""
 	}
 	switch name {
 	case configRetentionMs:
-		return number(-1, 1<<62, "a number of milliseconds or -1")
+		return number(-1, 1<<62, "a positive number of milliseconds, or -1 to keep for ever")
 	case configRetentionBytes:
-		return number(-1, 1<<62, "a number of bytes or -1")
+		return number(-1, 1<<62, "a positive number of bytes, or -1 for no limit")
 	case configSegmentBytes:
 		return number(broker.MinSegmentBytes, 1<<30, "a number from "+strconv.Itoa(broker.MinSegmentBytes)+" to 1073741824")
 	case configSegmentMs:

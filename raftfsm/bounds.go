@@ -24,7 +24,7 @@ package raftfsm
 //	                   from a reset) + 4
 //	seek, delete group, delete queue   ≤ 4
 //	commit offsets     1 per offset (≤ MaxOffsetsPerEntry)
-//	delete records     1 per partition (≤ MaxOffsetsPerEntry)
+//	delete records     1 per partition (≤ MaxOffsetsPerEntry; more is refused)
 //	alter topic, set log format   1
 //	prune, tick        2 per record pruned, timers fired as a push (≤ 1,000
 //	                   and 2 MiB)

@@ -187,16 +187,69 @@ type addNodeRequest struct {
 	RaftAddr string      `json:"raftAddr"`
 }
 
+// joinFormatWait bounds how long addNode waits for a node added at log
+// format 2 or above to register and report the format its binary reads.
+const joinFormatWait = 20 * time.Second
+
+// addNode adds a voter. While the cluster writes log format 1 (which
+// every binary reads) it is added at once. From format 2 on, a node whose
+// binary reads only an older format must not become a voter: it would
+// stop at the first entry it cannot read, and a cluster of two would lose
+// its quorum. So it joins as a non-voter, and is promoted once its /health
+// reports a format at least the cluster's; a node that reports an older
+// one is removed again.
 func (s *Server) addNode(w http.ResponseWriter, r *http.Request) {
 	var req addNodeRequest
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	if err := s.svc.AddVoter(req.ID.String(), req.RaftAddr); err != nil {
+	id := req.ID.String()
+	cluster := uint32(s.svc.LogFormat())
+	if cluster > uint32(raftfsm.LogFormat1) {
+		if err := s.svc.AddNonvoter(id, req.RaftAddr); err != nil {
+			s.writeBrokerError(w, err)
+			return
+		}
+		reads, ok := s.joinerFormat(r, id)
+		switch {
+		case !ok:
+			writeError(w, http.StatusGatewayTimeout, "node_not_ready", fmt.Sprintf(
+				"node %s was added as a non-voter but has not reported the log format it reads within %v: is it running, with --join? (a release that reads an older format than the cluster's stops at the first entry it cannot read: see its log); add it again to make it a voter", id, joinFormatWait))
+			return
+		case reads < cluster:
+			err := s.svc.RemoveNode(id)
+			writeError(w, http.StatusConflict, "log_format_too_old", fmt.Sprintf(
+				"node %s runs a waggle that reads raft log format %d; the cluster writes %d: start it with a release that reads %d (removed again: %v)", id, reads, cluster, cluster, err))
+			return
+		}
+	}
+	if err := s.svc.AddVoter(id, req.RaftAddr); err != nil {
 		s.writeBrokerError(w, err)
 		return
 	}
 	s.cluster(w, r)
+}
+
+// joinerFormat waits until node id has registered its HTTP address and
+// answers /health, and returns the log format it reads (1 from binaries
+// older than formats).
+func (s *Server) joinerFormat(r *http.Request, id string) (uint32, bool) {
+	deadline := time.Now().Add(joinFormatWait)
+	for time.Now().Before(deadline) && r.Context().Err() == nil {
+		members, err := s.svc.Members()
+		if err == nil {
+			for _, m := range members {
+				if m.ID != id || m.HTTPAddr == "" {
+					continue
+				}
+				if h, ok := s.fetchHealth(r, m.HTTPAddr); ok {
+					return max(h.LogFormat, uint32(raftfsm.LogFormat1)), true
+				}
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return 0, false
 }
 
 func (s *Server) removeNode(w http.ResponseWriter, r *http.Request) {

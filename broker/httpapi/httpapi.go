@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -31,13 +32,14 @@ const DefaultInFlightBytes = 32 << 20
 
 // Server routes HTTP requests to a broker.
 type Server struct {
-	svc      *broker.Service
-	mux      *http.ServeMux
-	log      *slog.Logger
-	metrics  *metrics.Metrics
-	peers    peerLinks
-	auth     AuthConfig
-	inFlight *semaphore.Weighted // request bodies being worked on (Options.InFlightBytes)
+	svc           *broker.Service
+	mux           *http.ServeMux
+	log           *slog.Logger
+	metrics       *metrics.Metrics
+	peers         peerLinks
+	auth          AuthConfig
+	inFlight      *semaphore.Weighted // request bodies being worked on (Options.InFlightBytes)
+	backupRunning atomic.Bool         // one backup at a time (backup.go)
 }
 
 // Options are the HTTP API's optional parts.

@@ -51,12 +51,14 @@ func raiseLogFormats(ctx context.Context, svc *broker.Service, client *http.Clie
 		if !svc.IsLeader() || svc.LogFormat() >= raftfsm.MaxLogFormat {
 			continue
 		}
+		members := svc.ConfigurationIndex()
 		f, err := formatEveryMemberReads(svc, client, scheme)
 		if err != nil {
 			log.Debug("log format stays", "format", svc.LogFormat(), "why", err)
 			continue
 		}
-		if f <= svc.LogFormat() {
+		// A member added while the others were asked was not asked.
+		if f <= svc.LogFormat() || svc.ConfigurationIndex() != members {
 			continue
 		}
 		if err := svc.RaiseLogFormat(f); err != nil {
