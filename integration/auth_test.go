@@ -265,6 +265,14 @@ func TestKafkaSASLOverTLS(t *testing.T) {
 	for _, topic := range []string{"sasl-scramsha256", "sasl-scramsha512", "sasl-plain", "sasl-kcat"} {
 		createTopic(t, root, topic, 1, nil)
 	}
+	// With --auth, access is waggle's roles, not Kafka ACLs: the ACL APIs
+	// say so instead of SECURITY_DISABLED.
+	acls := kmsg.NewPtrDescribeACLsRequest()
+	acls.ResourceType, acls.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+	acls.Operation, acls.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	if resp, err := acls.RequestWith(context.Background(), root); err != nil || resp.ErrorCode != kerr.InvalidRequest.Code || resp.ErrorMessage == nil {
+		t.Fatalf("DescribeAcls with --auth: %+v, %v; want INVALID_REQUEST with a reason", resp, err)
+	}
 	alice := scram.Auth{User: "alice", Pass: "alice-secret"}
 	for name, mech := range map[string]sasl.Mechanism{
 		"SCRAM-SHA-256": alice.AsSha256Mechanism(),

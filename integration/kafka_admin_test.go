@@ -178,3 +178,22 @@ func TestKafkaCreateTopicsEchoesConfigs(t *testing.T) {
 		t.Errorf("max.message.bytes echoed as %+v, want its default", m)
 	}
 }
+
+// The ACL APIs answer instead of closing the connection: without --auth
+// SECURITY_DISABLED, as Kafka without an authorizer.
+func TestKafkaACLRequestsAnswerSecurityDisabled(t *testing.T) {
+	n := startSingle(t)
+	cl := kafkaClient(t, []string{n.kafkaAddr})
+	ctx := context.Background()
+	describe := kmsg.NewPtrDescribeACLsRequest()
+	describe.ResourceType, describe.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+	describe.Operation, describe.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	if resp, err := describe.RequestWith(ctx, cl); err != nil || resp.ErrorCode != kerr.SecurityDisabled.Code {
+		t.Fatalf("DescribeAcls: %+v, %v; want SECURITY_DISABLED", resp, err)
+	}
+	create := kmsg.NewPtrCreateACLsRequest()
+	create.Creations = append(create.Creations, kmsg.NewCreateACLsRequestCreation())
+	if resp, err := create.RequestWith(ctx, cl); err != nil || len(resp.Results) != 1 || resp.Results[0].ErrorCode != kerr.SecurityDisabled.Code {
+		t.Fatalf("CreateAcls: %+v, %v; want SECURITY_DISABLED", resp, err)
+	}
+}
