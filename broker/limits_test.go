@@ -15,7 +15,7 @@ import (
 // every replica at every restart. They are refused before proposing now.
 func TestLongGroupNamesRefusedBeforeProposing(t *testing.T) {
 	s := startService(t)
-	if outcome, err := s.CreateTopic("t", 1, TopicConfig{}); err != nil || outcome != TopicOK {
+	if outcome, err := s.CreateTopic("t", 1, nil); err != nil || outcome != TopicOK {
 		t.Fatalf("create topic: %v, %v", outcome, err)
 	}
 	res, err := s.Push([]PushItem{{Queue: "t", Partition: "0", Payload: []byte(`1`)}})
@@ -57,7 +57,7 @@ func TestLongGroupNamesRefusedBeforeProposing(t *testing.T) {
 // are split by bytes now, and metadata over 4,096 bytes is refused.
 func TestLargeOffsetCommitsSplitByBytes(t *testing.T) {
 	s := startService(t)
-	if outcome, err := s.CreateTopic("t", 1, TopicConfig{}); err != nil || outcome != TopicOK {
+	if outcome, err := s.CreateTopic("t", 1, nil); err != nil || outcome != TopicOK {
 		t.Fatalf("create topic: %v, %v", outcome, err)
 	}
 	group := strings.Repeat("g", MaxGroupName)
@@ -108,10 +108,10 @@ func TestLargeOffsetCommitsSplitByBytes(t *testing.T) {
 // held to the cap whatever an older topic says.
 func TestMaxMessageBytesCapped(t *testing.T) {
 	s := startService(t)
-	if _, err := s.CreateTopic("big", 1, TopicConfig{MaxMessageBytes: 50 << 20}); !errors.Is(err, ErrInvalid) {
+	if _, err := s.CreateTopic("big", 1, []raftfsm.TopicSetting{{Name: raftfsm.ConfigMaxMessageBytes, Value: 50 << 20}}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("max.message.bytes 50 MB: %v, want ErrInvalid", err)
 	}
-	if outcome, err := s.CreateTopic("ok", 1, TopicConfig{MaxMessageBytes: MaxTopicMessageBytes}); err != nil || outcome != TopicOK {
+	if outcome, err := s.CreateTopic("ok", 1, []raftfsm.TopicSetting{{Name: raftfsm.ConfigMaxMessageBytes, Value: MaxTopicMessageBytes}}); err != nil || outcome != TopicOK {
 		t.Fatalf("max.message.bytes at the cap: %v, %v", outcome, err)
 	}
 	for _, tc := range []struct {

@@ -111,20 +111,15 @@ func (s *Service) Topics(names []string) ([]TopicInfo, error) {
 // MinSegmentBytes is the smallest segment.bytes a topic may set.
 const MinSegmentBytes = store.MinSegmentBytes
 
-// TopicConfig holds the topic configs set at creation; zero values are the
-// defaults.
-type TopicConfig struct {
-	RetentionMs     int64 // retention.ms; -1 for ever
-	RetentionBytes  int64 // retention.bytes, per partition; -1 or 0: no limit
-	MaxMessageBytes int32 // max.message.bytes
-	SegmentBytes    int64 // segment.bytes
-	SegmentMs       int64 // segment.ms
-}
-
-// CreateTopic creates a queue from Kafka, with dedup window 0.
-func (s *Service) CreateTopic(name string, partitions int32, cfg TopicConfig) (TopicOutcome, error) {
+// CreateTopic creates a queue from Kafka, with dedup window 0 and the
+// topic configs in settings (those left out take their defaults).
+func (s *Service) CreateTopic(name string, partitions int32, settings []raftfsm.TopicSetting) (TopicOutcome, error) {
 	if err := validateQueueName(name); err != nil {
 		return 0, err
+	}
+	var cfg store.Queue
+	if !raftfsm.ApplyTopicSettings(&cfg, settings) {
+		return 0, fmt.Errorf("%w: a setting names no topic config", ErrInvalid)
 	}
 	if cfg.MaxMessageBytes < 0 || cfg.MaxMessageBytes > MaxTopicMessageBytes {
 		return 0, fmt.Errorf("%w: max.message.bytes must be between 1 and %d", ErrInvalid, MaxTopicMessageBytes)

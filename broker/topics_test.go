@@ -61,7 +61,7 @@ func produceOne(t *testing.T, s *Service, topic string) {
 // written yet (signalled through its queue) and a written one are covered.
 func TestReadPartitionSignalCoversAppendDuringRead(t *testing.T) {
 	s := startService(t)
-	if outcome, err := s.CreateTopic("t", 1, TopicConfig{}); err != nil || outcome != TopicOK {
+	if outcome, err := s.CreateTopic("t", 1, nil); err != nil || outcome != TopicOK {
 		t.Fatalf("create topic: %v, %v", outcome, err)
 	}
 	t.Cleanup(func() { afterReadSnapshot = nil })

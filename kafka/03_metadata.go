@@ -90,7 +90,7 @@ func (c *conn) namedTopicMetadata(name string, allowCreate bool, leader int32) k
 	if len(topics) == 0 && allowCreate && c.s.cfg.AutoCreateTopics {
 		// A follower cannot create; LEADER_NOT_AVAILABLE makes the client
 		// ask again, by which time it has the leader's address.
-		if _, err := c.s.svc.CreateTopic(name, c.s.cfg.DefaultPartitions, broker.TopicConfig{}); err != nil {
+		if _, err := c.s.svc.CreateTopic(name, c.s.cfg.DefaultPartitions, nil); err != nil {
 			missing.ErrorCode = kerr.LeaderNotAvailable.Code
 			return missing
 		}

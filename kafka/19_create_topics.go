@@ -8,6 +8,7 @@ import (
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/raftfsm"
 )
 
 func init() { register(kmsg.CreateTopics.Int16(), 0, 7, answerNow(handleCreateTopics)) }
@@ -53,7 +54,7 @@ func (c *conn) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool) 
 	if partitions <= 0 {
 		return kerr.InvalidPartitions.Code, "partition count must be positive"
 	}
-	var tc broker.TopicConfig
+	var settings []raftfsm.TopicSetting
 	for _, cfg := range rt.Configs {
 		if cfg.Value == nil {
 			continue
@@ -63,7 +64,7 @@ func (c *conn) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool) 
 			return kerr.InvalidConfig.Code, refusal
 		}
 		if stored {
-			tc = withSetting(tc, setting)
+			settings = append(settings, setting)
 		}
 	}
 	if !c.s.svc.IsLeader() {
@@ -75,7 +76,7 @@ func (c *conn) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool) 
 		}
 		return 0, ""
 	}
-	outcome, err := c.s.svc.CreateTopic(rt.Topic, partitions, tc)
+	outcome, err := c.s.svc.CreateTopic(rt.Topic, partitions, settings)
 	if errors.Is(err, broker.ErrInvalid) {
 		return kerr.InvalidRequest.Code, err.Error()
 	}

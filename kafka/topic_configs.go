@@ -61,20 +61,3 @@ func topicSetting(name string, v *string) (s raftfsm.TopicSetting, stored bool, 
 		return s, false, "unsupported topic config " + name
 	}
 }
-
-// withSetting is cfg with one parsed setting applied.
-func withSetting(cfg broker.TopicConfig, s raftfsm.TopicSetting) broker.TopicConfig {
-	switch s.Name {
-	case configRetentionMs:
-		cfg.RetentionMs = s.Value
-	case configRetentionBytes:
-		cfg.RetentionBytes = s.Value
-	case configSegmentBytes:
-		cfg.SegmentBytes = s.Value
-	case configSegmentMs:
-		cfg.SegmentMs = s.Value
-	case configMaxMessageBytes:
-		cfg.MaxMessageBytes = int32(s.Value)
-	}
-	return cfg
-}

@@ -65,7 +65,18 @@ func (p *Processor) alterTopic(tx *store.Tx, _ *store.Meta, c *AlterTopicCommand
 		return TopicUnknown
 	}
 	must(err)
-	for _, s := range c.Settings {
+	if !ApplyTopicSettings(&q, c.Settings) {
+		return TopicInvalidConfig
+	}
+	must(tx.PutQueue(q))
+	return TopicOK
+}
+
+// ApplyTopicSettings sets each named config on q: the one place that says
+// which field of a queue a Kafka topic config is. It reports false (with
+// q partly changed) when a name is not a topic config.
+func ApplyTopicSettings(q *store.Queue, settings []TopicSetting) bool {
+	for _, s := range settings {
 		switch s.Name {
 		case ConfigRetentionMs:
 			q.RetentionMs = s.Value
@@ -78,11 +89,10 @@ func (p *Processor) alterTopic(tx *store.Tx, _ *store.Meta, c *AlterTopicCommand
 		case ConfigSegmentMs:
 			q.SegmentMs = s.Value
 		default:
-			return TopicInvalidConfig
+			return false
 		}
 	}
-	must(tx.PutQueue(q))
-	return TopicOK
+	return true
 }
 
 // DeleteRecordsCommand moves partitions' log start offsets forward (Kafka

@@ -98,7 +98,7 @@ func (f *FSM) loadMeta() error {
 			return err
 		}
 		f.meta = m // callers hold f.mu, or nothing else runs yet
-		return CheckLogFormat(m)
+		return checkLogFormat(m)
 	})
 }
 
@@ -112,7 +112,7 @@ func (f *FSM) appliedSize() (bytes, entries uint64) {
 func (f *FSM) LogFormat() LogFormat {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return EffectiveLogFormat(f.meta)
+	return effectiveLogFormat(f.meta)
 }
 
 // AppliedIndex is the last raft index whose effects are in the store.

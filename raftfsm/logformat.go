@@ -35,9 +35,9 @@ const (
 	MaxLogFormat = LogFormat2
 )
 
-// EffectiveLogFormat is the format a store was written at: stores from
+// effectiveLogFormat is the format a store was written at: stores from
 // before formats were recorded hold 0, which is LogFormat1.
-func EffectiveLogFormat(m store.Meta) LogFormat {
+func effectiveLogFormat(m store.Meta) LogFormat {
 	return max(LogFormat(m.LogFormat), LogFormat1)
 }
 
@@ -108,13 +108,13 @@ func (p *Processor) setLogFormat(tx *store.Tx, meta *store.Meta, c *SetLogFormat
 		meta.LogFormat = uint32(c.Format)
 		must(tx.PutLogFormat(meta.LogFormat))
 	}
-	return EffectiveLogFormat(*meta)
+	return effectiveLogFormat(*meta)
 }
 
-// CheckLogFormat refuses a store written at a format this binary cannot
+// checkLogFormat refuses a store written at a format this binary cannot
 // read (a downgrade after the cluster moved on).
-func CheckLogFormat(m store.Meta) error {
-	if f := EffectiveLogFormat(m); f > MaxLogFormat {
+func checkLogFormat(m store.Meta) error {
+	if f := effectiveLogFormat(m); f > MaxLogFormat {
 		return fmt.Errorf("the data directory is at log format %d; this binary reads up to %d: run a newer waggle", f, MaxLogFormat)
 	}
 	return nil
