@@ -34,7 +34,7 @@ var ErrDataDirNotEmpty = errors.New("the data directory exists and is not empty"
 // it; the store's applied index is the backup's, so the FSM applies every
 // new entry and skips none. dir must be missing or empty.
 func RestoreBackup(dir string, body io.Reader, h BackupHeader, self Peer) error {
-	if err := requireEmptyDir(dir); err != nil {
+	if err := RequireEmptyDir(dir); err != nil {
 		return err
 	}
 	raftDir := filepath.Join(dir, "raft")
@@ -116,8 +116,9 @@ func restoreStore(dir string, snaps *snapshotStore, index uint64) error {
 	return nil
 }
 
-// requireEmptyDir fails with ErrDataDirNotEmpty when dir holds anything.
-func requireEmptyDir(dir string) error {
+// RequireEmptyDir fails with ErrDataDirNotEmpty when dir holds anything
+// (a missing dir is fine): a restore never overwrites.
+func RequireEmptyDir(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil

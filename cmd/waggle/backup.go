@@ -173,8 +173,10 @@ func restore(cmd *cobra.Command, o restoreOptions) error {
 	if err != nil {
 		return fmt.Errorf("refusing to restore %s: %w", o.in, err)
 	}
-	if err := checkRestoreTarget(o.dataDir); err != nil {
-		return err
+	// Checked before anything is created: a failed restore cleans out the
+	// directory (cleanRestoreTarget), which must never hold anything else.
+	if err := raftfsm.RequireEmptyDir(o.dataDir); err != nil {
+		return fmt.Errorf("refusing to restore into %s: %w", o.dataDir, err)
 	}
 	body, err := raftfsm.BackupBody(f, fi.Size())
 	if err != nil {
@@ -193,21 +195,6 @@ func restore(cmd *cobra.Command, o restoreOptions) error {
 	fmt.Fprintf(cmd.OutOrStdout(), "restored raft index %d (term %d, backup taken %s) into %s as node %s (raft %s) in %v\n",
 		h.Index, h.Term, h.Created.UTC().Format(time.RFC3339), o.dataDir, self.ID, self.Addr, time.Since(start).Round(time.Millisecond))
 	fmt.Fprintf(cmd.OutOrStdout(), "start it with: waggle serve --data-dir %s --node-id %s --raft-addr %s\n", o.dataDir, self.ID, o.raftAddr)
-	return nil
-}
-
-// checkRestoreTarget refuses a data directory that holds anything.
-func checkRestoreTarget(dir string) error {
-	entries, err := os.ReadDir(dir)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return nil
-	case err != nil:
-		return err
-	case len(entries) > 0:
-		return fmt.Errorf("refusing to restore into %s: %w (it holds %d entries; a restore never overwrites: give a new directory)",
-			dir, raftfsm.ErrDataDirNotEmpty, len(entries))
-	}
 	return nil
 }
 
