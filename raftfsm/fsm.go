@@ -29,6 +29,10 @@ type FSM struct {
 
 	mu   sync.Mutex // guards meta between the apply and restore paths
 	meta store.Meta
+	// logFormat mirrors meta's log format for LogFormat, which every
+	// proposal asks: reading it must not wait for a batch being applied
+	// under mu.
+	logFormat atomic.Uint32
 
 	signalMu sync.Mutex
 	signals  map[uint64]chan struct{} // partition id -> closed on its next append
@@ -97,7 +101,7 @@ func (f *FSM) loadMeta() error {
 		if err != nil {
 			return err
 		}
-		f.meta = m // callers hold f.mu, or nothing else runs yet
+		f.setMeta(m) // callers hold f.mu, or nothing else runs yet
 		return checkLogFormat(m)
 	})
 }
@@ -108,11 +112,14 @@ func (f *FSM) appliedSize() (bytes, entries uint64) {
 	return f.appliedBytes.Load(), f.appliedEntries.Load()
 }
 
-// LogFormat is the cluster's raft log format as of the last applied entry.
-func (f *FSM) LogFormat() LogFormat {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return effectiveLogFormat(f.meta)
+// LogFormat is the cluster's raft log format as of the last applied
+// batch.
+func (f *FSM) LogFormat() LogFormat { return LogFormat(f.logFormat.Load()) }
+
+// setMeta replaces meta and its mirror; the caller holds f.mu.
+func (f *FSM) setMeta(m store.Meta) {
+	f.meta = m
+	f.logFormat.Store(uint32(effectiveLogFormat(m)))
 }
 
 // AppliedIndex is the last raft index whose effects are in the store.
@@ -184,7 +191,7 @@ func (f *FSM) commit(tx *store.Tx, meta store.Meta) {
 	if err := tx.Commit(); err != nil {
 		panic(fmt.Sprintf("raftfsm: commit applied entries: %v", err))
 	}
-	f.meta = meta
+	f.setMeta(meta)
 }
 
 // Snapshot implements raft.FSM. Raft calls it between batches: it fsyncs
