@@ -45,6 +45,7 @@ func (s *Service) RunMaintenance(ctx context.Context, period time.Duration, log 
 		}
 		s.cleanUp(log)
 		s.retain(log)
+		s.abortExpiredTxns(log)
 		// Expired KV rows and due timers, through the log.
 		for range 10 {
 			cmd := raftfsm.TickCommand{NowMs: s.now().UnixMilli(), Limit: 1000}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/waggle-mq/waggle/raftfsm"
@@ -224,6 +225,12 @@ type PartitionLog struct {
 	Outcome       TopicOutcome
 	HighWatermark int64
 	LogStart      int64
+	// LastStable is the first offset of the oldest transaction still in
+	// progress, or the high watermark (KIP-98's last stable offset).
+	LastStable int64
+	// Aborted lists, for a read_committed read, the aborted transactions
+	// whose records may be among Batches: clients drop those records.
+	Aborted []store.AbortedTxn
 	// Batches are record batches in offset order; the first may start
 	// before the requested offset (clients skip the records before it).
 	Batches [][]byte
@@ -243,7 +250,10 @@ type PartitionLog struct {
 // append landing in between was neither seen nor signalled, and a long-poll
 // fetch slept until its MaxWait with data there. So the partition id is
 // looked up first, the signal taken, and the read done in a new transaction.
-func (s *Service) ReadPartition(topic string, partition int32, offset int64, maxBytes int) (PartitionLog, error) {
+//
+// With readCommitted the read stops at the last stable offset and lists
+// the aborted transactions among what it read (Kafka's read_committed).
+func (s *Service) ReadPartition(topic string, partition int32, offset int64, maxBytes int, readCommitted bool) (PartitionLog, error) {
 	var q store.Queue
 	var p store.Partition
 	var outcome TopicOutcome
@@ -257,7 +267,7 @@ func (s *Service) ReadPartition(topic string, partition int32, offset int64, max
 	// A partition not written yet is signalled through its queue when it
 	// is created (and on every append to the queue after that).
 	appended := s.node.FSM.AppendSignal(cmp.Or(p.ID, q.ID))
-	out, seen, err := s.readPartition(topic, partition, offset, maxBytes)
+	out, seen, err := s.readPartition(topic, partition, offset, maxBytes, readCommitted)
 	out.Appended = appended
 	if seen.queue != q.ID || (p.ID != 0 && seen.partition != p.ID) {
 		// Deleted and created again in between: the signal guards ids no
@@ -279,7 +289,7 @@ var afterReadSnapshot func()
 type partitionIDs struct{ queue, partition uint64 }
 
 // readPartition is ReadPartition's read transaction, without the signal.
-func (s *Service) readPartition(topic string, partition int32, offset int64, maxBytes int) (PartitionLog, partitionIDs, error) {
+func (s *Service) readPartition(topic string, partition int32, offset int64, maxBytes int, readCommitted bool) (PartitionLog, partitionIDs, error) {
 	var out PartitionLog
 	var ids partitionIDs
 	err := s.store.View(func(tx *store.Tx) error {
@@ -292,19 +302,44 @@ func (s *Service) readPartition(topic string, partition int32, offset int64, max
 			return err
 		}
 		ids = partitionIDs{q.ID, p.ID}
-		out.HighWatermark, out.LogStart = int64(p.NextOffset), int64(p.StartOffset)
-		if p.ID == 0 || offset < 0 || offset >= out.HighWatermark || offset < out.LogStart {
+		out.HighWatermark, out.LogStart, out.LastStable = int64(p.NextOffset), int64(p.StartOffset), int64(p.NextOffset)
+		if p.ID != 0 {
+			lso, err := tx.StableOffset(p.ID, p.NextOffset)
+			if err != nil {
+				return err
+			}
+			out.LastStable = int64(lso)
+		}
+		end := out.HighWatermark
+		if readCommitted {
+			end = out.LastStable
+		}
+		if p.ID == 0 || offset < 0 || offset >= end || offset < out.LogStart {
 			return nil
 		}
 		entries, err := tx.Entries(p.ID, uint64(offset), maxBytes, maxFetchRecords)
 		if err != nil {
 			return err
 		}
+		if readCommitted {
+			// An open transaction starts a batch, so the entries below
+			// the last stable offset are whole batches, all decided.
+			entries = slices.DeleteFunc(entries, func(e store.Entry) bool { return e.Offset >= uint64(end) })
+			if len(entries) > 0 {
+				last := entries[len(entries)-1]
+				if out.Aborted, err = tx.AbortedTxns(p.ID, entries[0].Offset, last.Offset+uint64(last.Count), maxAbortedScan); err != nil {
+					return err
+				}
+			}
+		}
 		out.Batches = kafkaBatches(entries)
 		return nil
 	})
 	return out, ids, err
 }
+
+// maxAbortedScan bounds the aborted transactions one read looks at.
+const maxAbortedScan = 10_000
 
 // kafkaBatches turns stored entries into record batches.
 func kafkaBatches(entries []store.Entry) [][]byte {

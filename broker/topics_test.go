@@ -70,7 +70,7 @@ func TestReadPartitionSignalCoversAppendDuringRead(t *testing.T) {
 			afterReadSnapshot = nil
 			produceOne(t, s, "t")
 		}
-		log, err := s.ReadPartition("t", 0, offset, 1<<20)
+		log, err := s.ReadPartition("t", 0, offset, 1<<20, false)
 		if err != nil || log.Outcome != TopicOK {
 			t.Fatalf("read at %d: %v, %v", offset, log.Outcome, err)
 		}

@@ -12,6 +12,10 @@ import (
 
 func init() { register(kmsg.Fetch.Int16(), 4, 16, answerNow(handleFetch)) }
 
+// readCommitted is the isolation level of a consumer that reads only
+// committed transactions (KIP-98); 0 is read_uncommitted.
+const readCommitted = 1
+
 // maxFetchWait bounds a long-poll whatever the client asks.
 const maxFetchWait = 30 * time.Second
 
@@ -104,7 +108,7 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest, byID map[[16]byte]broker.TopicI
 				p.ErrorCode = kerr.NotLeaderForPartition.Code
 			default:
 				limit := min(int(rp.PartitionMaxBytes), max(budget-size, 0))
-				log, err := c.s.svc.ReadPartition(name, rp.Partition, rp.FetchOffset, max(limit, 1))
+				log, err := c.s.svc.ReadPartition(name, rp.Partition, rp.FetchOffset, max(limit, 1), req.IsolationLevel == readCommitted)
 				if err != nil {
 					p.ErrorCode = errCode(err)
 					break
@@ -112,7 +116,12 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest, byID map[[16]byte]broker.TopicI
 				if p.ErrorCode = outcomeCode(log.Outcome); p.ErrorCode != 0 {
 					break
 				}
-				p.HighWatermark, p.LastStableOffset, p.LogStartOffset = log.HighWatermark, log.HighWatermark, log.LogStart
+				p.HighWatermark, p.LastStableOffset, p.LogStartOffset = log.HighWatermark, log.LastStable, log.LogStart
+				for _, a := range log.Aborted {
+					at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+					at.ProducerID, at.FirstOffset = a.ProducerID, int64(a.FirstOffset)
+					p.AbortedTransactions = append(p.AbortedTransactions, at)
+				}
 				if rp.FetchOffset > log.HighWatermark && !c.s.svc.LeaderCaughtUp() {
 					p.ErrorCode = kerr.OffsetNotAvailable.Code // retriable: a new leader still applying
 					break

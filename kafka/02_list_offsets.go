@@ -30,7 +30,7 @@ func handleListOffsets(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			} else if !leader {
 				p.ErrorCode = kerr.NotLeaderForPartition.Code
 			} else {
-				c.listOffset(rt.Topic, rp, &p)
+				c.listOffset(rt.Topic, rp, req.IsolationLevel == readCommitted, &p)
 			}
 			if req.Version == 0 && p.ErrorCode == 0 {
 				p.OldStyleOffsets = []int64{p.Offset}
@@ -42,10 +42,10 @@ func handleListOffsets(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	return resp, nil
 }
 
-func (c *conn) listOffset(topic string, rp kmsg.ListOffsetsRequestTopicPartition, p *kmsg.ListOffsetsResponseTopicPartition) {
+func (c *conn) listOffset(topic string, rp kmsg.ListOffsetsRequestTopicPartition, committed bool, p *kmsg.ListOffsetsResponseTopicPartition) {
 	switch rp.Timestamp {
 	case latestTimestamp, earliestTimestamp:
-		log, err := c.s.svc.ReadPartition(topic, rp.Partition, -1, 1)
+		log, err := c.s.svc.ReadPartition(topic, rp.Partition, -1, 1, false)
 		if err != nil {
 			p.ErrorCode = errCode(err)
 			return
@@ -54,6 +54,9 @@ func (c *conn) listOffset(topic string, rp kmsg.ListOffsetsRequestTopicPartition
 			return
 		}
 		p.Offset = log.HighWatermark
+		if committed {
+			p.Offset = log.LastStable // a read_committed consumer's end (KIP-98)
+		}
 		if rp.Timestamp == earliestTimestamp {
 			p.Offset = log.LogStart
 		}

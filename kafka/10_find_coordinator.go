@@ -9,7 +9,14 @@ import (
 
 func init() { register(kmsg.FindCoordinator.Int16(), 0, 5, answerNow(handleFindCoordinator)) }
 
-// handleFindCoordinator points every group at the raft leader.
+// Coordinator types.
+const (
+	coordinatorGroup = 0
+	coordinatorTxn   = 1
+)
+
+// handleFindCoordinator points every group and every transactional id at
+// the raft leader.
 func handleFindCoordinator(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
@@ -22,9 +29,11 @@ func handleFindCoordinator(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	}
 	fill := func(key string, code *int16, id *int32, host *string, port *int32) {
 		switch {
-		case req.CoordinatorType != 0:
-			*code = kerr.InvalidRequest.Code // transactions are not supported
-		case c.groupDenied(auth.Read, key) != 0:
+		case req.CoordinatorType != coordinatorGroup && req.CoordinatorType != coordinatorTxn:
+			*code = kerr.InvalidRequest.Code
+		case req.CoordinatorType == coordinatorTxn && c.txnDenied():
+			*code = kerr.TransactionalIDAuthorizationFailed.Code
+		case req.CoordinatorType == coordinatorGroup && c.groupDenied(auth.Read, key) != 0:
 			*code = kerr.GroupAuthorizationFailed.Code
 		case coord == nil:
 			*code = kerr.CoordinatorNotAvailable.Code

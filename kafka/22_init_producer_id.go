@@ -3,6 +3,8 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/broker"
 )
 
 func init() { register(kmsg.InitProducerID.Int16(), 0, 5, answerNow(handleInitProducerID)) }
@@ -10,15 +12,32 @@ func init() { register(kmsg.InitProducerID.Int16(), 0, 5, answerNow(handleInitPr
 // handleInitProducerID gives an idempotent producer its id. A new producer
 // gets a fresh id from the replicated counter with epoch 0; a producer that
 // names its current id and epoch (KIP-360, v3+) keeps the id with the epoch
-// bumped, and must then restart its sequences at 0. Transactions are not
-// supported, so a transactional id is refused.
+// bumped, and must then restart its sequences at 0. A transactional
+// producer gets its transactional id's producer id with a new epoch, which
+// fences its earlier incarnations (KIP-98).
 func handleInitProducerID(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	switch {
-	case req.TransactionalID != nil:
+	case req.TransactionalID != nil && c.txnDenied():
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+	case req.TransactionalID != nil && !c.s.svc.IsLeader():
+		resp.ErrorCode = kerr.NotCoordinator.Code
+	case req.TransactionalID != nil:
+		id, epoch := int64(-1), int16(-1)
+		if req.Version >= 3 {
+			id, epoch = req.ProducerID, req.ProducerEpoch
+		}
+		res, err := c.s.svc.InitTxnProducer(*req.TransactionalID, req.TransactionTimeoutMillis, id, epoch)
+		switch {
+		case err != nil:
+			resp.ErrorCode = txnCallCode(err)
+		case res.Outcome != broker.TopicOK:
+			resp.ErrorCode = txnCode(res.Outcome, req.Version, 4)
+		default:
+			resp.ProducerID, resp.ProducerEpoch = res.ProducerID, res.Epoch
+		}
 	case c.s.cfg.Auth.Enabled && !c.principal.AllowsAnyWrite():
 		// An idempotent producer needs the right to write somewhere (KIP-679).
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code

@@ -28,6 +28,16 @@ func outcomeCode(o broker.TopicOutcome) int16 {
 		return kerr.InvalidConfig.Code
 	case broker.OffsetOutOfRange:
 		return kerr.OffsetOutOfRange.Code
+	case broker.TxnInvalidState:
+		return kerr.InvalidTxnState.Code
+	case broker.TxnUnknownProducer:
+		return kerr.InvalidProducerIDMapping.Code
+	case broker.TxnInvalidTimeout:
+		return kerr.InvalidTransactionTimeout.Code
+	case broker.TxnTooLarge:
+		return kerr.InvalidRequest.Code
+	case broker.TxnNotAttempted:
+		return kerr.OperationNotAttempted.Code
 	default:
 		return kerr.UnknownServerError.Code
 	}

@@ -47,6 +47,11 @@ const (
 	CmdSetLogFormat  CommandType = 27
 	CmdAlterTopic    CommandType = 28
 	CmdDeleteRecords CommandType = 29
+	// Kafka transactions, log format 2 (see kafkatxn.go).
+	CmdInitTxnProducer CommandType = 30
+	CmdAddToTxn        CommandType = 31
+	CmdTxnOffsetCommit CommandType = 32
+	CmdEndTxn          CommandType = 33
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.

@@ -119,16 +119,29 @@ func corpusScenario() []corpusEntry {
 			},
 			Timers: []TimerOp{{Op: TimerSchedule, Queue: "orders", TimerKey: "t2", DelayMs: 5, Txn: "t-2", Payload: json.RawMessage(`{}`)}},
 		}},
+		// A Kafka transaction that commits a record and an offset, then one
+		// that aborts.
+		{"init-txn-producer", &InitTxnProducerCommand{NowMs: now + 30, TransactionalID: "etl", TimeoutMs: 60_000, ProducerID: -1, Epoch: -1}},
+		{"add-to-txn", &AddToTxnCommand{NowMs: now + 31, TransactionalID: "etl", ProducerID: txnPID, Partitions: []store.TxnPartition{{Topic: "events", Partition: 1}}, Groups: []string{"readers"}}},
+		{"produce-transactional", &ProduceCommand{NowMs: now + 32, Topic: "events", Partition: 1, Batches: []ProduceBatch{txnBatch(txnPID, 0, 0, 2)}}},
+		{"txn-offset-commit", &TxnOffsetCommitCommand{NowMs: now + 33, TransactionalID: "etl", ProducerID: txnPID, Group: "readers", Offsets: []OffsetCommit{{Topic: "events", Partition: 0, Offset: 1, LeaderEpoch: 2, Metadata: "t"}}}},
+		{"end-txn-commit", &EndTxnCommand{NowMs: now + 34, TransactionalID: "etl", ProducerID: txnPID, Commit: true}},
+		{"add-to-txn-2", &AddToTxnCommand{NowMs: now + 35, TransactionalID: "etl", ProducerID: txnPID, Partitions: []store.TxnPartition{{Topic: "events", Partition: 1}}}},
+		{"produce-transactional-2", &ProduceCommand{NowMs: now + 36, Topic: "events", Partition: 1, Batches: []ProduceBatch{txnBatch(txnPID, 0, 2, 1)}}},
+		{"end-txn-timed-out", &EndTxnCommand{NowMs: now + 7_300_000, TransactionalID: "etl", ProducerID: txnPID, TimedOut: true}},
 	}
 }
+
+// txnPID is the producer id the corpus scenario's init-txn-producer gets.
+const txnPID = 12
 
 // corpusFor encodes the scenario as a cluster at format f writes it:
 // commands its members could not read are left out.
 func corpusFor(t *testing.T, f LogFormat) (names []string, entries [][]byte) {
 	t.Helper()
 	for i, e := range corpusScenario() {
-		if e.name == "set-log-format" && f < LogFormat2 {
-			continue // format 1 had no such command
+		if (e.name == "set-log-format" || strings.HasPrefix(e.name, "produce-transactional")) && f < LogFormat2 {
+			continue // format 1 had no such command, and no transactions
 		}
 		b, err := EncodeAs(e.cmd, f)
 		if err != nil {

@@ -2,6 +2,7 @@ package raftfsm
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 
 	"github.com/waggle-mq/waggle/dedup"
@@ -274,8 +275,15 @@ func (p *Processor) produce(tx *store.Tx, meta *store.Meta, c *ProduceCommand) P
 	var stateOrder []int64                    // first-use order, for deterministic writes
 	appendAt := make([]int64, len(c.Batches)) // -1: a duplicate, not appended
 	next := int64(part.NextOffset)
+	var opened []store.OpenTxn // transactions that start on the partition in this entry
 	for i, b := range c.Batches {
 		base := next
+		h, _ := recordbatch.ReadHeader(b.Raw)
+		if h.Transactional {
+			if outcome := checkTxnBatch(tx, c.Topic, c.Partition, b.ProducerID, b.ProducerEpoch); outcome != TopicOK {
+				return ProduceResult{Outcome: outcome, BaseOffset: -1}
+			}
+		}
 		if b.ProducerID >= 0 {
 			st := states[b.ProducerID]
 			if st == nil {
@@ -304,6 +312,13 @@ func (p *Processor) produce(tx *store.Tx, meta *store.Meta, c *ProduceCommand) P
 			*st = st.Record(b.ProducerEpoch, dedup.ProducerBatch{FirstSeq: b.FirstSequence, LastSeq: b.lastSequence(), BaseOffset: base}, meta.ClockMs)
 		}
 		appendAt[i] = base
+		if h.Transactional && !slices.ContainsFunc(opened, func(o store.OpenTxn) bool { return o.ProducerID == b.ProducerID }) {
+			_, open, err := tx.OpenTxn(part.ID, b.ProducerID)
+			must(err)
+			if !open {
+				opened = append(opened, store.OpenTxn{ProducerID: b.ProducerID, FirstOffset: uint64(base)})
+			}
+		}
 		if res.BaseOffset < 0 {
 			res.BaseOffset = base
 		}
@@ -319,6 +334,9 @@ func (p *Processor) produce(tx *store.Tx, meta *store.Meta, c *ProduceCommand) P
 	}
 	for _, id := range stateOrder {
 		must(tx.PutProducer(id, part.ID, *states[id]))
+	}
+	for _, o := range opened {
+		must(tx.PutOpenTxn(part.ID, o.ProducerID, o.FirstOffset))
 	}
 	if next != int64(part.NextOffset) {
 		part.NextOffset = uint64(next)

@@ -96,6 +96,10 @@ func init() {
 	register(CmdSetLogFormat, decodeSetLogFormat, nil, (*Processor).setLogFormat)
 	register(CmdAlterTopic, decodeAlterTopic, nil, (*Processor).alterTopic)
 	register(CmdDeleteRecords, decodeDeleteRecords, nil, (*Processor).deleteRecords)
+	register(CmdInitTxnProducer, decodeInitTxnProducer, func(c *InitTxnProducerCommand) int64 { return c.NowMs }, (*Processor).initTxnProducer)
+	register(CmdAddToTxn, decodeAddToTxn, func(c *AddToTxnCommand) int64 { return c.NowMs }, (*Processor).addToTxn)
+	register(CmdTxnOffsetCommit, decodeTxnOffsetCommit, func(c *TxnOffsetCommitCommand) int64 { return c.NowMs }, (*Processor).txnOffsetCommit)
+	register(CmdEndTxn, decodeEndTxn, func(c *EndTxnCommand) int64 { return c.NowMs }, (*Processor).endTxnCommand)
 }
 
 func (p *Processor) pruneDedup(tx *store.Tx, meta *store.Meta, c *PruneDedupCommand) PruneDedupResult {

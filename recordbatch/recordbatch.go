@@ -218,6 +218,60 @@ func Build(base int64, recs []Record) []byte {
 	if len(recs) == 0 {
 		return nil
 	}
+	return build(base, recs, 0, -1, -1)
+}
+
+// BuildControl encodes the marker that ends a producer's transaction on a
+// partition (KIP-98): a transactional control batch of one record whose
+// key is version 0 and type 0 (abort) or 1 (commit) and whose value is
+// version 0 and the coordinator epoch (0: waggle has one coordinator).
+func BuildControl(base int64, producerID int64, epoch int16, commit bool, timestampMs int64) []byte {
+	key := []byte{0, 0, 0, 0}
+	if commit {
+		key[3] = 1
+	}
+	value := []byte{0, 0, 0, 0, 0, 0}
+	return build(base, []Record{{Offset: base, TimestampMs: timestampMs, Key: key, Value: value}},
+		transactionalBit|controlBit, producerID, epoch)
+}
+
+// ControlInfo reports whether a stored batch is a transaction marker, and
+// which.
+func ControlInfo(raw []byte) (control, commit bool) {
+	if len(raw) < HeaderSize || binary.BigEndian.Uint16(raw[offAttributes:])&controlBit == 0 {
+		return false, false
+	}
+	recs, err := Records(raw, 1<<10)
+	if err != nil || len(recs) != 1 || len(recs[0].Key) < 4 {
+		return true, false
+	}
+	return true, binary.BigEndian.Uint16(recs[0].Key[2:]) == 1
+}
+
+// Header is what a stored batch's header says about its producer.
+type Header struct {
+	ProducerID    int64
+	ProducerEpoch int16
+	Transactional bool
+	Control       bool
+}
+
+// ReadHeader reads a stored batch's producer fields; ok is false for bytes
+// too short to be a batch.
+func ReadHeader(raw []byte) (h Header, ok bool) {
+	if len(raw) < HeaderSize {
+		return h, false
+	}
+	attrs := binary.BigEndian.Uint16(raw[offAttributes:])
+	return Header{
+		ProducerID:    int64(binary.BigEndian.Uint64(raw[offProducerID:])),
+		ProducerEpoch: int16(binary.BigEndian.Uint16(raw[offProducerEpoch:])),
+		Transactional: attrs&transactionalBit != 0,
+		Control:       attrs&controlBit != 0,
+	}, true
+}
+
+func build(base int64, recs []Record, attrs int16, producerID int64, epoch int16) []byte {
 	firstTS, maxTS := recs[0].TimestampMs, recs[0].TimestampMs
 	for _, r := range recs {
 		maxTS = max(maxTS, r.TimestampMs)
@@ -239,11 +293,12 @@ func Build(base int64, recs []Record) []byte {
 		FirstOffset:          base,
 		PartitionLeaderEpoch: -1,
 		Magic:                2,
+		Attributes:           attrs,
 		LastOffsetDelta:      int32(recs[len(recs)-1].Offset - base),
 		FirstTimestamp:       firstTS,
 		MaxTimestamp:         maxTS,
-		ProducerID:           -1,
-		ProducerEpoch:        -1,
+		ProducerID:           producerID,
+		ProducerEpoch:        epoch,
 		FirstSequence:        -1,
 		NumRecords:           int32(len(recs)),
 		Records:              body,

@@ -118,3 +118,29 @@ func FuzzSplit(f *testing.F) {
 		}
 	})
 }
+
+// A transaction marker must read back as a control batch of the right kind
+// and parse as a well-formed batch for clients (kmsg).
+func TestBuildControl(t *testing.T) {
+	for _, commit := range []bool{false, true} {
+		raw := BuildControl(42, 7, 3, commit, 1000)
+		control, gotCommit := ControlInfo(raw)
+		if !control || gotCommit != commit {
+			t.Fatalf("commit=%v: ControlInfo = %v, %v", commit, control, gotCommit)
+		}
+		h, ok := ReadHeader(raw)
+		if !ok || h.ProducerID != 7 || h.ProducerEpoch != 3 || !h.Transactional || !h.Control {
+			t.Fatalf("header %+v", h)
+		}
+		var b kmsg.RecordBatch
+		if err := b.ReadFrom(raw); err != nil {
+			t.Fatal(err)
+		}
+		if b.FirstOffset != 42 || b.NumRecords != 1 || b.CRC != int32(crc32Checksum(raw[offAttributes:])) {
+			t.Fatalf("batch %+v", b)
+		}
+	}
+	if control, _ := ControlInfo(Build(0, []Record{{Value: []byte("x")}})); control {
+		t.Fatal("a data batch reads as a control batch")
+	}
+}

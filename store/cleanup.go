@@ -298,7 +298,7 @@ func (c *cleaner) dropPartition(ts *Tombstone) (bool, error) {
 	ranges := partitionRanges(ts.Partition)
 	for ; ts.PartRange < len(ranges); ts.PartRange++ {
 		done, err := c.sweep(ranges[ts.PartRange], &ts.Next, func(k, v []byte) ([][]byte, error) {
-			if k[0] == familyMessage {
+			if k[0] == familyMessage || k[0] == familyOpenTxn || k[0] == familyAbortedTxn {
 				return [][]byte{k}, nil
 			}
 			e, _, err := decodeDedup(v)
@@ -327,10 +327,11 @@ func (c *cleaner) dropPartition(ts *Tombstone) (bool, error) {
 }
 
 // partitionRanges are the key ranges under a partition's id: its messages,
-// and its dedup records (short and hashed ids). Never reorder (the index
-// is stored).
+// its dedup records (short and hashed ids) and its Kafka transactions.
+// Never reorder, only append (the index is stored).
 func partitionRanges(pid uint64) [][]byte {
-	return [][]byte{messageKey(pid, 0)[:9], dedupPrefix(familyDedup, pid), dedupPrefix(familyDedupLong, pid)}
+	return [][]byte{messageKey(pid, 0)[:9], dedupPrefix(familyDedup, pid), dedupPrefix(familyDedupLong, pid),
+		openTxnPrefix(pid), abortedTxnPrefix(pid)}
 }
 
 func dedupPrefix(family byte, partitionID uint64) []byte {

@@ -1,0 +1,151 @@
+package broker
+
+import (
+	"fmt"
+	"log/slog"
+	"unicode/utf8"
+
+	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/store"
+)
+
+// Kafka transactions (KIP-98): the coordinator's calls, each one raft
+// entry, answered once committed and applied (see raftfsm/kafkatxn.go).
+
+// Transaction outcomes, re-exported for the kafka package.
+const (
+	TxnInvalidState    = raftfsm.TxnInvalidState
+	TxnUnknownProducer = raftfsm.TxnUnknownProducer
+	TxnInvalidTimeout  = raftfsm.TxnInvalidTimeout
+	TxnTooLarge        = raftfsm.TxnTooLarge
+	TxnNotAttempted    = raftfsm.TxnNotAttempted
+)
+
+// TxnState is a transactional id's replicated state.
+type TxnState = store.TxnState
+
+// TxnPartition names a partition in a transaction.
+type TxnPartition = store.TxnPartition
+
+// MaxTransactionalIDBytes bounds a transactional id: it is a key in the
+// store and travels in every transaction entry.
+const MaxTransactionalIDBytes = 4096
+
+func validateTransactionalID(id string) error {
+	if id == "" || len(id) > MaxTransactionalIDBytes || !utf8.ValidString(id) {
+		return fmt.Errorf("%w: a transactional id is 1 to %d bytes of UTF-8", ErrInvalid, MaxTransactionalIDBytes)
+	}
+	return nil
+}
+
+// InitTxnProducer gives a transactional id its producer id and a new epoch,
+// aborting a transaction an earlier incarnation left open. producerID and
+// epoch are the caller's current ones (KIP-360), or -1.
+func (s *Service) InitTxnProducer(id string, timeoutMs int32, producerID int64, epoch int16) (raftfsm.TxnProducerResult, error) {
+	if err := validateTransactionalID(id); err != nil {
+		return raftfsm.TxnProducerResult{}, err
+	}
+	cmd := raftfsm.InitTxnProducerCommand{NowMs: s.now().UnixMilli(), TransactionalID: id, TimeoutMs: timeoutMs,
+		ProducerID: producerID, Epoch: epoch}
+	return applyAs[raftfsm.TxnProducerResult](s, &cmd)
+}
+
+// AddToTxn adds partitions and consumer groups to a producer's transaction.
+func (s *Service) AddToTxn(id string, producerID int64, epoch int16, parts []TxnPartition, groups []string) (raftfsm.AddToTxnResult, error) {
+	if err := validateTransactionalID(id); err != nil {
+		return raftfsm.AddToTxnResult{}, err
+	}
+	if len(parts) > raftfsm.MaxTxnPartitions || len(groups) > raftfsm.MaxTxnGroups {
+		return raftfsm.AddToTxnResult{}, fmt.Errorf("%w: a transaction takes at most %d partitions and %d groups", ErrInvalid, raftfsm.MaxTxnPartitions, raftfsm.MaxTxnGroups)
+	}
+	for _, g := range groups {
+		if err := validateGroupName(g); err != nil {
+			return raftfsm.AddToTxnResult{}, err
+		}
+	}
+	cmd := raftfsm.AddToTxnCommand{NowMs: s.now().UnixMilli(), TransactionalID: id, ProducerID: producerID, Epoch: epoch,
+		Partitions: parts, Groups: groups}
+	return applyAs[raftfsm.AddToTxnResult](s, &cmd)
+}
+
+// TxnOffsetCommit stages a group's offsets in a producer's transaction;
+// one outcome per offset.
+func (s *Service) TxnOffsetCommit(id string, producerID int64, epoch int16, group string, offsets []OffsetCommit) ([]TopicOutcome, error) {
+	if err := validateTransactionalID(id); err != nil {
+		return nil, err
+	}
+	if err := validateOffsets(group, offsets); err != nil {
+		return nil, err
+	}
+	if len(offsets) > raftfsm.MaxOffsetsPerEntry {
+		return nil, fmt.Errorf("%w: at most %d offsets in one transactional commit", ErrInvalid, raftfsm.MaxOffsetsPerEntry)
+	}
+	cmd := raftfsm.TxnOffsetCommitCommand{NowMs: s.now().UnixMilli(), TransactionalID: id, ProducerID: producerID,
+		Epoch: epoch, Group: group, Offsets: offsets}
+	return applyAs[[]TopicOutcome](s, &cmd)
+}
+
+// EndTxn commits or aborts a producer's transaction.
+func (s *Service) EndTxn(id string, producerID int64, epoch int16, commit bool) (TopicOutcome, error) {
+	if err := validateTransactionalID(id); err != nil {
+		return 0, err
+	}
+	cmd := raftfsm.EndTxnCommand{NowMs: s.now().UnixMilli(), TransactionalID: id, ProducerID: producerID, Epoch: epoch, Commit: commit}
+	return applyAs[TopicOutcome](s, &cmd)
+}
+
+// Txns lists up to limit transactional ids' states in id order, from the
+// one after the named id ("": from the first), from this node's store.
+func (s *Service) Txns(after string, limit int) ([]TxnState, error) {
+	var out []TxnState
+	err := s.store.View(func(tx *store.Tx) (err error) {
+		out, err = tx.TxnsAfter(after, limit)
+		return err
+	})
+	return out, err
+}
+
+// txnScanPage is how many transactional ids the timeout check reads at once.
+const txnScanPage = 1000
+
+// abortExpiredTxns aborts, through the log, every transaction that has
+// outlived its timeout (Kafka's transaction.timeout.ms), so a producer that
+// died mid-transaction does not hold back read_committed readers for ever.
+func (s *Service) abortExpiredTxns(log *slog.Logger) {
+	now := s.now().UnixMilli()
+	after := ""
+	for {
+		page, err := s.Txns(after, txnScanPage)
+		if err != nil || len(page) == 0 {
+			return
+		}
+		for _, st := range raftfsm.ExpiredTxns(page, now) {
+			cmd := raftfsm.EndTxnCommand{NowMs: now, TransactionalID: st.TransactionalID, ProducerID: st.ProducerID,
+				Epoch: st.Epoch, TimedOut: true}
+			if _, err := s.apply(&cmd); err != nil {
+				log.Debug("abort expired transaction", "id", st.TransactionalID, "err", err)
+				return
+			}
+			log.Info("aborted a Kafka transaction past its timeout", "transactionalId", st.TransactionalID, "timeoutMs", st.TimeoutMs)
+		}
+		if len(page) < txnScanPage {
+			return
+		}
+		after = page[len(page)-1].TransactionalID
+	}
+}
+
+// applyAs applies cmd and returns its answer as the type the command
+// declares.
+func applyAs[R any](s *Service, cmd raftfsm.Command) (R, error) {
+	var zero R
+	answer, err := s.apply(cmd)
+	if err != nil {
+		return zero, err
+	}
+	r, ok := answer.(R)
+	if !ok {
+		return zero, fmt.Errorf("broker: %T answered %T, want %T", cmd, answer, zero)
+	}
+	return r, nil
+}

@@ -1,0 +1,69 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/auth"
+	"github.com/waggle-mq/waggle/broker"
+)
+
+func init() { register(kmsg.TxnOffsetCommit.Int16(), 0, 3, answerNow(handleTxnOffsetCommit)) }
+
+// handleTxnOffsetCommit stages a consumer group's offsets in the producer's
+// transaction. From v3 the consumer's member id and generation are checked
+// as OffsetCommit checks them (KIP-447), so a consumer fenced by a
+// rebalance cannot commit through a transaction either.
+func handleTxnOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.TxnOffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	code := int16(0)
+	switch {
+	case c.txnDenied():
+		code = kerr.TransactionalIDAuthorizationFailed.Code
+	case c.groupDenied(auth.Read, req.Group) != 0:
+		code = kerr.GroupAuthorizationFailed.Code
+	case !broker.ValidGroupName(req.Group):
+		code = kerr.InvalidGroupID.Code
+	case !c.coordinating():
+		code = kerr.NotCoordinator.Code
+	case req.Version >= 3 && req.Generation >= 0:
+		code = c.s.groups.checkCommit(req.Group, req.MemberID, req.InstanceID, req.Generation)
+	}
+	var offsets []broker.OffsetCommit
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			o := broker.OffsetCommit{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch}
+			if rp.Metadata != nil {
+				o.Metadata = *rp.Metadata
+			}
+			if code == 0 && (!broker.ValidTopicName(rt.Topic) || len(o.Metadata) > broker.MaxOffsetMetadata) {
+				code = kerr.InvalidRequest.Code // the whole call: offsets stage together
+			}
+			offsets = append(offsets, o)
+		}
+	}
+	var outcomes []broker.TopicOutcome
+	if code == 0 && len(offsets) > 0 {
+		var err error
+		if outcomes, err = c.s.svc.TxnOffsetCommit(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, offsets); err != nil {
+			code = txnCallCode(err)
+		}
+	}
+	i := 0
+	for _, rt := range req.Topics {
+		t := kmsg.NewTxnOffsetCommitResponseTopic()
+		t.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			p.Partition, p.ErrorCode = rp.Partition, code
+			if code == 0 {
+				p.ErrorCode = txnCode(outcomes[i], req.Version, 2)
+			}
+			i++
+			t.Partitions = append(t.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp, nil
+}

@@ -1,0 +1,39 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/waggle-mq/waggle/broker"
+)
+
+// Kafka transactions (KIP-98): the raft leader is every transactional id's
+// coordinator, and the coordinator's state is replicated, so after a
+// leader change the new leader carries on with the transactions in
+// progress. The handlers are 22 (InitProducerId with a transactional id),
+// 24, 25, 26 and 28; 61, 65 and 66 describe.
+
+// txnCode maps a transaction outcome to the error code of an API whose
+// version is version; fencedSince is the first version of that API that
+// answers PRODUCER_FENCED (KIP-588), older ones get INVALID_PRODUCER_EPOCH.
+func txnCode(o broker.TopicOutcome, version, fencedSince int16) int16 {
+	if o == broker.ProducerFenced && version >= fencedSince {
+		return kerr.ProducerFenced.Code
+	}
+	return outcomeCode(o)
+}
+
+// txnCallCode is the error of a coordinator call that could not be
+// applied: leadership lost or the outcome unknown send the client to find
+// the coordinator again, where its retry is answered from the state.
+func txnCallCode(err error) int16 {
+	if code := errCode(err); code != kerr.NotLeaderForPartition.Code {
+		return code
+	}
+	return kerr.NotCoordinator.Code
+}
+
+// txnDenied refuses a transactional call from a principal that may write
+// nowhere (transactional ids have no ACLs of their own in waggle).
+func (c *conn) txnDenied() bool {
+	return c.s.cfg.Auth.Enabled && (c.principal == nil || !c.principal.AllowsAnyWrite())
+}

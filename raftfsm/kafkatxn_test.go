@@ -1,0 +1,229 @@
+package raftfsm
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/store"
+)
+
+// txnBatch is a transactional producer's batch of n records, as a client
+// would send it.
+func txnBatch(producer int64, epoch int16, seq, n int32) ProduceBatch {
+	var body []byte
+	for i := range n {
+		r := kmsg.Record{OffsetDelta: i, Value: []byte("v")}
+		r.Length = int32(len(r.AppendTo(nil)) - 1)
+		body = r.AppendTo(body)
+	}
+	b := kmsg.RecordBatch{Magic: 2, Attributes: 0x10, LastOffsetDelta: n - 1, ProducerID: producer,
+		ProducerEpoch: epoch, FirstSequence: seq, NumRecords: n, Records: body}
+	raw := b.AppendTo(nil)
+	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
+	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return ProduceBatch{NumRecords: n, ProducerID: producer, ProducerEpoch: epoch, FirstSequence: seq, Raw: raw}
+}
+
+func initTxn(nowMs int64, id string) []byte {
+	c := InitTxnProducerCommand{NowMs: nowMs, TransactionalID: id, TimeoutMs: 10_000, ProducerID: -1, Epoch: -1}
+	return c.Encode()
+}
+
+func addToTxn(nowMs int64, id string, producer int64, epoch int16, groups []string, parts ...store.TxnPartition) []byte {
+	c := AddToTxnCommand{NowMs: nowMs, TransactionalID: id, ProducerID: producer, Epoch: epoch, Partitions: parts, Groups: groups}
+	return c.Encode()
+}
+
+func endTxn(nowMs int64, id string, producer int64, epoch int16, commit, timedOut bool) []byte {
+	c := EndTxnCommand{NowMs: nowMs, TransactionalID: id, ProducerID: producer, Epoch: epoch, Commit: commit, TimedOut: timedOut}
+	return c.Encode()
+}
+
+// partitionView reads what a read_committed reader needs of partition 0
+// of topic: the high watermark, the last stable offset and the aborted
+// ranges.
+func partitionView(t *testing.T, f *FSM, topic string) (hw, lso uint64, aborted []store.AbortedTxn) {
+	t.Helper()
+	err := f.store.View(func(tx *store.Tx) error {
+		q, err := tx.Queue(topic)
+		if err != nil {
+			return err
+		}
+		p, err := tx.Partition(q.ID, "0")
+		if err != nil {
+			return err
+		}
+		hw = p.NextOffset
+		if lso, err = tx.StableOffset(p.ID, p.NextOffset); err != nil {
+			return err
+		}
+		aborted, err = tx.AbortedTxns(p.ID, 0, hw, 100)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hw, lso, aborted
+}
+
+// A transaction's records stay above the last stable offset until it ends;
+// commit and abort each write one marker, an abort is listed for
+// read_committed readers, staged offsets commit with the transaction only,
+// and a new incarnation of the transactional id fences the old one.
+func TestKafkaTransactionLifecycle(t *testing.T) {
+	f := newFSM(t)
+	tp := store.TxnPartition{Topic: "t", Partition: 0}
+	answers := f.ApplyBatch(logs(1,
+		produceCmd(1, "t", idemBatch(-1, -1, -1, 2)), // offsets 0-1, creates t
+		initTxn(2, "tx"),
+	))
+	init := answers[1].(TxnProducerResult)
+	if init.Outcome != TopicOK || init.Epoch != 0 {
+		t.Fatalf("init: %+v", init)
+	}
+	pid := init.ProducerID
+
+	// Writing before AddPartitionsToTxn is refused.
+	if got := f.ApplyBatch(logs(3, produceCmd(3, "t", txnBatch(pid, 0, 0, 3))))[0].(ProduceResult); got.Outcome != TxnInvalidState {
+		t.Fatalf("write outside a transaction: %+v", got)
+	}
+	answers = f.ApplyBatch(logs(4,
+		addToTxn(4, "tx", pid, 0, []string{"g"}, tp),
+		produceCmd(5, "t", txnBatch(pid, 0, 0, 3)),   // offsets 2-4
+		produceCmd(6, "t", idemBatch(-1, -1, -1, 1)), // offset 5, not transactional
+		(&TxnOffsetCommitCommand{NowMs: 7, TransactionalID: "tx", ProducerID: pid, Epoch: 0, Group: "g",
+			Offsets: []OffsetCommit{{Topic: "t", Partition: 0, Offset: 42}}}).Encode(),
+	))
+	if got := answers[0].(AddToTxnResult); got.Outcome != TopicOK {
+		t.Fatalf("add: %+v", got)
+	}
+	if got := answers[1].(ProduceResult); got.Outcome != TopicOK || got.BaseOffset != 2 {
+		t.Fatalf("transactional write: %+v", got)
+	}
+	if got := answers[3].([]TopicOutcome); got[0] != TopicOK {
+		t.Fatalf("txn offset commit: %v", got)
+	}
+	if hw, lso, _ := partitionView(t, f, "t"); hw != 6 || lso != 2 {
+		t.Fatalf("open transaction: hw %d lso %d, want 6 and 2", hw, lso)
+	}
+	if off := committedOffset(t, f, "g"); off != -1 {
+		t.Fatalf("staged offset visible before commit: %d", off)
+	}
+
+	// Commit: a marker at 6, the LSO moves to the end, the offset lands.
+	if got := f.ApplyBatch(logs(8, endTxn(8, "tx", pid, 0, true, false)))[0].(TopicOutcome); got != TopicOK {
+		t.Fatalf("commit: %v", got)
+	}
+	if hw, lso, aborted := partitionView(t, f, "t"); hw != 7 || lso != 7 || len(aborted) != 0 {
+		t.Fatalf("after commit: hw %d lso %d aborted %v", hw, lso, aborted)
+	}
+	if off := committedOffset(t, f, "g"); off != 42 {
+		t.Fatalf("offset after commit: %d, want 42", off)
+	}
+	if got := f.ApplyBatch(logs(9, endTxn(9, "tx", pid, 0, true, false)))[0].(TopicOutcome); got != TopicOK {
+		t.Fatalf("retried commit: %v", got)
+	}
+
+	// Abort: the range 7..9 (records 7-8, marker 9) is listed; staged
+	// offsets are dropped.
+	answers = f.ApplyBatch(logs(10,
+		addToTxn(10, "tx", pid, 0, []string{"g"}, tp),
+		produceCmd(11, "t", txnBatch(pid, 0, 3, 2)),
+		(&TxnOffsetCommitCommand{NowMs: 12, TransactionalID: "tx", ProducerID: pid, Epoch: 0, Group: "g",
+			Offsets: []OffsetCommit{{Topic: "t", Partition: 0, Offset: 99}}}).Encode(),
+		endTxn(13, "tx", pid, 0, false, false),
+	))
+	if got := answers[3].(TopicOutcome); got != TopicOK {
+		t.Fatalf("abort: %v", got)
+	}
+	hw, lso, aborted := partitionView(t, f, "t")
+	if hw != 10 || lso != 10 || len(aborted) != 1 || aborted[0] != (store.AbortedTxn{ProducerID: pid, FirstOffset: 7, LastOffset: 9}) {
+		t.Fatalf("after abort: hw %d lso %d aborted %+v", hw, lso, aborted)
+	}
+	if off := committedOffset(t, f, "g"); off != 42 {
+		t.Fatalf("offset after abort: %d, want 42 still", off)
+	}
+	if got := f.ApplyBatch(logs(14, endTxn(14, "tx", pid, 0, true, false)))[0].(TopicOutcome); got != TxnInvalidState {
+		t.Fatalf("commit after abort: %v", got)
+	}
+
+	// A new incarnation aborts what the old one left open and fences it.
+	answers = f.ApplyBatch(logs(15,
+		addToTxn(15, "tx", pid, 0, nil, tp),
+		produceCmd(16, "t", txnBatch(pid, 0, 5, 1)), // offset 10
+		initTxn(17, "tx"),
+		produceCmd(18, "t", txnBatch(pid, 0, 6, 1)),
+		endTxn(19, "tx", pid, 0, true, false),
+	))
+	if got := answers[2].(TxnProducerResult); got.ProducerID != pid || got.Epoch != 1 {
+		t.Fatalf("re-init: %+v", got)
+	}
+	if got := answers[3].(ProduceResult); got.Outcome != ProducerFenced {
+		t.Fatalf("zombie write: %+v", got)
+	}
+	if got := answers[4].(TopicOutcome); got != ProducerFenced {
+		t.Fatalf("zombie commit: %v", got)
+	}
+	if _, _, aborted := partitionView(t, f, "t"); len(aborted) != 2 || aborted[1].FirstOffset != 10 || aborted[1].LastOffset != 11 {
+		t.Fatalf("fenced transaction not aborted: %+v", aborted)
+	}
+}
+
+// The leader's timeout abort applies only once the replicated clock has
+// passed the deadline, and fences the producer.
+func TestKafkaTransactionTimeout(t *testing.T) {
+	f := newFSM(t)
+	tp := store.TxnPartition{Topic: "t", Partition: 0}
+	answers := f.ApplyBatch(logs(1, produceCmd(1, "t", idemBatch(-1, -1, -1, 1)), initTxn(2, "tx")))
+	pid := answers[1].(TxnProducerResult).ProducerID
+	answers = f.ApplyBatch(logs(3,
+		addToTxn(1000, "tx", pid, 0, nil, tp),
+		produceCmd(1001, "t", txnBatch(pid, 0, 0, 1)),
+		endTxn(5000, "tx", pid, 0, false, true),  // too early (timeout 10 s)
+		endTxn(11000, "tx", pid, 0, false, true), // expired
+		endTxn(11001, "tx", pid, 0, true, false), // the producer, too late
+	))
+	if got := answers[2].(TopicOutcome); got != TxnInvalidState {
+		t.Fatalf("early timeout abort: %v", got)
+	}
+	if got := answers[3].(TopicOutcome); got != TopicOK {
+		t.Fatalf("timeout abort: %v", got)
+	}
+	if got := answers[4].(TopicOutcome); got != ProducerFenced {
+		t.Fatalf("commit after timeout: %v", got)
+	}
+	if _, lso, aborted := partitionView(t, f, "t"); lso != 3 || len(aborted) != 1 {
+		t.Fatalf("after timeout: lso %d aborted %+v", lso, aborted)
+	}
+}
+
+func committedOffset(t *testing.T, f *FSM, group string) int64 {
+	t.Helper()
+	off := int64(-1)
+	err := f.store.View(func(tx *store.Tx) error {
+		q, err := tx.Queue("t")
+		if err != nil {
+			return err
+		}
+		p, err := tx.Partition(q.ID, "0")
+		if err != nil {
+			return err
+		}
+		view, err := tx.GroupView(group, q.ID)
+		if err != nil {
+			return err
+		}
+		cur, found, err := tx.Position(view, p)
+		if found {
+			off = cur.Offset
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return off
+}

@@ -1,0 +1,251 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// Kafka transactions (KIP-98). A transactional producer's coordinator state
+// is one record per transactional id; the per-partition facts a reader
+// needs are kept under the partition's id, so a fetch finds them with one
+// seek:
+//
+//	familyTxn        [0x18] transactionalID                    -> TxnState (JSON, versioned)
+//	familyTxnProducer [0x19] producerID(8)                     -> transactionalID
+//	familyOpenTxn    [0x1A] partitionID(8) producerID(8)       -> firstOffset(8)
+//	familyAbortedTxn [0x1B] partitionID(8) lastOffset(8) producerID(8) -> firstOffset(8)
+//
+// An open transaction's first offset on a partition bounds the last stable
+// offset there; an aborted one is listed by the offset of its abort marker,
+// so a read_committed fetch seeks to its own offset and reads on.
+const (
+	familyTxn         byte = 0x18
+	familyTxnProducer byte = 0x19
+	familyOpenTxn     byte = 0x1A
+	familyAbortedTxn  byte = 0x1B
+)
+
+// TxnStatus is where a transaction stands.
+type TxnStatus string
+
+// Transaction states. There are no "prepare" states: ending a transaction
+// (markers, offsets, state) is one raft entry.
+const (
+	TxnEmpty          TxnStatus = "Empty"
+	TxnOngoing        TxnStatus = "Ongoing"
+	TxnCompleteCommit TxnStatus = "CompleteCommit"
+	TxnCompleteAbort  TxnStatus = "CompleteAbort"
+)
+
+// TxnPartition is a partition a transaction writes to.
+type TxnPartition struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+}
+
+// TxnOffset is a consumer group offset staged by TxnOffsetCommit; it is
+// committed with the transaction, or dropped with it.
+type TxnOffset struct {
+	Group       string `json:"group"`
+	Topic       string `json:"topic"`
+	Partition   int32  `json:"partition"`
+	Offset      int64  `json:"offset"`
+	LeaderEpoch int32  `json:"leaderEpoch"`
+	Metadata    string `json:"metadata,omitempty"`
+}
+
+// TxnState is a transactional id's replicated coordinator state.
+type TxnState struct {
+	TransactionalID string    `json:"id"`
+	ProducerID      int64     `json:"producerId"`
+	Epoch           int16     `json:"epoch"`
+	TimeoutMs       int32     `json:"timeoutMs"`
+	Status          TxnStatus `json:"status"`
+	// StartMs is when the transaction in progress began (its first
+	// partition or group); UpdatedMs the last change.
+	StartMs    int64          `json:"startMs,omitempty"`
+	UpdatedMs  int64          `json:"updatedMs"`
+	Partitions []TxnPartition `json:"partitions,omitempty"`
+	Groups     []string       `json:"groups,omitempty"`
+	Offsets    []TxnOffset    `json:"offsets,omitempty"`
+}
+
+func txnKey(id string) []byte { return append([]byte{familyTxn}, id...) }
+
+func txnProducerKey(producerID int64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{familyTxnProducer}, uint64(producerID))
+}
+
+func openTxnKey(partitionID uint64, producerID int64) []byte {
+	return binary.BigEndian.AppendUint64(openTxnPrefix(partitionID), uint64(producerID))
+}
+
+func openTxnPrefix(partitionID uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{familyOpenTxn}, partitionID)
+}
+
+func abortedTxnKey(partitionID, lastOffset uint64, producerID int64) []byte {
+	k := binary.BigEndian.AppendUint64(abortedTxnPrefix(partitionID), lastOffset)
+	return binary.BigEndian.AppendUint64(k, uint64(producerID))
+}
+
+func abortedTxnPrefix(partitionID uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{familyAbortedTxn}, partitionID)
+}
+
+// Txn reads a transactional id's state, or ErrNotFound.
+func (t *Tx) Txn(id string) (TxnState, error) {
+	b, err := t.get(txnKey(id))
+	if err != nil {
+		return TxnState{}, err
+	}
+	return decodeJSONRecord[TxnState](b)
+}
+
+// PutTxn stores a transactional id's state and the producer id's way back
+// to it.
+func (t *Tx) PutTxn(st TxnState) error {
+	if err := t.set(txnKey(st.TransactionalID), encodeJSONRecord(st)); err != nil {
+		return err
+	}
+	return t.set(txnProducerKey(st.ProducerID), []byte(st.TransactionalID))
+}
+
+// ForgetTxnProducer drops a producer id's link to its transactional id,
+// when the id moved to a new producer id.
+func (t *Tx) ForgetTxnProducer(producerID int64) error { return t.del(txnProducerKey(producerID)) }
+
+// TxnOfProducer names the transactional id a producer id belongs to;
+// found is false for a producer that is not transactional.
+func (t *Tx) TxnOfProducer(producerID int64) (id string, found bool, err error) {
+	b, err := t.get(txnProducerKey(producerID))
+	if errors.Is(err, ErrNotFound) {
+		return "", false, nil
+	}
+	return string(b), err == nil, err
+}
+
+// TxnsAfter lists up to limit transactional ids' states in id order, from
+// the one after the named id ("": from the first).
+func (t *Tx) TxnsAfter(after string, limit int) ([]TxnState, error) {
+	var out []TxnState
+	var seek []byte
+	if after != "" {
+		seek = append(txnKey(after), 0)
+	}
+	err := t.scan([]byte{familyTxn}, seek, func(_, v []byte) (bool, error) {
+		st, err := decodeJSONRecord[TxnState](v)
+		if err != nil {
+			return false, err
+		}
+		out = append(out, st)
+		return len(out) < limit, nil
+	})
+	return out, err
+}
+
+// OpenTxn reports the first offset a producer's open transaction wrote to
+// a partition.
+func (t *Tx) OpenTxn(partitionID uint64, producerID int64) (first uint64, found bool, err error) {
+	b, err := t.get(openTxnKey(partitionID, producerID))
+	if errors.Is(err, ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if len(b) != 8 {
+		return 0, false, errBadRecord
+	}
+	return beUint64(b), true, nil
+}
+
+// PutOpenTxn records the first offset a producer's transaction wrote to a
+// partition; DeleteOpenTxn forgets it when the transaction ends.
+func (t *Tx) PutOpenTxn(partitionID uint64, producerID int64, first uint64) error {
+	return t.set(openTxnKey(partitionID, producerID), binary.BigEndian.AppendUint64(nil, first))
+}
+
+// DeleteOpenTxn forgets a producer's open transaction on a partition.
+func (t *Tx) DeleteOpenTxn(partitionID uint64, producerID int64) error {
+	return t.del(openTxnKey(partitionID, producerID))
+}
+
+// OpenTxn is a transaction in progress on one partition.
+type OpenTxn struct {
+	ProducerID  int64
+	FirstOffset uint64
+}
+
+// OpenTxns lists up to limit transactions in progress on a partition.
+func (t *Tx) OpenTxns(partitionID uint64, limit int) ([]OpenTxn, error) {
+	var out []OpenTxn
+	err := t.scan(openTxnPrefix(partitionID), nil, func(k, v []byte) (bool, error) {
+		if len(k) != 17 || len(v) != 8 {
+			return false, errBadRecord
+		}
+		out = append(out, OpenTxn{ProducerID: int64(beUint64(k[9:])), FirstOffset: beUint64(v)})
+		return len(out) < limit, nil
+	})
+	return out, err
+}
+
+// StableOffset is a partition's last stable offset: the first offset of its
+// oldest open transaction, or next (its high watermark) when none is open.
+// Everything below it is decided: committed, aborted or not transactional.
+func (t *Tx) StableOffset(partitionID, next uint64) (uint64, error) {
+	lso := next
+	err := t.scan(openTxnPrefix(partitionID), nil, func(_, v []byte) (bool, error) {
+		if len(v) != 8 {
+			return false, errBadRecord
+		}
+		lso = min(lso, beUint64(v))
+		return true, nil
+	})
+	return lso, err
+}
+
+// AbortedTxn is an aborted transaction's range on one partition: from its
+// first record to its abort marker.
+type AbortedTxn struct {
+	ProducerID  int64
+	FirstOffset uint64
+	LastOffset  uint64
+}
+
+// PutAbortedTxn records an aborted transaction's range on a partition.
+func (t *Tx) PutAbortedTxn(partitionID uint64, a AbortedTxn) error {
+	return t.set(abortedTxnKey(partitionID, a.LastOffset, a.ProducerID), binary.BigEndian.AppendUint64(nil, a.FirstOffset))
+}
+
+// AbortedTxns lists the aborted transactions of a partition whose records
+// may lie in [from, to): those whose marker is at or after from and whose
+// first record is before to, looking at most at limit ranges.
+func (t *Tx) AbortedTxns(partitionID, from, to uint64, limit int) ([]AbortedTxn, error) {
+	var out []AbortedTxn
+	seen := 0
+	seek := binary.BigEndian.AppendUint64(abortedTxnPrefix(partitionID), from)
+	err := t.scan(abortedTxnPrefix(partitionID), seek, func(k, v []byte) (bool, error) {
+		if len(k) != 25 || len(v) != 8 {
+			return false, errBadRecord
+		}
+		a := AbortedTxn{LastOffset: beUint64(k[9:]), ProducerID: int64(beUint64(k[17:])), FirstOffset: beUint64(v)}
+		if a.FirstOffset < to {
+			out = append(out, a)
+		}
+		seen++
+		return seen < limit, nil
+	})
+	return out, err
+}
+
+// IsAborted reports whether offset o of a producer's batch lies in one of
+// the aborted ranges.
+func IsAborted(aborted []AbortedTxn, producerID int64, o uint64) bool {
+	for _, a := range aborted {
+		if a.ProducerID == producerID && a.FirstOffset <= o && o <= a.LastOffset {
+			return true
+		}
+	}
+	return false
+}
