@@ -212,6 +212,28 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 	if r := h.one((&TransactionCommand{NowMs: now, TxnID: "t2", Ops: []TxnOp{{Type: "push", Items: txnItems}}, KV: kvOps, Timers: timerOps[:1000]}).Encode()).(TransactionResult); !r.Success {
 		t.Fatalf("the largest transaction rolled back: %+v", r.Error)
 	}
+	// The largest Kafka transaction: MaxTxnPartitions partitions written,
+	// offsets staged for as many, ended in one entry.
+	txnProducer := h.one((&InitTxnProducerCommand{NowMs: now, TransactionalID: "big", TimeoutMs: 60_000, ProducerID: -1, Epoch: -1}).Encode()).(TxnProducerResult).ProducerID
+	var txnParts []store.TxnPartition
+	var txnOffsets []OffsetCommit
+	for i := range int32(MaxTxnPartitions) {
+		txnParts = append(txnParts, store.TxnPartition{Topic: "grown", Partition: i})
+		txnOffsets = append(txnOffsets, OffsetCommit{Topic: "grown", Partition: i, Offset: 1})
+	}
+	if r := h.one((&AddToTxnCommand{NowMs: now, TransactionalID: "big", ProducerID: txnProducer, Partitions: txnParts, Groups: []string{"txn-g"}}).Encode()).(AddToTxnResult); r.Outcome != TopicOK {
+		t.Fatalf("adding %d partitions to a transaction answered %d", len(txnParts), r.Outcome)
+	}
+	for _, tp := range txnParts {
+		h.one((&ProduceCommand{NowMs: now, Topic: "grown", Partition: tp.Partition, Batches: []ProduceBatch{txnBatch(txnProducer, 0, 0, 1)}}).Encode())
+	}
+	h.one((&TxnOffsetCommitCommand{NowMs: now, TransactionalID: "big", ProducerID: txnProducer, Group: "txn-g", Offsets: txnOffsets}).Encode())
+	if o := h.one((&EndTxnCommand{NowMs: now, TransactionalID: "big", ProducerID: txnProducer, Commit: true}).Encode()).(TopicOutcome); o != TopicOK {
+		t.Fatalf("committing the largest transaction answered %d", o)
+	}
+	if n := h.one((&DeleteOffsetsCommand{Group: "txn-g", All: true}).Encode()).(int); n != 1 {
+		t.Fatalf("the transaction's offsets were not committed: deleting its group answered %d", n)
+	}
 	t.Logf("%v: commands", time.Since(start))
 	// Time passes: expired dedup records, KV rows and due timers are worked
 	// off in bounded entries.
