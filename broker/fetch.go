@@ -120,7 +120,23 @@ func fetchOne(tx *store.Tx, r FetchRequest, res *FetchResult) error {
 	if err != nil {
 		return err
 	}
+	// Records of Kafka transactions are read once committed: the read
+	// stops at the last stable offset, and leaves out the markers and the
+	// records of aborted transactions.
+	view, err := tx.CommittedView(p)
+	if err != nil {
+		return err
+	}
 	for _, e := range entries {
+		if e.Offset >= view.Stable {
+			break
+		}
+		if hidden, err := view.Hidden(e); err != nil || hidden {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		recs, err := entryRecords(e, r.Offset)
 		if err != nil {
 			return err

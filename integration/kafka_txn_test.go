@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -159,4 +160,66 @@ func TestKafkaTransactionTimeoutAborts(t *testing.T) {
 		t.Fatalf("read_committed read %v", v)
 	}
 
+}
+
+// Records written inside a Kafka transaction reach HTTP readers only once
+// it commits, and an aborted transaction's never: fetch by offset and pop
+// both stop at an open transaction and pass over markers and aborted
+// records.
+func TestKafkaTransactionsAsSeenOverHTTP(t *testing.T) {
+	n := startSingle(t)
+	brokers := []string{n.kafkaAddr}
+	createTopic(t, kafkaClient(t, brokers), "mixed", 1, nil)
+	p := txnProducer(t, brokers, "http-view")
+	produceTxn(t, p, "mixed", true, `"c1"`, `"c2"`)
+	produceTxn(t, p, "mixed", false, `"a1"`)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Topic: "mixed", Value: []byte(`"o1"`)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	fetched := func() []string {
+		var out []string
+		for _, r := range n.fetchAll("mixed", "0").Entries[0].Records {
+			out = append(out, string(r.Payload))
+		}
+		return out
+	}
+	popAll := func() []string {
+		var out []string
+		for {
+			status, a := n.pop(t, "mixed", map[string]string{"consumerGroup": "http", "batch": "10", "wait": "false"})
+			if status != http.StatusOK && status != http.StatusNoContent {
+				t.Fatalf("pop: status %d", status)
+			}
+			if len(a.Messages) == 0 {
+				return out
+			}
+			for _, m := range a.Messages {
+				out = append(out, string(m.Data))
+			}
+			if status, res := n.ackAll(t, "http", a.Messages, "completed"); status != http.StatusOK {
+				t.Fatalf("ack: status %d %+v", status, res)
+			}
+		}
+	}
+	if got := fetched(); !slices.Equal(got, []string{`"c1"`, `"c2"`}) {
+		t.Fatalf("HTTP fetch with a transaction open read %v", got)
+	}
+	if got := popAll(); !slices.Equal(got, []string{`"c1"`, `"c2"`}) {
+		t.Fatalf("HTTP pop with a transaction open read %v", got)
+	}
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if got := fetched(); !slices.Equal(got, []string{`"c1"`, `"c2"`, `"o1"`}) {
+		t.Fatalf("HTTP fetch after the commit read %v", got)
+	}
+	if got := popAll(); !slices.Equal(got, []string{`"o1"`}) {
+		t.Fatalf("HTTP pop after the commit read %v", got)
+	}
 }

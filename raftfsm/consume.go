@@ -271,11 +271,12 @@ func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *PopCommand) PopResult
 		jumped := cur.Lease == nil && skipExpired(&cur, part)
 		var offsets []int64
 		var hashes []uint64
+		passed := false
 		if cur.Offset < int64(part.NextOffset) { // else there is nothing to read
-			offsets, hashes = deliverable(tx, part.ID, &cur, c.Batch, now, delayMs)
+			offsets, hashes, passed = deliverable(tx, part, &cur, c.Batch, now, delayMs)
 		}
 		if len(offsets) == 0 {
-			if settled || jumped || cur.Resolved() { // a position worked out from a reset is kept
+			if settled || jumped || passed || cur.Resolved() { // a position worked out from a reset is kept
 				must(tx.PutCursor(c.Group, cur, meta.NextID))
 			}
 			continue
@@ -377,28 +378,47 @@ func skipExpired(cur *store.Cursor, part store.Partition) bool {
 }
 
 // deliverable lists up to batch offsets from the cursor that are not
-// finished, stopping at the first message still delayed (order is kept),
-// with the TxHash of each one's transactionId.
-func deliverable(tx *store.Tx, partitionID uint64, cur *store.Cursor, batch int, now, delayMs int64) (offsets []int64, hashes []uint64) {
-	entries, err := tx.Entries(partitionID, uint64(cur.Offset), 64<<20, batch+len(cur.Done)+1)
+// finished, stopping at the first message still delayed or inside a Kafka
+// transaction still open (order is kept), with the TxHash of each one's
+// transactionId. Records no consumer may see (Kafka transaction markers,
+// records of aborted Kafka transactions) count as finished: the cursor
+// passes them, and moved reports that it changed.
+func deliverable(tx *store.Tx, part store.Partition, cur *store.Cursor, batch int, now, delayMs int64) (offsets []int64, hashes []uint64, moved bool) {
+	view, err := tx.CommittedView(part)
 	must(err)
+	entries, err := tx.Entries(part.ID, uint64(cur.Offset), 64<<20, batch+len(cur.Done)+1)
+	must(err)
+	var hidden []int64
+	defer func() {
+		if len(hidden) > 0 {
+			cur.Done, moved = append(cur.Done, hidden...), true
+			passDone(cur)
+		}
+	}()
 	for _, e := range entries {
-		if delayMs > 0 && e.MaxTimestampMs+delayMs > now {
+		if e.Offset >= view.Stable || delayMs > 0 && e.MaxTimestampMs+delayMs > now {
 			break
 		}
+		hide, err := view.Hidden(e)
+		must(err)
 		for o := int64(e.Offset); o < int64(e.Offset)+int64(e.Count); o++ {
 			if o < cur.Offset || slices.Contains(cur.Done, o) {
+				continue
+			}
+			if hide {
+				hidden = append(hidden, o)
 				continue
 			}
 			offsets = append(offsets, o)
 			hashes = append(hashes, store.TxHash(entryTxID(e, o)))
 			if len(offsets) == batch {
-				return offsets, hashes
+				return offsets, hashes, moved
 			}
 		}
 	}
-	return offsets, hashes
+	return offsets, hashes, moved
 }
+
 
 // entryTxID is the transactionId of offset o of an entry.
 func entryTxID(e store.Entry, o int64) string {
@@ -417,6 +437,13 @@ func settle(tx *store.Tx, cur *store.Cursor) {
 			cur.Done = append(cur.Done, o)
 		}
 	}
+	passDone(cur)
+	must(tx.DeleteLease(l.ID))
+	cur.Lease = nil
+}
+
+// passDone moves a cursor past the finished prefix of what follows it.
+func passDone(cur *store.Cursor) {
 	slices.Sort(cur.Done)
 	cur.Done = slices.Compact(cur.Done)
 	for len(cur.Done) > 0 && cur.Done[0] <= cur.Offset {
@@ -430,8 +457,6 @@ func settle(tx *store.Tx, cur *store.Cursor) {
 	if len(cur.Done) == 0 {
 		cur.Done = nil
 	}
-	must(tx.DeleteLease(l.ID))
-	cur.Lease = nil
 }
 
 // ackTarget is one partition's cursor while an ack entry applies: loaded

@@ -3,6 +3,8 @@ package store
 import (
 	"encoding/binary"
 	"errors"
+
+	"github.com/waggle-mq/waggle/recordbatch"
 )
 
 // Kafka transactions (KIP-98). A transactional producer's coordinator state
@@ -248,4 +250,45 @@ func IsAborted(aborted []AbortedTxn, producerID int64, o uint64) bool {
 		}
 	}
 	return false
+}
+
+// CommittedView is what a reader that sees only committed Kafka
+// transactions needs of one partition: where the decided part of the log
+// ends and which stored batches to leave out.
+type CommittedView struct {
+	tx          *Tx
+	partitionID uint64
+	// Stable is the partition's last stable offset: a reader stops there.
+	Stable      uint64
+	aborted     []AbortedTxn
+	abortedRead bool
+}
+
+// maxAbortedScan bounds the aborted transactions one read looks at.
+const maxAbortedScan = 10_000
+
+// CommittedView starts a committed-only read of a partition.
+func (t *Tx) CommittedView(p Partition) (*CommittedView, error) {
+	stable, err := t.StableOffset(p.ID, p.NextOffset)
+	return &CommittedView{tx: t, partitionID: p.ID, Stable: stable}, err
+}
+
+// Hidden reports whether an entry below Stable is left out: a transaction
+// marker, or a batch of an aborted transaction.
+func (v *CommittedView) Hidden(e Entry) (bool, error) {
+	h, ok := recordbatch.ReadHeader(e.Batch)
+	if e.Message != nil || !ok || !h.Transactional {
+		return false, nil
+	}
+	if h.Control {
+		return true, nil
+	}
+	if !v.abortedRead {
+		var err error
+		if v.aborted, err = v.tx.AbortedTxns(v.partitionID, e.Offset, v.Stable, maxAbortedScan); err != nil {
+			return false, err
+		}
+		v.abortedRead = true
+	}
+	return IsAborted(v.aborted, h.ProducerID, e.Offset), nil
 }
