@@ -419,7 +419,6 @@ func deliverable(tx *store.Tx, part store.Partition, cur *store.Cursor, batch in
 	return offsets, hashes, moved
 }
 
-
 // entryTxID is the transactionId of offset o of an entry.
 func entryTxID(e store.Entry, o int64) string {
 	if e.Message != nil {
