@@ -48,6 +48,7 @@ func values(recs []*kgo.Record) []string {
 // end offset they are told) at its first record until it ends.
 func TestKafkaTransactionsCommitAndAbort(t *testing.T) {
 	n := startSingle(t)
+	waitLogFormat(t, n, 2) // transactions are format 2 entries
 	brokers := []string{n.kafkaAddr}
 	admin := kafkaClient(t, brokers)
 	createTopic(t, admin, "txn", 1, nil)
@@ -112,6 +113,7 @@ func TestKafkaTransactionsCommitAndAbort(t *testing.T) {
 // first's transaction is aborted and its further calls fail.
 func TestKafkaTransactionFencing(t *testing.T) {
 	n := startSingle(t)
+	waitLogFormat(t, n, 2) // transactions are format 2 entries
 	brokers := []string{n.kafkaAddr}
 	createTopic(t, kafkaClient(t, brokers), "fence", 1, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -141,6 +143,7 @@ func TestKafkaTransactionFencing(t *testing.T) {
 // passes.
 func TestKafkaTransactionTimeoutAborts(t *testing.T) {
 	n := startSingle(t)
+	waitLogFormat(t, n, 2) // transactions are format 2 entries
 	brokers := []string{n.kafkaAddr}
 	createTopic(t, kafkaClient(t, brokers), "hung", 1, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -168,6 +171,7 @@ func TestKafkaTransactionTimeoutAborts(t *testing.T) {
 // records.
 func TestKafkaTransactionsAsSeenOverHTTP(t *testing.T) {
 	n := startSingle(t)
+	waitLogFormat(t, n, 2) // transactions are format 2 entries
 	brokers := []string{n.kafkaAddr}
 	createTopic(t, kafkaClient(t, brokers), "mixed", 1, nil)
 	p := txnProducer(t, brokers, "http-view")
