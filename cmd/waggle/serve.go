@@ -122,6 +122,9 @@ func serve(ctx context.Context, o serveOptions) error {
 	if o.nodeID == 0 {
 		return errors.New("--node-id must be a positive number")
 	}
+	if cg := o.kafka.ConsumerGroups; cg.HeartbeatInterval <= 0 || cg.SessionTimeout <= cg.HeartbeatInterval {
+		return errors.New("--kafka-consumer-heartbeat-interval must be positive and below --kafka-consumer-session-timeout")
+	}
 	if o.memoryLimitMiB > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(o.memoryLimitMiB << 20)
 	}
