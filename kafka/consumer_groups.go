@@ -679,70 +679,102 @@ func (g *cgroup) assign() map[string]map[tp]bool {
 // assignUniform spreads partitions evenly over the members that may take
 // them, keeping each partition with its previous target owner where that
 // keeps the balance (sticky, like Kafka's uniform assignor): fewer
-// partitions move.
+// partitions move. Members are handled by index and loads by count, so a
+// group at its size limit is assigned in milliseconds under the lock.
 func (g *cgroup) assignUniform(ids, topics []string, subscribers map[string][]string, out map[string]map[tp]bool) map[string]map[tp]bool {
-	eligible := map[tp][]string{}
-	var all []tp
-	for _, n := range topics {
+	index := make(map[string]int, len(ids))
+	for i, id := range ids {
+		index[id] = i
+	}
+	total := 0
+	eligible := make([][]int, len(topics)) // per topic: member indexes
+	for ti, n := range topics {
+		for _, id := range subscribers[n] {
+			eligible[ti] = append(eligible[ti], index[id])
+		}
+		total += int(g.topics[n].partitions)
+	}
+	// No member keeps more than an even share: the rest is dealt again.
+	quota := (total + len(ids) - 1) / len(ids)
+	count := make([]int, len(ids))
+	owned := make([][]int, len(ids)) // per member: indexes into parts
+	type part struct {
+		k     tp
+		topic int
+	}
+	var parts []part
+	var free []int
+	previous := map[tp]string{} // the previous target's owner of each partition
+	for id, set := range g.target {
+		for k := range set {
+			previous[k] = id
+		}
+	}
+	for ti, n := range topics {
 		t := g.topics[n]
 		for p := range t.partitions {
 			k := tp{t.id, p}
-			eligible[k] = subscribers[n]
-			all = append(all, k)
-		}
-	}
-	// Sticky start: partitions stay where the previous target had them.
-	var free []tp
-	for _, k := range all {
-		kept := false
-		for _, id := range eligible[k] {
-			if g.target[id][k] {
-				out[id][k], kept = true, true
-				break
+			parts = append(parts, part{k, ti})
+			pi := len(parts) - 1
+			if mi, ok := index[previous[k]]; ok && count[mi] < quota {
+				if _, subscribed := slices.BinarySearch(g.members[ids[mi]].subscribed, n); subscribed {
+					owned[mi] = append(owned[mi], pi)
+					count[mi]++
+					continue
+				}
 			}
-		}
-		if !kept {
-			free = append(free, k)
+			free = append(free, pi)
 		}
 	}
-	least := func(cands []string) string {
+	least := func(cands []int) int {
 		best := cands[0]
-		for _, id := range cands[1:] {
-			if len(out[id]) < len(out[best]) {
-				best = id
+		for _, mi := range cands[1:] {
+			if count[mi] < count[best] {
+				best = mi
 			}
 		}
 		return best
 	}
-	for _, k := range free {
-		out[least(eligible[k])][k] = true
+	for _, pi := range free {
+		mi := least(eligible[parts[pi].topic])
+		owned[mi] = append(owned[mi], pi)
+		count[mi]++
 	}
 	// Even out: move a partition from a member holding at least two more
-	// than another member that may take it. Every move lowers the sum of
-	// squared counts, so this ends; the bound is a safeguard.
-	for range len(all) * 2 {
+	// than another member that may take it, most loaded first. Every move
+	// lowers the sum of squared counts, so this ends; the bound is a
+	// safeguard against scanning for long in odd subscription patterns.
+	order := make([]int, len(ids))
+	for moves := 0; moves < 2*total; moves++ {
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(count[b], count[a]) })
 		moved := false
-		byLoad := slices.Clone(ids)
-		slices.SortStableFunc(byLoad, func(a, b string) int { return cmp.Compare(len(out[b]), len(out[a])) })
-		for _, from := range byLoad {
-			parts := slices.SortedFunc(maps.Keys(out[from]), func(a, b tp) int {
-				return cmp.Or(slices.Compare(a.topic[:], b.topic[:]), cmp.Compare(a.partition, b.partition))
-			})
-			for i := len(parts) - 1; i >= 0 && !moved; i-- {
-				k := parts[i]
-				to := least(eligible[k])
-				if len(out[from]) > len(out[to])+1 {
-					delete(out[from], k)
-					out[to][k] = true
+		for _, from := range order {
+			for j := len(owned[from]) - 1; j >= 0; j-- {
+				pi := owned[from][j]
+				to := least(eligible[parts[pi].topic])
+				if count[from] > count[to]+1 {
+					owned[from] = slices.Delete(owned[from], j, j+1)
+					owned[to] = append(owned[to], pi)
+					count[from]--
+					count[to]++
 					moved = true
+					break
 				}
 			}
-			if moved {
-				break
+			if moved || count[from] <= count[order[len(order)-1]]+1 {
+				break // nothing can be more unbalanced further down
 			}
 		}
 		if !moved {
 			break
+		}
+	}
+	for mi, ps := range owned {
+		for _, pi := range ps {
+			out[ids[mi]][parts[pi].k] = true
 		}
 	}
 	return out

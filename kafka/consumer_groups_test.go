@@ -502,3 +502,81 @@ func TestConsumerGroupRandomChurnNeverDoubleAssigns(t *testing.T) {
 		}
 	}
 }
+
+// The uniform assignor at the group size limit: even counts, and a member
+// joining takes its share without any other partition moving.
+func TestUniformAssignorIsEvenAndSticky(t *testing.T) {
+	g := &cgroup{assignor: assignorUniform, members: map[string]*cmember{}, topics: map[string]topicMeta{},
+		target: map[string]map[tp]bool{}, holder: map[tp]string{}}
+	var subs []string
+	for i := range 10 {
+		n := fmt.Sprint("t", i)
+		g.topics[n] = topicMeta{id: [16]byte{byte(i + 1)}, partitions: 1000}
+		subs = append(subs, n)
+	}
+	for i := range maxConsumerGroupMembers - 1 {
+		id := fmt.Sprintf("m%04d", i)
+		g.members[id] = &cmember{id: id, subscribed: subs}
+	}
+	g.newEpoch()
+	before := map[tp]string{}
+	for id, set := range g.target {
+		if n := len(set); n < 10 || n > 11 {
+			t.Fatalf("%s targets %d partitions, want 10 or 11", id, n)
+		}
+		for k := range set {
+			before[k] = id
+		}
+	}
+	if len(before) != 10_000 {
+		t.Fatalf("%d of 10000 partitions assigned", len(before))
+	}
+	g.members["new"] = &cmember{id: "new", subscribed: subs}
+	g.newEpoch()
+	moved := 0
+	for id, set := range g.target {
+		if len(set) != 10 {
+			t.Fatalf("%s targets %d partitions after the join, want 10", id, len(set))
+		}
+		for k := range set {
+			if before[k] != id {
+				moved++
+			}
+		}
+	}
+	if moved != 10 {
+		t.Fatalf("%d partitions moved for one new member, want its 10", moved)
+	}
+	// Keeping at most an even share can leave a newcomer short: 7
+	// partitions held 4 and 3, a third member joins.
+	seven := topicMeta{id: [16]byte{7}, partitions: 7}
+	s := &cgroup{assignor: assignorUniform, members: map[string]*cmember{
+		"a": {id: "a", subscribed: []string{"s"}}, "b": {id: "b", subscribed: []string{"s"}},
+	}, topics: map[string]topicMeta{"s": seven}, target: map[string]map[tp]bool{}, holder: map[tp]string{}}
+	s.newEpoch()
+	s.members["c"] = &cmember{id: "c", subscribed: []string{"s"}}
+	s.newEpoch()
+	for id, set := range s.target {
+		if len(set) < 2 || len(set) > 3 {
+			t.Fatalf("7 partitions over 3 members: %s targets %d", id, len(set))
+		}
+	}
+	// Members subscribed to different topics: each topic's partitions go
+	// only to its subscribers, as evenly as that allows.
+	h := &cgroup{assignor: assignorUniform, members: map[string]*cmember{
+		"x": {id: "x", subscribed: []string{"a"}},
+		"y": {id: "y", subscribed: []string{"a", "b"}},
+		"z": {id: "z", subscribed: []string{"b"}},
+	}, topics: map[string]topicMeta{"a": topicA, "b": topicB}, target: map[string]map[tp]bool{}, holder: map[tp]string{}}
+	h.newEpoch()
+	for id, want := range map[string]int{"x": 3, "y": 3, "z": 2} {
+		if got := len(h.target[id]); got != want {
+			t.Errorf("heterogeneous: %s targets %d, want %d (%v)", id, got, want, h.target)
+		}
+	}
+	for k := range h.target["z"] {
+		if k.topic != topicB.id {
+			t.Fatalf("z targets %v of a topic it does not subscribe to", k)
+		}
+	}
+}
