@@ -169,15 +169,17 @@ func produceJobs(t *testing.T, cl *kgo.Client, from, to int) {
 }
 
 // Three KIP-848 members share a 6-partition topic; one leaves half way and
-// the two left take its partitions over. No record is skipped, no
-// partition is ever held by two members, and a new member of the group
-// resumes from the committed offsets.
+// the two left take its partitions over, then the topic grows to 8 and the
+// new partitions are assigned. No record is skipped, no partition is ever
+// held by two members, and a new member of the group resumes from the
+// committed offsets.
 func TestKIP848ConsumerGroup(t *testing.T) {
 	n := withArgs(newNode(t, 1), []string{"--kafka-consumer-heartbeat-interval", "250ms", "--kafka-consumer-session-timeout", "6s"})
 	n.start()
 	n.waitLeader()
 	brokers := []string{n.kafkaAddr}
 	const topic, group, partitions, half = "jobs848", "workers848", 6, 3000
+	const total = 2*half + 40 // and 40 more once the topic has grown
 	admin := kafkaClient(t, brokers, kgo.DefaultProduceTopic(topic))
 	createTopic(t, admin, topic, partitions, nil)
 	produceJobs(t, admin, 0, half)
@@ -240,6 +242,30 @@ func TestKIP848ConsumerGroup(t *testing.T) {
 		}
 		return balanced(describe848(t, admin, group), 2, partitions)
 	}, func() string { return n.logTail() })
+
+	// The topic grows to 8 partitions: the members' heartbeats see it and
+	// the two new partitions are assigned and read.
+	preq := kmsg.NewPtrCreatePartitionsRequest()
+	pt := kmsg.NewCreatePartitionsRequestTopic()
+	pt.Topic, pt.Count = topic, partitions+2
+	preq.Topics = append(preq.Topics, pt)
+	presp, err := preq.RequestWith(context.Background(), admin)
+	if err != nil || presp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create partitions: %v %+v", err, presp)
+	}
+	grown := kafkaClient(t, brokers, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	for i := 2 * half; i < total; i++ {
+		recs = append(recs, &kgo.Record{Partition: int32(partitions + i%2), Value: []byte(fmt.Sprint("job-", i))})
+	}
+	produceSync(t, grown, recs...)
+	waitFor(t, 15*time.Second, func() error {
+		checkErrs()
+		if c := countSeen(&seen); c < total {
+			return fmt.Errorf("%d of %d consumed after the topic grew", c, total)
+		}
+		return balanced(describe848(t, admin, group), 2, partitions+2)
+	}, func() string { return n.logTail() })
 	for _, c := range consumers {
 		c.stop()
 	}
@@ -264,15 +290,15 @@ func TestKIP848ConsumerGroup(t *testing.T) {
 			committed += p.Offset
 		}
 	}
-	if committed != 2*half {
-		t.Fatalf("committed offsets add up to %d, want %d", committed, 2*half)
+	if committed != total {
+		t.Fatalf("committed offsets add up to %d, want %d", committed, total)
 	}
 
 	// A new member resumes where the group left off: it reads only the
 	// records produced after.
 	var later sync.Map
 	startConsumer848(t, brokers, "c3", group, topic, &later, &ownership{owner: map[int32]string{}})
-	produceJobs(t, admin, 2*half, 2*half+60)
+	produceJobs(t, admin, total, total+60)
 	waitFor(t, 15*time.Second, func() error {
 		if c := countSeen(&later); c < 60 {
 			return fmt.Errorf("%d of the 60 new records consumed", c)
@@ -282,7 +308,7 @@ func TestKIP848ConsumerGroup(t *testing.T) {
 	var old []string
 	later.Range(func(k, _ any) bool {
 		var i int
-		if fmt.Sscanf(k.(string), "job-%d", &i); i < 2*half {
+		if fmt.Sscanf(k.(string), "job-%d", &i); i < total {
 			old = append(old, k.(string))
 		}
 		return true
