@@ -438,7 +438,7 @@ func TestConsumerGroupAndClassicGroupExcludeEachOther(t *testing.T) {
 		{"a", a.epoch, 8, kerr.UnsupportedVersion.Code},
 		{"", -1, 9, kerr.UnknownMemberID.Code},
 	} {
-		if got := co.checkCommit("g", tc.member, nil, tc.epoch, tc.version); got != tc.want {
+		if got := co.checkOffsetCommit("g", tc.member, nil, tc.epoch, tc.version); got != tc.want {
 			t.Errorf("commit by %q epoch %d v%d: %v, want %v", tc.member, tc.epoch, tc.version, kerr.ErrorForCode(got), kerr.ErrorForCode(tc.want))
 		}
 	}

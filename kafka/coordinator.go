@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -612,7 +613,13 @@ func (co *coordinator) leave(group string, leavers []leaver) []int16 {
 // member id); a simple commit (generation -1, no member) needs a group
 // without members. A consumer group's member commits with its member epoch
 // as the generation (KIP-848).
-func (co *coordinator) checkCommit(group, memberID string, instanceID *string, generation int32, version int16) int16 {
+func (co *coordinator) checkCommit(group, memberID string, instanceID *string, generation int32) int16 {
+	return co.checkOffsetCommit(group, memberID, instanceID, generation, math.MaxInt16)
+}
+
+// checkOffsetCommit is checkCommit for an OffsetCommit of the given
+// version: below v9 a consumer group's member is refused, as Kafka does.
+func (co *coordinator) checkOffsetCommit(group, memberID string, instanceID *string, generation int32, version int16) int16 {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	if code, ok := co.checkConsumerCommit(group, memberID, generation, version); ok {
