@@ -25,7 +25,7 @@ func handleOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	case !c.coordinating():
 		code = kerr.NotCoordinator.Code
 	default:
-		code = c.s.groups.checkCommit(req.Group, req.MemberID, req.InstanceID, generation)
+		code = c.s.groups.checkOffsetCommit(req.Group, req.MemberID, req.InstanceID, generation, req.Version)
 	}
 	// A partition refused on its own (metadata over Kafka's default
 	// offset.metadata.max.bytes, a name no topic can have) is answered

@@ -1,13 +1,15 @@
 package kafka
 
 import (
+	"strings"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/waggle-mq/waggle/auth"
 )
 
-func init() { register(kmsg.ListGroups.Int16(), 0, 4, answerNow(handleListGroups)) }
+func init() { register(kmsg.ListGroups.Int16(), 0, 5, answerNow(handleListGroups)) }
 
 // handleListGroups lists the groups with members here and the groups that
 // only have committed offsets (as Empty).
@@ -22,18 +24,22 @@ func handleListGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	for _, s := range req.StatesFilter {
 		wanted[s] = true
 	}
+	types := map[string]bool{}
+	for _, t := range req.TypesFilter {
+		types[strings.ToLower(t)] = true
+	}
 	seen := map[string]bool{}
-	add := func(name, protocolType, state string) {
-		if seen[name] || (len(wanted) > 0 && !wanted[state]) || !c.may(auth.Read, auth.Group, name) {
+	add := func(name, protocolType, state, groupType string) {
+		if seen[name] || (len(wanted) > 0 && !wanted[state]) || (len(types) > 0 && !types[groupType]) || !c.may(auth.Read, auth.Group, name) {
 			return
 		}
 		seen[name] = true
 		g := kmsg.NewListGroupsResponseGroup()
-		g.Group, g.ProtocolType, g.GroupState = name, protocolType, state
+		g.Group, g.ProtocolType, g.GroupState, g.GroupType = name, protocolType, state, groupType
 		resp.Groups = append(resp.Groups, g)
 	}
 	for _, v := range c.s.groups.list() {
-		add(v.name, v.protocolType, v.state)
+		add(v.name, v.protocolType, v.state, v.groupType)
 	}
 	names, err := c.s.svc.OffsetGroups()
 	if err != nil {
@@ -41,7 +47,7 @@ func handleListGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		return resp, nil
 	}
 	for _, n := range names {
-		add(n, "consumer", stateEmpty)
+		add(n, "consumer", stateEmpty, groupTypeClassic)
 	}
 	return resp, nil
 }

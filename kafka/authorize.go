@@ -62,6 +62,10 @@ func (c *conn) groupDenial(req kmsg.Request) kmsg.Response {
 		return c.refuseGroup(auth.Read, r.Group, func(code int16) kmsg.Response {
 			return &kmsg.LeaveGroupResponse{Version: r.Version, ErrorCode: code}
 		})
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		return c.refuseGroup(auth.Read, r.Group, func(code int16) kmsg.Response {
+			return heartbeatError(r, code, "")
+		})
 	case *kmsg.OffsetDeleteRequest:
 		return c.refuseGroup(auth.Manage, r.Group, func(code int16) kmsg.Response {
 			return &kmsg.OffsetDeleteResponse{Version: r.Version, ErrorCode: code}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -73,13 +74,20 @@ type group struct {
 	joinVersions map[string]int16  // JoinGroup version each waiter asked with
 }
 
-// coordinator holds every group this node coordinates.
+// coordinator holds every group this node coordinates: classic groups in
+// groups, KIP-848 consumer groups in consumers (consumer_groups.go).
 type coordinator struct {
-	mu     sync.Mutex
-	groups map[string]*group
+	mu          sync.Mutex
+	groups      map[string]*group
+	consumers   map[string]*cgroup
+	consumerCfg ConsumerGroupConfig
+	now         func() time.Time // the consumer groups' clock; tests replace it
 }
 
-func newCoordinator() *coordinator { return &coordinator{groups: map[string]*group{}} }
+func newCoordinator() *coordinator {
+	return &coordinator{groups: map[string]*group{}, consumers: map[string]*cgroup{},
+		consumerCfg: DefaultConsumerGroupConfig(), now: time.Now}
+}
 
 // run expires members whose session timed out, until stop closes.
 func (co *coordinator) run(stop <-chan struct{}) {
@@ -103,6 +111,7 @@ func (co *coordinator) run(stop <-chan struct{}) {
 					}
 				}
 			}
+			co.expireConsumers(co.now())
 			co.mu.Unlock()
 		}
 	}
@@ -121,6 +130,7 @@ func (co *coordinator) reset() {
 		}
 	}
 	co.groups = map[string]*group{}
+	co.consumers = map[string]*cgroup{}
 }
 
 // parked reports whether the member waits for a JoinGroup or SyncGroup answer.
@@ -396,6 +406,10 @@ func (co *coordinator) join(req *kmsg.JoinGroupRequest, clientID, clientHost str
 
 	co.mu.Lock()
 	defer co.mu.Unlock()
+	if co.consumers[req.Group] != nil {
+		// KIP-848: the id belongs to a consumer-protocol group.
+		return fail(kerr.InconsistentGroupProtocol.Code)
+	}
 	g := co.groups[req.Group]
 	if g == nil {
 		g = &group{name: req.Group, state: stateEmpty, members: map[string]*member{}, pending: map[string]bool{}, static: map[string]string{}}
@@ -597,10 +611,20 @@ func (co *coordinator) leave(group string, leavers []leaver) []int16 {
 
 // checkCommit validates a group-managed offset commit (generation >= 0 or a
 // member id); a simple commit (generation -1, no member) needs a group
-// without members.
+// without members. A consumer group's member commits with its member epoch
+// as the generation (KIP-848).
 func (co *coordinator) checkCommit(group, memberID string, instanceID *string, generation int32) int16 {
+	return co.checkOffsetCommit(group, memberID, instanceID, generation, math.MaxInt16)
+}
+
+// checkOffsetCommit is checkCommit for an OffsetCommit of the given
+// version: below v9 a consumer group's member is refused, as Kafka does.
+func (co *coordinator) checkOffsetCommit(group, memberID string, instanceID *string, generation int32, version int16) int16 {
 	co.mu.Lock()
 	defer co.mu.Unlock()
+	if code, ok := co.checkConsumerCommit(group, memberID, generation, version); ok {
+		return code
+	}
 	g := co.groups[group]
 	if g != nil && g.fenced(memberID, instanceID) {
 		return kerr.FencedInstanceID.Code
@@ -626,6 +650,7 @@ func (co *coordinator) checkCommit(group, memberID string, instanceID *string, g
 // with the group, so it may be read after the lock is released.
 type groupView struct {
 	name, state, protocolType, protocol string
+	groupType                           string // "classic", or "consumer" for a KIP-848 group (ListGroups v5)
 	members                             []memberView
 }
 
@@ -640,7 +665,7 @@ type memberView struct {
 // withMembers. The byte slices are shared, not copied: the coordinator only
 // ever replaces them, never writes into them.
 func (g *group) view(withMembers bool) groupView {
-	v := groupView{name: g.name, state: g.state, protocolType: g.protocolType, protocol: g.protocol}
+	v := groupView{name: g.name, state: g.state, protocolType: g.protocolType, protocol: g.protocol, groupType: groupTypeClassic}
 	if !withMembers {
 		return v
 	}
@@ -659,6 +684,9 @@ func (g *group) view(withMembers bool) groupView {
 func (co *coordinator) describe(name string) (groupView, bool) {
 	co.mu.Lock()
 	defer co.mu.Unlock()
+	if cg := co.consumers[name]; cg != nil {
+		return cg.classicView(true), true
+	}
 	g := co.groups[name]
 	if g == nil {
 		return groupView{name: name, state: stateDead}, false
@@ -674,6 +702,9 @@ func (co *coordinator) list() []groupView {
 	for _, g := range co.groups {
 		out = append(out, g.view(false))
 	}
+	for _, g := range co.consumers {
+		out = append(out, g.classicView(false))
+	}
 	co.mu.Unlock()
 	slices.SortFunc(out, func(a, b groupView) int { return cmp.Compare(a.name, b.name) })
 	return out
@@ -684,6 +715,9 @@ func (co *coordinator) list() []groupView {
 func (co *coordinator) forget(name string) (existed, ok bool) {
 	co.mu.Lock()
 	defer co.mu.Unlock()
+	if co.consumers[name] != nil {
+		return true, false // a consumer group is dropped with its last member
+	}
 	g := co.groups[name]
 	if g == nil {
 		return false, true

@@ -49,6 +49,8 @@ type Config struct {
 	// node lists itself under it even before its registration in the
 	// replicated state has landed, so Metadata is never without brokers.
 	AdvertisedAddr string
+	// ConsumerGroups tunes KIP-848 consumer groups (ConsumerGroupHeartbeat).
+	ConsumerGroups ConsumerGroupConfig
 }
 
 // AuthConfig is the listener's SASL settings.
@@ -74,6 +76,7 @@ func DefaultConfig() Config {
 		DefaultPartitions: 1,
 		FrameTimeout:      30 * time.Second,
 		IdleTimeout:       10 * time.Minute,
+		ConsumerGroups:    DefaultConsumerGroupConfig(),
 	}
 }
 
@@ -99,7 +102,16 @@ func New(svc *broker.Service, cfg Config, log *slog.Logger) *Server {
 	if cfg.InFlightBytes <= 0 {
 		cfg.InFlightBytes = DefaultConfig().InFlightBytes
 	}
-	return &Server{svc: svc, cfg: cfg, log: log, groups: newCoordinator(), inFlight: semaphore.NewWeighted(cfg.InFlightBytes),
+	groups := newCoordinator()
+	def := DefaultConsumerGroupConfig()
+	if cfg.ConsumerGroups.SessionTimeout <= 0 {
+		cfg.ConsumerGroups.SessionTimeout = def.SessionTimeout
+	}
+	if cfg.ConsumerGroups.HeartbeatInterval <= 0 {
+		cfg.ConsumerGroups.HeartbeatInterval = def.HeartbeatInterval
+	}
+	groups.consumerCfg = cfg.ConsumerGroups
+	return &Server{svc: svc, cfg: cfg, log: log, groups: groups, inFlight: semaphore.NewWeighted(cfg.InFlightBytes),
 		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
 }
 

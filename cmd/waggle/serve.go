@@ -106,6 +106,8 @@ func newServeCmd() *cobra.Command {
 	f.Int32Var(&o.kafka.MaxFrameBytes, "kafka-max-frame-bytes", o.kafka.MaxFrameBytes, "largest Kafka request accepted; a larger one closes the connection")
 	f.BoolVar(&o.kafka.AutoCreateTopics, "kafka-auto-create-topics", o.kafka.AutoCreateTopics, "create unknown topics on Metadata and Produce")
 	f.Int32Var(&o.kafka.DefaultPartitions, "kafka-default-partitions", o.kafka.DefaultPartitions, "partitions of an auto-created topic")
+	f.DurationVar(&o.kafka.ConsumerGroups.SessionTimeout, "kafka-consumer-session-timeout", o.kafka.ConsumerGroups.SessionTimeout, "KIP-848 consumer groups: a member not heard from for this long is removed (Kafka's group.consumer.session.timeout.ms)")
+	f.DurationVar(&o.kafka.ConsumerGroups.HeartbeatInterval, "kafka-consumer-heartbeat-interval", o.kafka.ConsumerGroups.HeartbeatInterval, "KIP-848 consumer groups: how often members are told to heartbeat (group.consumer.heartbeat.interval.ms)")
 	f.Int64Var(&o.memoryLimitMiB, "memory-limit-mib", 448, "soft limit of the Go heap: the garbage collector works harder near it (0: none; GOMEMLIMIT wins)")
 	f.DurationVar(&o.kafkaRetention, "kafka-retention", raftfsm.DefaultKafkaRetentionMs*time.Millisecond, "how long topics created over Kafka without retention.ms keep records (0: for ever)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -119,6 +121,9 @@ func newServeCmd() *cobra.Command {
 func serve(ctx context.Context, o serveOptions) error {
 	if o.nodeID == 0 {
 		return errors.New("--node-id must be a positive number")
+	}
+	if cg := o.kafka.ConsumerGroups; cg.HeartbeatInterval <= 0 || cg.SessionTimeout <= cg.HeartbeatInterval {
+		return errors.New("--kafka-consumer-heartbeat-interval must be positive and below --kafka-consumer-session-timeout")
 	}
 	if o.memoryLimitMiB > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(o.memoryLimitMiB << 20)
