@@ -105,6 +105,17 @@ func (s *Service) Txns(after string, limit int) ([]TxnState, error) {
 	return out, err
 }
 
+// PendingTxnOffsets lists a group's offsets staged by transactions still in
+// progress.
+func (s *Service) PendingTxnOffsets(group string) ([]store.TxnOffset, error) {
+	var out []store.TxnOffset
+	err := s.store.View(func(tx *store.Tx) (err error) {
+		out, err = tx.PendingTxnOffsets(group, txnScanPage)
+		return err
+	})
+	return out, err
+}
+
 // txnScanPage is how many transactional ids the timeout check reads at once.
 const txnScanPage = 1000
 

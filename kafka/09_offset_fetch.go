@@ -20,7 +20,7 @@ func handleOffsetFetch(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			resp.ErrorCode = code
 			return resp, nil
 		}
-		topics, code := c.fetchGroupOffsets(req.Group, asGroupTopics(req.Topics))
+		topics, code := c.fetchGroupOffsets(req.Group, asGroupTopics(req.Topics), req.RequireStable)
 		resp.ErrorCode = code
 		for _, t := range topics {
 			rt := kmsg.NewOffsetFetchResponseTopic()
@@ -38,7 +38,7 @@ func handleOffsetFetch(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		rg := kmsg.NewOffsetFetchResponseGroup()
 		rg.Group = g.Group
 		if rg.ErrorCode = c.groupDenied(auth.Read, g.Group); rg.ErrorCode == 0 {
-			rg.Topics, rg.ErrorCode = c.fetchGroupOffsets(g.Group, g.Topics)
+			rg.Topics, rg.ErrorCode = c.fetchGroupOffsets(g.Group, g.Topics, req.RequireStable)
 		}
 		resp.Groups = append(resp.Groups, rg)
 	}
@@ -58,8 +58,10 @@ func asGroupTopics(ts []kmsg.OffsetFetchRequestTopic) []kmsg.OffsetFetchRequestG
 }
 
 // fetchGroupOffsets answers the requested partitions (all committed ones
-// when topics is nil).
-func (c *conn) fetchGroupOffsets(group string, topics []kmsg.OffsetFetchRequestGroupTopic) ([]kmsg.OffsetFetchResponseGroupTopic, int16) {
+// when topics is nil). With requireStable (KIP-447) a partition whose
+// offset a transaction in progress has staged answers
+// UNSTABLE_OFFSET_COMMIT, and the consumer asks again.
+func (c *conn) fetchGroupOffsets(group string, topics []kmsg.OffsetFetchRequestGroupTopic, requireStable bool) ([]kmsg.OffsetFetchResponseGroupTopic, int16) {
 	if !c.coordinating() {
 		return nil, kerr.NotCoordinator.Code
 	}
@@ -74,6 +76,16 @@ func (c *conn) fetchGroupOffsets(group string, topics []kmsg.OffsetFetchRequestG
 	byTP := map[tp]broker.OffsetCommit{}
 	for _, o := range committed {
 		byTP[tp{o.Topic, o.Partition}] = o
+	}
+	unstable := map[tp]bool{}
+	if requireStable {
+		pending, err := c.s.svc.PendingTxnOffsets(group)
+		if err != nil {
+			return nil, kerr.UnknownServerError.Code
+		}
+		for _, o := range pending {
+			unstable[tp{o.Topic, o.Partition}] = true
+		}
 	}
 	if topics == nil {
 		index := map[string]int{}
@@ -97,6 +109,9 @@ func (c *conn) fetchGroupOffsets(group string, topics []kmsg.OffsetFetchRequestG
 			rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
 			if o, ok := byTP[tp{t.Topic, p}]; ok {
 				rp.Offset, rp.LeaderEpoch, rp.Metadata = o.Offset, o.LeaderEpoch, kmsg.StringPtr(o.Metadata)
+			}
+			if unstable[tp{t.Topic, p}] {
+				rp.Offset, rp.ErrorCode = -1, kerr.UnstableOffsetCommit.Code
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}

@@ -244,6 +244,9 @@ func (p *Processor) addToTxn(tx *store.Tx, meta *store.Meta, c *AddToTxnCommand)
 	if len(parts) > MaxTxnPartitions || len(groups) > MaxTxnGroups {
 		return refuseAll(res, TxnTooLarge)
 	}
+	for _, g := range groups[len(st.Groups):] {
+		must(tx.PutTxnGroup(g, st.TransactionalID))
+	}
 	st.Partitions, st.Groups = parts, groups
 	if st.Status != store.TxnOngoing {
 		st.Status, st.StartMs = store.TxnOngoing, meta.ClockMs
@@ -446,6 +449,9 @@ func (p *Processor) endTxn(tx *store.Tx, meta *store.Meta, st *store.TxnState, c
 			must(tx.PutAbortedTxn(part.ID, store.AbortedTxn{ProducerID: st.ProducerID, FirstOffset: first, LastOffset: marker}))
 		}
 		p.appended = append(p.appended, part.ID, q.ID)
+	}
+	for _, g := range st.Groups {
+		must(tx.DeleteTxnGroup(g, st.TransactionalID))
 	}
 	if commit {
 		for _, g := range groupsOf(st.Offsets) {

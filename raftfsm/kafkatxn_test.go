@@ -112,6 +112,9 @@ func TestKafkaTransactionLifecycle(t *testing.T) {
 	if off := committedOffset(t, f, "g"); off != -1 {
 		t.Fatalf("staged offset visible before commit: %d", off)
 	}
+	if pending := pendingOffsets(t, f, "g"); len(pending) != 1 || pending[0].Offset != 42 {
+		t.Fatalf("pending offsets of g: %+v", pending)
+	}
 
 	// Commit: a marker at 6, the LSO moves to the end, the offset lands.
 	if got := f.ApplyBatch(logs(8, endTxn(8, "tx", pid, 0, true, false)))[0].(TopicOutcome); got != TopicOK {
@@ -122,6 +125,9 @@ func TestKafkaTransactionLifecycle(t *testing.T) {
 	}
 	if off := committedOffset(t, f, "g"); off != 42 {
 		t.Fatalf("offset after commit: %d, want 42", off)
+	}
+	if pending := pendingOffsets(t, f, "g"); len(pending) != 0 {
+		t.Fatalf("pending offsets of g after the commit: %+v", pending)
 	}
 	if got := f.ApplyBatch(logs(9, endTxn(9, "tx", pid, 0, true, false)))[0].(TopicOutcome); got != TopicOK {
 		t.Fatalf("retried commit: %v", got)
@@ -226,4 +232,16 @@ func committedOffset(t *testing.T, f *FSM, group string) int64 {
 		t.Fatal(err)
 	}
 	return off
+}
+
+func pendingOffsets(t *testing.T, f *FSM, group string) (out []store.TxnOffset) {
+	t.Helper()
+	err := f.store.View(func(tx *store.Tx) (err error) {
+		out, err = tx.PendingTxnOffsets(group, 100)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

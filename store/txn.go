@@ -16,6 +16,7 @@ import (
 //	familyTxnProducer [0x19] producerID(8)                     -> transactionalID
 //	familyOpenTxn    [0x1A] partitionID(8) producerID(8)       -> firstOffset(8)
 //	familyAbortedTxn [0x1B] partitionID(8) lastOffset(8) producerID(8) -> firstOffset(8)
+//	familyTxnGroup   [0x1C] len(group)(2) group transactionalID -> empty
 //
 // An open transaction's first offset on a partition bounds the last stable
 // offset there; an aborted one is listed by the offset of its abort marker,
@@ -25,6 +26,7 @@ const (
 	familyTxnProducer byte = 0x19
 	familyOpenTxn     byte = 0x1A
 	familyAbortedTxn  byte = 0x1B
+	familyTxnGroup    byte = 0x1C
 )
 
 // TxnStatus is where a transaction stands.
@@ -93,6 +95,49 @@ func abortedTxnKey(partitionID, lastOffset uint64, producerID int64) []byte {
 
 func abortedTxnPrefix(partitionID uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{familyAbortedTxn}, partitionID)
+}
+
+func txnGroupPrefix(group string) []byte {
+	k := binary.BigEndian.AppendUint16([]byte{familyTxnGroup}, uint16(len(group)))
+	return append(k, group...)
+}
+
+// PutTxnGroup records that a transaction in progress may stage offsets of
+// group; DeleteTxnGroup forgets it when the transaction ends.
+func (t *Tx) PutTxnGroup(group, id string) error { return t.set(append(txnGroupPrefix(group), id...), nil) }
+
+// DeleteTxnGroup forgets a transaction's link to a group.
+func (t *Tx) DeleteTxnGroup(group, id string) error { return t.del(append(txnGroupPrefix(group), id...)) }
+
+// PendingTxnOffsets lists the offsets of group staged by transactions in
+// progress (at most limit transactions looked at): a consumer that asks
+// for stable offsets (KIP-447) waits until they are decided.
+func (t *Tx) PendingTxnOffsets(group string, limit int) ([]TxnOffset, error) {
+	prefix := txnGroupPrefix(group)
+	var ids []string
+	err := t.scan(prefix, nil, func(k, _ []byte) (bool, error) {
+		ids = append(ids, string(k[len(prefix):]))
+		return len(ids) < limit, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []TxnOffset
+	for _, id := range ids {
+		st, err := t.Txn(id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range st.Offsets {
+			if o.Group == group {
+				out = append(out, o)
+			}
+		}
+	}
+	return out, nil
 }
 
 // Txn reads a transactional id's state, or ErrNotFound.
