@@ -104,10 +104,14 @@ func txnGroupPrefix(group string) []byte {
 
 // PutTxnGroup records that a transaction in progress may stage offsets of
 // group; DeleteTxnGroup forgets it when the transaction ends.
-func (t *Tx) PutTxnGroup(group, id string) error { return t.set(append(txnGroupPrefix(group), id...), nil) }
+func (t *Tx) PutTxnGroup(group, id string) error {
+	return t.set(append(txnGroupPrefix(group), id...), nil)
+}
 
 // DeleteTxnGroup forgets a transaction's link to a group.
-func (t *Tx) DeleteTxnGroup(group, id string) error { return t.del(append(txnGroupPrefix(group), id...)) }
+func (t *Tx) DeleteTxnGroup(group, id string) error {
+	return t.del(append(txnGroupPrefix(group), id...))
+}
 
 // PendingTxnOffsets lists the offsets of group staged by transactions in
 // progress (at most limit transactions looked at): a consumer that asks
