@@ -47,6 +47,8 @@ const (
 	CmdSetLogFormat  CommandType = 27
 	CmdAlterTopic    CommandType = 28
 	CmdDeleteRecords CommandType = 29
+	// 30–36 are taken by other work in log format 2.
+	CmdCompact CommandType = 37
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.

@@ -119,15 +119,25 @@ func corpusScenario() []corpusEntry {
 			},
 			Timers: []TimerOp{{Op: TimerSchedule, Queue: "orders", TimerKey: "t2", DelayMs: 5, Txn: "t-2", Payload: json.RawMessage(`{}`)}},
 		}},
+		// A compacted topic: created with settings, two updates of key
+		// "k", then a compaction pass that seals the active segment and
+		// keeps the newer.
+		{"create-topic-compacted", &CreateTopicCommand{NowMs: now + 30, Name: "latest", Partitions: 1, SegmentMs: 1000,
+			Settings: []TopicSetting{{Name: ConfigCleanupPolicy, Value: store.PolicyCompact}, {Name: ConfigDeleteRetentionMs, Value: -1}}}},
+		{"produce-keyed", &ProduceCommand{NowMs: now + 31, Topic: "latest", Partition: 0, Batches: []ProduceBatch{batch(-1, 0, "old", "new")}}},
+		{"compact", &CompactCommand{NowMs: now + 7_300_000, QueueID: corpusCompactedQueueID, Seal: true}},
 	}
 }
+
+// corpusCompactedQueueID is the id the scenario gives topic "latest".
+const corpusCompactedQueueID = 12
 
 // corpusFor encodes the scenario as a cluster at format f writes it:
 // commands its members could not read are left out.
 func corpusFor(t *testing.T, f LogFormat) (names []string, entries [][]byte) {
 	t.Helper()
 	for i, e := range corpusScenario() {
-		if e.name == "set-log-format" && f < LogFormat2 {
+		if (e.name == "set-log-format" || e.name == "produce-keyed") && f < LogFormat2 {
 			continue // format 1 had no such command
 		}
 		b, err := EncodeAs(e.cmd, f)

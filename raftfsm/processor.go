@@ -96,6 +96,7 @@ func init() {
 	register(CmdSetLogFormat, decodeSetLogFormat, nil, (*Processor).setLogFormat)
 	register(CmdAlterTopic, decodeAlterTopic, nil, (*Processor).alterTopic)
 	register(CmdDeleteRecords, decodeDeleteRecords, nil, (*Processor).deleteRecords)
+	register(CmdCompact, decodeCompact, func(c *CompactCommand) int64 { return c.NowMs }, (*Processor).compact)
 }
 
 func (p *Processor) pruneDedup(tx *store.Tx, meta *store.Meta, c *PruneDedupCommand) PruneDedupResult {
