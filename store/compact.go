@@ -380,8 +380,8 @@ func (t *Tx) indexPartition(q Queue, part Partition, st *CompactState, b *compac
 				var ierr error
 				_, _, _, ferr := recordbatch.Filter(full.Batch, maxCompactDecompressed, func(r recordbatch.KeyedRecord) bool {
 					off := uint64(r.Offset)
-					if off < from || stopped || ierr != nil {
-						return true
+					if off < from || off >= e.Offset+uint64(e.Count) || stopped || ierr != nil {
+						return true // an offset delta outside the batch is never indexed
 					}
 					if b.records >= b.MaxRecords || b.writes >= b.MaxWrites {
 						stopped, next = true, off
@@ -496,8 +496,8 @@ func (t *Tx) cleanPartition(q Queue, part Partition, st *CompactState, nowMs int
 			default:
 				var ierr error
 				raw, kept, changed, ferr := recordbatch.Filter(full.Batch, maxCompactDecompressed, func(r recordbatch.KeyedRecord) bool {
-					if r.Key == nil || ierr != nil {
-						return true
+					if r.Key == nil || ierr != nil || uint64(r.Offset) < e.Offset || uint64(r.Offset) >= end {
+						return true // no key, or an offset delta outside the batch: kept
 					}
 					b.records++
 					k := keyIndexKey(q.ID, part.ID, r.Key)
