@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 	"unicode/utf8"
 
 	"github.com/waggle-mq/waggle/raftfsm"
@@ -94,6 +96,9 @@ func (s *Service) EndTxn(id string, producerID int64, epoch int16, commit bool) 
 	return applyAs[TopicOutcome](s, &cmd)
 }
 
+// Now is the time the leader stamps into entries.
+func (s *Service) Now() time.Time { return s.now() }
+
 // Txns lists up to limit transactional ids' states in id order, from the
 // one after the named id ("": from the first), from this node's store.
 func (s *Service) Txns(after string, limit int) ([]TxnState, error) {
@@ -116,6 +121,86 @@ func (s *Service) PendingTxnOffsets(group string) ([]store.TxnOffset, error) {
 	return out, err
 }
 
+// Txn reads one transactional id's state; found is false for an unknown id.
+func (s *Service) Txn(id string) (st TxnState, found bool, err error) {
+	err = s.store.View(func(tx *store.Tx) error {
+		var err error
+		st, err = tx.Txn(id)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	return st, found, err
+}
+
+// ActiveProducer is a producer's state on one partition, as
+// DescribeProducers reports it.
+type ActiveProducer struct {
+	ProducerID     int64
+	Epoch          int16
+	LastSequence   int32
+	LastUpdateMs   int64
+	TxnStartOffset int64 // -1: no transaction in progress on the partition
+}
+
+// maxProducerScan bounds the producer records one DescribeProducers reads.
+const maxProducerScan = 100_000
+
+// PartitionProducers lists the producers with state on a topic's
+// partition; complete is false when there were too many to look at all.
+func (s *Service) PartitionProducers(topic string, partition int32) (out []ActiveProducer, outcome TopicOutcome, complete bool, err error) {
+	complete = true
+	err = s.store.View(func(tx *store.Tx) error {
+		_, p, o, err := kafkaPartition(tx, topic, partition)
+		outcome = o
+		if err != nil || o != TopicOK || p.ID == 0 {
+			return err
+		}
+		producers, done, err := tx.PartitionProducers(p.ID, maxProducerScan)
+		if err != nil {
+			return err
+		}
+		complete = done
+		for _, pp := range producers {
+			ap := ActiveProducer{ProducerID: pp.ProducerID, Epoch: pp.State.Epoch, LastSequence: -1,
+				LastUpdateMs: pp.State.LastUpdateMs, TxnStartOffset: -1}
+			if n := len(pp.State.Batches); n > 0 {
+				ap.LastSequence = pp.State.Batches[n-1].LastSeq
+			}
+			first, open, err := tx.OpenTxn(p.ID, pp.ProducerID)
+			if err != nil {
+				return err
+			}
+			if open {
+				ap.TxnStartOffset = int64(first)
+			}
+			out = append(out, ap)
+		}
+		return nil
+	})
+	return out, outcome, complete, err
+}
+
+// EachTxn calls fn with every transactional id's state, in id order,
+// reading a page at a time.
+func (s *Service) EachTxn(fn func(TxnState)) error {
+	for after := ""; ; {
+		page, err := s.Txns(after, txnScanPage)
+		if err != nil {
+			return err
+		}
+		for _, st := range page {
+			fn(st)
+		}
+		if len(page) < txnScanPage {
+			return nil
+		}
+		after = page[len(page)-1].TransactionalID
+	}
+}
+
 // txnScanPage is how many transactional ids the timeout check reads at once.
 const txnScanPage = 1000
 
@@ -124,25 +209,19 @@ const txnScanPage = 1000
 // died mid-transaction does not hold back read_committed readers for ever.
 func (s *Service) abortExpiredTxns(log *slog.Logger) {
 	now := s.now().UnixMilli()
-	after := ""
-	for {
-		page, err := s.Txns(after, txnScanPage)
-		if err != nil || len(page) == 0 {
+	var expired []TxnState
+	if err := s.EachTxn(func(st TxnState) { expired = append(expired, raftfsm.ExpiredTxns([]TxnState{st}, now)...) }); err != nil {
+		log.Debug("read transactions", "err", err)
+		return
+	}
+	for _, st := range expired {
+		cmd := raftfsm.EndTxnCommand{NowMs: now, TransactionalID: st.TransactionalID, ProducerID: st.ProducerID,
+			Epoch: st.Epoch, TimedOut: true}
+		if _, err := s.apply(&cmd); err != nil {
+			log.Debug("abort expired transaction", "id", st.TransactionalID, "err", err)
 			return
 		}
-		for _, st := range raftfsm.ExpiredTxns(page, now) {
-			cmd := raftfsm.EndTxnCommand{NowMs: now, TransactionalID: st.TransactionalID, ProducerID: st.ProducerID,
-				Epoch: st.Epoch, TimedOut: true}
-			if _, err := s.apply(&cmd); err != nil {
-				log.Debug("abort expired transaction", "id", st.TransactionalID, "err", err)
-				return
-			}
-			log.Info("aborted a Kafka transaction past its timeout", "transactionalId", st.TransactionalID, "timeoutMs", st.TimeoutMs)
-		}
-		if len(page) < txnScanPage {
-			return
-		}
-		after = page[len(page)-1].TransactionalID
+		log.Info("aborted a Kafka transaction past its timeout", "transactionalId", st.TransactionalID, "timeoutMs", st.TimeoutMs)
 	}
 }
 

@@ -46,6 +46,7 @@ func (s *Service) RunMaintenance(ctx context.Context, period time.Duration, log 
 		s.cleanUp(log)
 		s.retain(log)
 		s.abortExpiredTxns(log)
+		s.compact(log)
 		// Expired KV rows and due timers, through the log.
 		for range 10 {
 			cmd := raftfsm.TickCommand{NowMs: s.now().UnixMilli(), Limit: 1000}
@@ -132,9 +133,12 @@ func (s *Service) retain(log *slog.Logger) {
 			s.retainAfter = qs[len(qs)-1].Name
 		}
 		for _, q := range qs {
-			lim := store.RetentionLimit{CutoffMs: math.MinInt64, KeepBytes: raftfsm.RetentionBytes(q)}
-			if keep := raftfsm.RetentionMs(q, s.KafkaRetentionMs); keep > 0 {
-				lim.CutoffMs = now - keep
+			lim := store.RetentionLimit{CutoffMs: math.MinInt64}
+			if q.Deletes() { // cleanup.policy=compact keeps records by key, not by age or size
+				lim.KeepBytes = raftfsm.RetentionBytes(q)
+				if keep := raftfsm.RetentionMs(q, s.KafkaRetentionMs); keep > 0 {
+					lim.CutoffMs = now - keep
+				}
 			}
 			if q.CompletedRetentionMs > 0 {
 				pos, found, err := completed.point(tx, q.ID)
@@ -196,4 +200,103 @@ func (c *completedScan) point(tx *store.Tx, queueID uint64) (pos uint64, found b
 	pos, found, looked, err := tx.CompletedPoint(queueID, c.groups, c.lookups)
 	c.lookups -= looked
 	return pos, found, err
+}
+
+// compactQueuesPerTick bounds how many queues one compaction look covers,
+// and compactEntriesPerTick the compaction entries proposed each tick, so
+// produce keeps its share of the log.
+const (
+	compactQueuesPerTick  = 1000
+	compactEntriesPerTick = 20
+)
+
+// compact proposes log compaction for compacted topics: the next entries
+// of a pass in progress, or a new pass where the dirty part of the log
+// (bytes appended since the last pass's cut, less what that pass copied)
+// is at least min.cleanable.dirty.ratio of the whole, or a kept tombstone
+// is due to go. A pass's cut is the end of the newest sealed segment whose
+// last append is older than min.compaction.lag.ms, or the active segment,
+// sealed by the entry, once it is segment.ms old.
+func (s *Service) compact(log *slog.Logger) {
+	now := s.now().UnixMilli()
+	var cmds []raftfsm.CompactCommand
+	err := s.store.View(func(tx *store.Tx) error {
+		qs, err := tx.QueuesAfter(s.compactAfter, compactQueuesPerTick)
+		if err != nil {
+			return err
+		}
+		s.compactAfter = ""
+		if len(qs) == compactQueuesPerTick {
+			s.compactAfter = qs[len(qs)-1].Name
+		}
+		for _, q := range qs {
+			if !q.Compacts() {
+				continue
+			}
+			lag := max(q.MinCompactionLagMs, 0)
+			c, err := tx.CompactionCandidate(q.ID, now-lag)
+			if err != nil {
+				return err
+			}
+			if c.State.Active {
+				cmds = append(cmds, raftfsm.CompactCommand{NowMs: now, QueueID: q.ID})
+				continue
+			}
+			if p, ok := compactionProposal(q, c, now, lag); ok {
+				p.NowMs, p.QueueID = now, q.ID
+				cmds = append(cmds, p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		log.Warn("compaction", "err", err)
+		return
+	}
+	sent := 0
+	for _, cmd := range cmds {
+		for sent < compactEntriesPerTick {
+			sent++
+			answer, err := s.apply(&cmd)
+			if err != nil {
+				log.Debug("compact", "err", err)
+				return
+			}
+			res := answer.(raftfsm.CompactResult)
+			if res.Finished {
+				s.cleanUp(log) // drop the segments the pass emptied
+			}
+			if !res.More {
+				break
+			}
+			cmd = raftfsm.CompactCommand{NowMs: s.now().UnixMilli(), QueueID: cmd.QueueID}
+		}
+	}
+}
+
+// compactionProposal decides whether a compacted queue needs a new pass,
+// and at which cut.
+func compactionProposal(q store.Queue, c store.CompactionCandidate, now, lag int64) (raftfsm.CompactCommand, bool) {
+	st := c.State
+	total := c.End - min(c.First, c.End)
+	clean := min(st.LastMoved, total)
+	var dirty uint64
+	if c.End > st.LastCut+clean {
+		dirty = c.End - st.LastCut - clean
+	}
+	due := st.LastTombstoneDueMs != 0 && now >= st.LastTombstoneDueMs
+	if total == 0 || (dirty == 0 && !due) {
+		return raftfsm.CompactCommand{}, false
+	}
+	if !due && int64(float64(dirty)/float64(total)*1e6) < q.MinCleanableDirtyRatio() {
+		return raftfsm.CompactCommand{}, false
+	}
+	_, ageMs := store.SegmentLimits(q)
+	if c.End > c.ActiveBase && now-c.ActiveSinceMs >= ageMs && now-c.LastAppendMs >= lag {
+		return raftfsm.CompactCommand{Seal: true}, true
+	}
+	if c.SealedFound && c.SealedCut > st.LastCut {
+		return raftfsm.CompactCommand{Cut: c.SealedCut, CutBase: c.SealedBase}, true
+	}
+	return raftfsm.CompactCommand{}, false
 }

@@ -33,7 +33,8 @@ type Service struct {
 
 	storageFull atomic.Bool // set by the node's disk watch (SetStorageFull)
 
-	retainAfter string // the queue name the next retention pass starts after (leader only)
+	retainAfter  string // the queue name the next retention pass starts after (leader only)
+	compactAfter string // where the next compaction look resumes
 
 	caughtUpMu    sync.Mutex
 	caughtUpTerm  uint64 // the term caughtUpIndex was taken in

@@ -43,6 +43,21 @@ type TopicInfo struct {
 	// SegmentBytes and SegmentMs are in force, set by the topic or not.
 	SegmentBytes, SegmentMs       int64
 	SegmentBytesSet, SegmentMsSet bool
+	// Compaction configs in force (store.Queue has their meaning), and
+	// which the topic set.
+	CleanupPolicy             int64 // store.PolicyDelete, PolicyCompact, PolicyCompactDelete
+	MinCompactionLagMs        int64
+	DeleteRetentionMs         int64
+	MinCleanableDirtyPPM      int64
+	CleanupPolicySet          bool
+	MinCompactionLagMsSet     bool
+	DeleteRetentionMsSet      bool
+	MinCleanableDirtyRatioSet bool
+}
+
+// Compacts reports whether the topic's cleanup.policy compacts.
+func (t TopicInfo) Compacts() bool {
+	return t.CleanupPolicy == store.PolicyCompact || t.CleanupPolicy == store.PolicyCompactDelete
 }
 
 // DefaultMaxMessageBytes is Kafka's default max.message.bytes.
@@ -79,6 +94,10 @@ func (s *Service) topicInfo(q store.Queue) TopicInfo {
 	segBytes, segMs := store.SegmentLimits(q)
 	t.SegmentBytes, t.SegmentMs = int64(segBytes), segMs
 	t.SegmentBytesSet, t.SegmentMsSet = q.SegmentBytes != 0, q.SegmentMs != 0
+	t.CleanupPolicy, t.CleanupPolicySet = max(q.CleanupPolicy, store.PolicyDelete), q.CleanupPolicy != 0
+	t.MinCompactionLagMs, t.MinCompactionLagMsSet = max(q.MinCompactionLagMs, 0), q.MinCompactionLagMs != 0
+	t.DeleteRetentionMs, t.DeleteRetentionMsSet = q.DeleteRetention(), q.DeleteRetentionMs != 0
+	t.MinCleanableDirtyPPM, t.MinCleanableDirtyRatioSet = q.MinCleanableDirtyRatio(), q.MinCleanableDirtyPPM != 0
 	return t
 }
 
@@ -131,6 +150,15 @@ func (s *Service) CreateTopic(name string, partitions int32, settings []raftfsm.
 	cmd := raftfsm.CreateTopicCommand{NowMs: s.now().UnixMilli(), Name: name, Partitions: partitions,
 		RetentionMs: cfg.RetentionMs, MaxMessageBytes: cfg.MaxMessageBytes, SegmentBytes: cfg.SegmentBytes, SegmentMs: cfg.SegmentMs,
 		RetentionBytes: cfg.RetentionBytes}
+	for _, st := range settings {
+		switch st.Name {
+		case raftfsm.ConfigCleanupPolicy, raftfsm.ConfigMinCompactionLagMs, raftfsm.ConfigDeleteRetentionMs, raftfsm.ConfigMinCleanableDirtyRatio:
+			if st.Value == 0 || (st.Name == raftfsm.ConfigCleanupPolicy && st.Value == store.PolicyDelete) {
+				continue // the default: a format 1 cluster creates it too
+			}
+			cmd.Settings = append(cmd.Settings, st) // log format 2 (ErrUpgradeInProgress before)
+		}
+	}
 	answer, err := s.apply(&cmd)
 	if err != nil {
 		return 0, err

@@ -57,7 +57,7 @@ func TestKafkaTopicConfigsAlterLive(t *testing.T) {
 		{Op: kadm.SetConfig, Name: "no.such.config", Value: kadm.StringPtr("1")},
 		{Op: kadm.SetConfig, Name: "retention.ms", Value: kadm.StringPtr("soon")},
 		{Op: kadm.AppendConfig, Name: "retention.ms", Value: kadm.StringPtr("1")},
-		{Op: kadm.SetConfig, Name: "cleanup.policy", Value: kadm.StringPtr("compact")},
+		{Op: kadm.SetConfig, Name: "cleanup.policy", Value: kadm.StringPtr("compact,purge")}, // not a policy
 	} {
 		rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{ac}, "live")
 		if err != nil || len(rs) != 1 || !errors.Is(rs[0].Err, kerr.InvalidConfig) {

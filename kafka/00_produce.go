@@ -113,6 +113,23 @@ func (c *conn) producePartition(topic string, rp kmsg.ProduceRequestTopicPartiti
 		fail(errCode(err), err.Error())
 		return nil
 	}
+	if len(topics) == 1 && topics[0].Compacts() {
+		// As Kafka's validator: every record of a compacted topic has a key.
+		for _, b := range batches {
+			keyless := false
+			if _, _, _, err := recordbatch.Filter(b.Raw, 4*maxBytes, func(r recordbatch.KeyedRecord) bool {
+				keyless = keyless || r.Key == nil
+				return true
+			}); err != nil {
+				fail(kerr.CorruptMessage.Code, err.Error())
+				return nil
+			}
+			if keyless {
+				fail(kerr.InvalidRecord.Code, fmt.Sprintf("Compacted topic cannot accept message without key in topic partition %s-%d.", topic, rp.Partition))
+				return nil
+			}
+		}
+	}
 	var autoCreate int32
 	if c.s.cfg.AutoCreateTopics && c.may(auth.Manage, auth.Queue, topic) { // creating takes the right to manage
 		autoCreate = c.s.cfg.DefaultPartitions

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/store"
 )
 
 func init() { register(kmsg.DescribeConfigs.Int16(), 0, 4, answerNow(handleDescribeConfigs)) }
@@ -46,8 +47,11 @@ func topicConfigs(t broker.TopicInfo, names []string) []kmsg.DescribeConfigsResp
 	}
 	maxBytes := int64(min(t.MaxMessageBytes, broker.MaxTopicMessageBytes)) // what produces are held to
 	all := []entry{
-		{configCleanupPolicy, "delete", true},
+		{configCleanupPolicy, policyName(t.CleanupPolicy), !t.CleanupPolicySet},
+		{configDeleteRetention, strconv.FormatInt(t.DeleteRetentionMs, 10), !t.DeleteRetentionMsSet},
 		{configMaxMessageBytes, strconv.FormatInt(orDefault(maxBytes, broker.DefaultMaxMessageBytes), 10), maxBytes == 0},
+		{configMinCleanableDirty, strconv.FormatFloat(float64(t.MinCleanableDirtyPPM)/1e6, 'g', -1, 64), !t.MinCleanableDirtyRatioSet},
+		{configMinCompactionLag, strconv.FormatInt(t.MinCompactionLagMs, 10), !t.MinCompactionLagMsSet},
 		{configRetentionBytes, strconv.FormatInt(orDefault(t.RetentionBytes, -1), 10), t.RetentionBytes == 0},
 		{configRetentionMs, strconv.FormatInt(t.RetentionMs, 10), !t.RetentionSet},
 		{configSegmentBytes, strconv.FormatInt(t.SegmentBytes, 10), !t.SegmentBytesSet},
@@ -64,8 +68,8 @@ func topicConfigs(t broker.TopicInfo, names []string) []kmsg.DescribeConfigsResp
 		}
 		cfg := kmsg.NewDescribeConfigsResponseResourceConfig()
 		// Every stored config is altered live (AlterConfigs,
-		// IncrementalAlterConfigs); cleanup.policy is "delete" only.
-		cfg.Name, cfg.Value, cfg.IsDefault, cfg.ReadOnly = e.name, kmsg.StringPtr(e.value), e.isDefault, e.name == configCleanupPolicy
+		// IncrementalAlterConfigs).
+		cfg.Name, cfg.Value, cfg.IsDefault = e.name, kmsg.StringPtr(e.value), e.isDefault
 		cfg.Source = kmsg.ConfigSourceDynamicTopicConfig
 		if e.isDefault {
 			cfg.Source = kmsg.ConfigSourceDefaultConfig
@@ -80,4 +84,15 @@ func orDefault(v, def int64) int64 {
 		return def
 	}
 	return v
+}
+
+// policyName is cleanup.policy as Kafka writes it.
+func policyName(p int64) string {
+	switch p {
+	case store.PolicyCompact:
+		return "compact"
+	case store.PolicyCompactDelete:
+		return "compact,delete"
+	}
+	return "delete"
 }

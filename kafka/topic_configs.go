@@ -1,32 +1,38 @@
 package kafka
 
 import (
+	"math"
 	"strconv"
+	"strings"
 
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/store"
 )
 
 // Topic configs waggle understands; any other is refused with
 // INVALID_CONFIG. cleanup.policy takes "delete" only.
 const (
-	configRetentionMs     = raftfsm.ConfigRetentionMs
-	configRetentionBytes  = raftfsm.ConfigRetentionBytes
-	configSegmentBytes    = raftfsm.ConfigSegmentBytes
-	configSegmentMs       = raftfsm.ConfigSegmentMs
-	configMaxMessageBytes = raftfsm.ConfigMaxMessageBytes
-	configCleanupPolicy   = "cleanup.policy"
+	configRetentionMs       = raftfsm.ConfigRetentionMs
+	configRetentionBytes    = raftfsm.ConfigRetentionBytes
+	configSegmentBytes      = raftfsm.ConfigSegmentBytes
+	configSegmentMs         = raftfsm.ConfigSegmentMs
+	configMaxMessageBytes   = raftfsm.ConfigMaxMessageBytes
+	configCleanupPolicy     = raftfsm.ConfigCleanupPolicy
+	configMinCompactionLag  = raftfsm.ConfigMinCompactionLagMs
+	configDeleteRetention   = raftfsm.ConfigDeleteRetentionMs
+	configMinCleanableDirty = raftfsm.ConfigMinCleanableDirtyRatio
 )
 
 // alterableConfigs are the configs a topic stores, which AlterConfigs
 // returns to their defaults when a request leaves them out.
-var alterableConfigs = []string{configRetentionMs, configRetentionBytes, configMaxMessageBytes, configSegmentBytes, configSegmentMs}
+var alterableConfigs = []string{configRetentionMs, configRetentionBytes, configMaxMessageBytes, configSegmentBytes, configSegmentMs,
+	configCleanupPolicy, configMinCompactionLag, configDeleteRetention, configMinCleanableDirty}
 
 // topicSetting checks one topic config as CreateTopics, AlterConfigs and
 // IncrementalAlterConfigs take it (a nil value is the empty string).
-// stored is false for a value that is accepted but changes nothing
-// (cleanup.policy=delete); refusal, when not empty, says why the value is
-// refused (INVALID_CONFIG).
+// stored is false for a value that is accepted but changes nothing;
+// refusal, when not empty, says why the value is refused (INVALID_CONFIG).
 func topicSetting(name string, v *string) (s raftfsm.TopicSetting, stored bool, refusal string) {
 	value := ""
 	if v != nil {
@@ -53,10 +59,44 @@ func topicSetting(name string, v *string) (s raftfsm.TopicSetting, stored bool, 
 	case configMaxMessageBytes:
 		return number(1, broker.MaxTopicMessageBytes, "a number from 1 to "+strconv.Itoa(broker.MaxTopicMessageBytes))
 	case configCleanupPolicy:
-		if value != "delete" {
-			return s, false, "only cleanup.policy=delete is supported"
+		var del, compact bool
+		for _, p := range strings.Split(value, ",") {
+			switch strings.TrimSpace(p) {
+			case "delete":
+				del = true
+			case "compact":
+				compact = true
+			default:
+				return s, false, "cleanup.policy must be delete, compact or compact,delete"
+			}
 		}
-		return s, false, ""
+		policy := int64(store.PolicyDelete)
+		switch {
+		case compact && del:
+			policy = store.PolicyCompactDelete
+		case compact:
+			policy = store.PolicyCompact
+		}
+		return raftfsm.TopicSetting{Name: name, Value: policy}, true, ""
+	case configMinCompactionLag, configDeleteRetention:
+		v, err := strconv.ParseInt(value, 10, 64)
+		if err != nil || v < 0 || v > 1<<62 {
+			return s, false, name + " must be a number of milliseconds, 0 or more"
+		}
+		if v == 0 && name == configDeleteRetention {
+			v = -1 // stored 0 is the default; -1 an explicit 0
+		}
+		return raftfsm.TopicSetting{Name: name, Value: v}, true, ""
+	case configMinCleanableDirty:
+		f, err := strconv.ParseFloat(value, 64)
+		if err != nil || !(f >= 0 && f <= 1) {
+			return s, false, name + " must be a number from 0 to 1"
+		}
+		ppm := int64(math.Round(f * 1e6))
+		if ppm == 0 {
+			ppm = -1
+		}
+		return raftfsm.TopicSetting{Name: name, Value: ppm}, true, ""
 	default:
 		return s, false, "unsupported topic config " + name
 	}

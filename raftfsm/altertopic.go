@@ -15,6 +15,14 @@ const (
 	ConfigMaxMessageBytes = "max.message.bytes"
 	ConfigSegmentBytes    = "segment.bytes"
 	ConfigSegmentMs       = "segment.ms"
+	// Compaction (compact.go). cleanup.policy is stored as a number:
+	// store.PolicyDelete, PolicyCompact or PolicyCompactDelete;
+	// min.cleanable.dirty.ratio in millionths; delete.retention.ms and
+	// min.cleanable.dirty.ratio take -1 for an explicit 0.
+	ConfigCleanupPolicy          = "cleanup.policy"
+	ConfigMinCompactionLagMs     = "min.compaction.lag.ms"
+	ConfigDeleteRetentionMs      = "delete.retention.ms"
+	ConfigMinCleanableDirtyRatio = "min.cleanable.dirty.ratio"
 )
 
 // AlterTopicCommand changes a topic's configs live (Kafka AlterConfigs and
@@ -88,6 +96,14 @@ func ApplyTopicSettings(q *store.Queue, settings []TopicSetting) bool {
 			q.SegmentBytes = s.Value
 		case ConfigSegmentMs:
 			q.SegmentMs = s.Value
+		case ConfigCleanupPolicy:
+			q.CleanupPolicy = s.Value
+		case ConfigMinCompactionLagMs:
+			q.MinCompactionLagMs = s.Value
+		case ConfigDeleteRetentionMs:
+			q.DeleteRetentionMs = s.Value
+		case ConfigMinCleanableDirtyRatio:
+			q.MinCleanableDirtyPPM = s.Value
 		default:
 			return false
 		}

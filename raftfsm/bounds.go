@@ -26,6 +26,9 @@ package raftfsm
 //	commit offsets     1 per offset (≤ MaxOffsetsPerEntry)
 //	delete records     1 per partition (≤ MaxOffsetsPerEntry; more is refused)
 //	alter topic, set log format   1
+//	compact            ≤ compactMaxWrites (20,000) + a few: one per key
+//	                   indexed, per tombstone marked or dropped, per entry
+//	                   moved or dropped, plus the state and a sealed segment
 //	prune, tick        2 per record pruned, timers fired as a push (≤ 1,000
 //	                   and 2 MiB)
 //	dead letters       ≤ 2 MiB copied per entry (maxDeadLetterBytes)

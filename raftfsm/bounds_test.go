@@ -3,6 +3,7 @@ package raftfsm
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/waggle-mq/waggle/recordbatch"
 	"slices"
 	"strconv"
 	"testing"
@@ -234,6 +235,26 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 	if n := h.one((&DeleteOffsetsCommand{Group: "txn-g", All: true}).Encode()).(int); n != 1 {
 		t.Fatalf("the transaction's offsets were not committed: deleting its group answered %d", n)
 	}
+	// A compaction pass over 30,000 distinct keys (one batch): several
+	// bounded entries.
+	h.one((&CreateTopicCommand{NowMs: now, Name: "compacted", Partitions: 1, SegmentMs: 1000,
+		Settings: []TopicSetting{{Name: ConfigCleanupPolicy, Value: store.PolicyCompact}}}).Encode())
+	var keyed []recordbatch.Record
+	for i := range 30_000 {
+		keyed = append(keyed, recordbatch.Record{Offset: int64(i), Key: []byte(strconv.Itoa(i)), Value: []byte("v")})
+	}
+	h.one((&ProduceCommand{NowMs: now, Topic: "compacted", Batches: []ProduceBatch{{NumRecords: 30_000, MaxTimestamp: now, ProducerID: -1,
+		Raw: recordbatch.Build(0, keyed)}}}).Encode())
+	compactedID := queueID(t, h.f, "compacted")
+	c := &CompactCommand{NowMs: now + 10_000, QueueID: compactedID, Seal: true}
+	for ; ; c = (&CompactCommand{NowMs: now + 10_000, QueueID: compactedID}) {
+		if r := h.one(c.Encode()).(CompactResult); !r.More {
+			if !r.Finished {
+				t.Fatalf("compaction answered %+v", r)
+			}
+			break
+		}
+	}
 	t.Logf("%v: commands", time.Since(start))
 	// Time passes: expired dedup records, KV rows and due timers are worked
 	// off in bounded entries.
@@ -264,7 +285,7 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 
 	after := h.families()
 	for _, fam := range []byte{0x03, 0x04} { // partitions: the topics', the timers' and the largest push's remain
-		want := before[fam] + (scale/maxKafkaPartitions+2)*maxKafkaPartitions + 500 + 2*MaxPushTargets
+		want := before[fam] + (scale/maxKafkaPartitions+2)*maxKafkaPartitions + 500 + 2*MaxPushTargets + 1 // + topic "compacted"
 		if after[fam] != want {
 			t.Errorf("family %#x holds %d keys after cleanup, want %d", fam, after[fam], want)
 		}

@@ -52,6 +52,7 @@ const (
 	CmdAddToTxn        CommandType = 31
 	CmdTxnOffsetCommit CommandType = 32
 	CmdEndTxn          CommandType = 33
+	CmdCompact         CommandType = 34
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.

@@ -129,19 +129,29 @@ func corpusScenario() []corpusEntry {
 		{"add-to-txn-2", &AddToTxnCommand{NowMs: now + 35, TransactionalID: "etl", ProducerID: txnPID, Partitions: []store.TxnPartition{{Topic: "events", Partition: 1}}}},
 		{"produce-transactional-2", &ProduceCommand{NowMs: now + 36, Topic: "events", Partition: 1, Batches: []ProduceBatch{txnBatch(txnPID, 0, 2, 1)}}},
 		{"end-txn-timed-out", &EndTxnCommand{NowMs: now + 7_300_000, TransactionalID: "etl", ProducerID: txnPID, TimedOut: true}},
+		// A compacted topic: created with settings, two updates of key
+		// "k", then a compaction pass that seals the active segment and
+		// keeps the newer.
+		{"create-topic-compacted", &CreateTopicCommand{NowMs: now + 30, Name: "latest", Partitions: 1, SegmentMs: 1000,
+			Settings: []TopicSetting{{Name: ConfigCleanupPolicy, Value: store.PolicyCompact}, {Name: ConfigDeleteRetentionMs, Value: -1}}}},
+		{"produce-keyed", &ProduceCommand{NowMs: now + 31, Topic: "latest", Partition: 0, Batches: []ProduceBatch{batch(-1, 0, "old", "new")}}},
+		{"compact", &CompactCommand{NowMs: now + 7_400_000, QueueID: corpusCompactedQueueID, Seal: true}},
 	}
 }
 
 // txnPID is the producer id the corpus scenario's init-txn-producer gets.
 const txnPID = 12
 
+// corpusCompactedQueueID is the id the scenario gives topic "latest".
+const corpusCompactedQueueID = 13
+
 // corpusFor encodes the scenario as a cluster at format f writes it:
 // commands its members could not read are left out.
 func corpusFor(t *testing.T, f LogFormat) (names []string, entries [][]byte) {
 	t.Helper()
 	for i, e := range corpusScenario() {
-		if (e.name == "set-log-format" || strings.HasPrefix(e.name, "produce-transactional")) && f < LogFormat2 {
-			continue // format 1 had no such command, and no transactions
+		if (e.name == "set-log-format" || e.name == "produce-keyed" || strings.HasPrefix(e.name, "produce-transactional")) && f < LogFormat2 {
+			continue // format 1 had no such command, no compacted topics and no transactions
 		}
 		b, err := EncodeAs(e.cmd, f)
 		if err != nil {

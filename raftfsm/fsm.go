@@ -154,9 +154,11 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			}
 		}
 		// A cleanup entry reads the state as committed (see
-		// store.Tx.CleanUp), so it starts a transaction of its own.
+		// store.Tx.CleanUp), so it starts a transaction of its own; so does
+		// a compaction entry, whose scans would otherwise sort the
+		// transaction's pending writes each time.
 		writes, bytes := tx.Pending()
-		if writes > commitAfterWrites || bytes > commitAfterBytes || (writes > 0 && len(cmd) > 0 && CommandType(cmd[0]) == CmdCleanup) {
+		if writes > commitAfterWrites || bytes > commitAfterBytes || (writes > 0 && len(cmd) > 0 && (CommandType(cmd[0]) == CmdCleanup || CommandType(cmd[0]) == CmdCompact)) {
 			f.commit(tx, meta)
 			tx = f.store.BeginWrite()
 		}

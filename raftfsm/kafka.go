@@ -45,6 +45,18 @@ type CreateTopicCommand struct {
 	SegmentMs    int64
 	// Added later still.
 	RetentionBytes int64
+	// Settings are further topic configs (ApplyTopicSettings), written
+	// only when there are some: an entry with them needs log format 2.
+	Settings []TopicSetting
+}
+
+// since: a topic created with Settings needs format 2; without, format 1
+// reads it.
+func (c *CreateTopicCommand) since() LogFormat {
+	if len(c.Settings) > 0 {
+		return LogFormat2
+	}
+	return LogFormat1
 }
 
 // Encode returns the raft entry for the command.
@@ -59,6 +71,13 @@ func (c *CreateTopicCommand) Encode() []byte {
 	e.varint(c.SegmentBytes)
 	e.varint(c.SegmentMs)
 	e.varint(c.RetentionBytes)
+	if len(c.Settings) > 0 {
+		e.uvarint(uint64(len(c.Settings)))
+		for _, s := range c.Settings {
+			e.string(s.Name)
+			e.varint(s.Value)
+		}
+	}
 	return e.b
 }
 
@@ -71,6 +90,14 @@ func decodeCreateTopic(b []byte) (*CreateTopicCommand, error) {
 	}
 	if d.more() {
 		c.RetentionBytes = d.varint()
+	}
+	if d.more() {
+		if n := d.count(2); n > 0 {
+			c.Settings = make([]TopicSetting, n)
+			for i := range c.Settings {
+				c.Settings[i] = TopicSetting{Name: d.string(), Value: d.varint()}
+			}
+		}
 	}
 	return c, d.finish()
 }
@@ -88,6 +115,9 @@ func (p *Processor) createTopic(tx *store.Tx, meta *store.Meta, c *CreateTopicCo
 	q.RetentionMs, q.MaxMessageBytes = c.RetentionMs, c.MaxMessageBytes
 	q.SegmentBytes, q.SegmentMs, q.KafkaCreated = c.SegmentBytes, c.SegmentMs, true
 	q.RetentionBytes = c.RetentionBytes
+	if !ApplyTopicSettings(&q, c.Settings) {
+		return TopicInvalidConfig
+	}
 	var queues queueCache
 	for i := range c.Partitions {
 		p.partition(tx, meta, &queues, &q, strconv.Itoa(int(i)))

@@ -310,3 +310,83 @@ func build(base int64, recs []Record, attrs int16, producerID int64, epoch int16
 }
 
 func crc32Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// IsControl reports whether a stored batch is a control batch (attributes
+// bit 5: transaction markers), which compaction keeps as it is.
+func IsControl(raw []byte) bool {
+	return len(raw) >= HeaderSize && binary.BigEndian.Uint16(raw[offAttributes:])&controlBit != 0
+}
+
+// LastOffsetDelta is a stored batch's last offset delta.
+func LastOffsetDelta(raw []byte) int32 {
+	return int32(binary.BigEndian.Uint32(raw[offLastDelta:]))
+}
+
+// KeyedRecord is what compaction needs of one record: its offset, its key
+// (nil for a null key) and whether its value is null (a tombstone).
+type KeyedRecord struct {
+	Offset    int64
+	Key       []byte
+	Tombstone bool
+}
+
+// Filter decodes a stored batch's records (decompressing at most
+// maxDecompressed bytes), asks keep about each in order, and returns the
+// batch with only the records kept. The header keeps its first offset,
+// last offset delta, timestamps and producer fields, so offsets stay
+// where they were (gaps are normal in a compacted log); the records kept
+// are copied byte for byte (their deltas are relative to the unchanged
+// header), written uncompressed, and the CRC is computed again. When keep
+// accepts every record, raw itself is returned with changed false. A batch
+// left with no records is returned with a count of 0 (the caller decides
+// whether to keep it).
+func Filter(raw []byte, maxDecompressed int, keep func(KeyedRecord) bool) (out []byte, kept int, changed bool, err error) {
+	if len(raw) < HeaderSize {
+		return nil, 0, false, ErrCorrupt
+	}
+	attrs := binary.BigEndian.Uint16(raw[offAttributes:])
+	base := int64(binary.BigEndian.Uint64(raw[offFirstOffset:]))
+	n := int32(binary.BigEndian.Uint32(raw[offNumRecords:]))
+	body, err := decompress(Codec(attrs&codecMask), raw[HeaderSize:], maxDecompressed)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	if n < 0 || int(n) > len(body) {
+		return nil, 0, false, fmt.Errorf("%w: %d records in %d bytes", ErrCorrupt, n, len(body))
+	}
+	var recs []byte
+	for i := int32(0); i < n; i++ {
+		length, w := binary.Varint(body)
+		if w <= 0 || length < 0 || length > int64(len(body)-w) {
+			return nil, 0, false, fmt.Errorf("%w: record %d length", ErrCorrupt, i)
+		}
+		one := body[:w+int(length)]
+		body = body[w+int(length):]
+		var r kmsg.Record
+		if err := r.ReadFrom(one); err != nil {
+			return nil, 0, false, fmt.Errorf("%w: record %d: %v", ErrCorrupt, i, err)
+		}
+		if keep(KeyedRecord{Offset: base + int64(r.OffsetDelta), Key: r.Key, Tombstone: r.Value == nil}) {
+			kept++
+			recs = append(recs, one...)
+		} else {
+			changed = true
+		}
+	}
+	if !changed {
+		return raw, kept, false, nil
+	}
+	out = make([]byte, 0, HeaderSize+len(recs))
+	out = append(out, raw[:HeaderSize]...)
+	out = append(out, recs...)
+	binary.BigEndian.PutUint16(out[offAttributes:], attrs&^codecMask)
+	binary.BigEndian.PutUint32(out[offNumRecords:], uint32(kept))
+	binary.BigEndian.PutUint32(out[offLength:], uint32(len(out)-12))
+	binary.BigEndian.PutUint32(out[offCRC:], crc32Checksum(out[offAttributes:]))
+	return out, kept, true, nil
+}
+
+// NumRecords is a stored batch's record count.
+func NumRecords(raw []byte) int32 {
+	return int32(binary.BigEndian.Uint32(raw[offNumRecords:]))
+}

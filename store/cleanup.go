@@ -227,6 +227,15 @@ var queuePhases = []phase{
 		c.w.afterCommit = append(c.w.afterCommit, func() error { return c.w.segs.Remove(id) })
 		return true, c.w.del(streamKey(id))
 	},
+	// Compaction's state and key index (compact.go).
+	func(c *cleaner, ts *Tombstone) (bool, error) { return c.sweepAll(compactionSweep(ts.QueueID)[0], ts) },
+	func(c *cleaner, ts *Tombstone) (bool, error) { return c.sweepAll(compactionSweep(ts.QueueID)[1], ts) },
+	func(c *cleaner, ts *Tombstone) (bool, error) { return c.sweepAll(compactionSweep(ts.QueueID)[2], ts) },
+}
+
+// sweepAll deletes every key with the prefix.
+func (c *cleaner) sweepAll(prefix []byte, ts *Tombstone) (bool, error) {
+	return c.sweep(prefix, &ts.Next, func(k, _ []byte) ([][]byte, error) { return [][]byte{k}, nil })
 }
 
 // groupPhases: never reorder, only append (the index is stored).
@@ -286,7 +295,7 @@ func (c *cleaner) eachPartition(ts *Tombstone, fn phase) (bool, error) {
 			return false, err
 		}
 		ts.PartNext = append(ts.PartNext, 0) // the next name after it
-		ts.Partition, ts.Next = 0, nil
+		ts.Partition, ts.Next, ts.Kept = 0, nil, false
 	}
 	return false, nil
 }

@@ -62,6 +62,7 @@ type streamHead struct {
 	LastAppendMs  int64  // replicated time of the last append
 
 	committedEnd uint64 // End as last committed (for Discard)
+	dirty        bool   // changed without an append (a seal): write it
 }
 
 func (h streamHead) encode() []byte {
@@ -266,7 +267,7 @@ func (t *Tx) flushStreams() error {
 	slices.Sort(ids)
 	for _, id := range ids {
 		h := t.heads[id]
-		if h.End == h.committedEnd {
+		if h.End == h.committedEnd && !h.dirty {
 			continue // nothing appended
 		}
 		if err := t.segs.Stream(id).Flush(); err != nil {

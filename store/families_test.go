@@ -13,6 +13,7 @@ func TestKeyFamiliesAreDistinct(t *testing.T) {
 		"kv": familyKV, "kvExpiry": familyKVExpiry, "timer": familyTimer, "timerDue": familyTimerDue,
 		"tombstone": familyTombstone, "group": familyGroup, "stream": familyStream, "segment": familySegment,
 		"txn": familyTxn, "txnProducer": familyTxnProducer, "openTxn": familyOpenTxn, "abortedTxn": familyAbortedTxn, "txnGroup": familyTxnGroup,
+		"compactState": familyCompactState, "compactIndexed": familyCompactIndexed, "keyIndex": familyKeyIndex,
 	}
 	owner := map[byte]string{}
 	for name, b := range families {

@@ -87,6 +87,17 @@ type Queue struct {
 	// Segment files: zero means the default (see SegmentLimits).
 	SegmentBytes int64 `json:"segmentBytes,omitempty"`
 	SegmentMs    int64 `json:"segmentMs,omitempty"`
+	// Kafka log compaction (see compact.go): CleanupPolicy is one of the
+	// Policy constants (0: delete, the default). DeleteRetentionMs and
+	// MinCleanableDirtyPPM (millionths) read 0 as the default and -1 as
+	// an explicit zero. CompactedLayout is set by the first compaction
+	// pass and never cleared: the queue's entries may since lie out of
+	// offset order in its stream (retention then scans, see trimPartition).
+	CleanupPolicy        int64 `json:"cleanupPolicy,omitempty"`
+	MinCompactionLagMs   int64 `json:"minCompactionLagMs,omitempty"`
+	DeleteRetentionMs    int64 `json:"deleteRetentionMs,omitempty"`
+	MinCleanableDirtyPPM int64 `json:"minCleanableDirtyPpm,omitempty"`
+	CompactedLayout      bool  `json:"compactedLayout,omitempty"`
 	// Consuming over HTTP; nil means the default (see raftfsm).
 	LeaseTimeSeconds         *int64 `json:"leaseTime,omitempty"`
 	RetryLimit               *int32 `json:"retryLimit,omitempty"`
@@ -482,6 +493,11 @@ type Tombstone struct {
 	Next      []byte `json:"next,omitempty"`
 	// Pos: a trim drops the queue's data before this stream position.
 	Pos uint64 `json:"pos,omitempty"`
+	// Scan: the queue's entries may lie out of offset order (compacted),
+	// so a trim looks at every entry of a partition, not only up to the
+	// first at or after Pos; Kept: it kept one in the current partition.
+	Scan bool `json:"scan,omitempty"`
+	Kept bool `json:"kept,omitempty"`
 }
 
 // groupRecord is kept while a deleted group's old records are cleaned up.

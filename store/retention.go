@@ -142,7 +142,11 @@ func (t *Tx) Retain(queueID, pos uint64, lim RetentionLimit, seq uint64) (bool, 
 	if err != nil || !ok {
 		return false, err
 	}
-	return true, t.putTombstone(Tombstone{Seq: seq, Kind: TombstoneTrim, QueueID: queueID, Pos: pos})
+	q, err := t.QueueByID(queueID)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return false, err
+	}
+	return true, t.putTombstone(Tombstone{Seq: seq, Kind: TombstoneTrim, QueueID: queueID, Pos: pos, Scan: q.CompactedLayout})
 }
 
 // expiredSegments calls fn with the queue's sealed segments, oldest first,
@@ -205,16 +209,22 @@ func (c *cleaner) trimPartition(ts *Tombstone) (bool, error) {
 			return false, nil
 		}
 		p, err := decodePointer(v)
-		if err != nil || p.pos >= ts.Pos {
+		if err != nil || (p.pos >= ts.Pos && !ts.Scan) {
 			return false, err
 		}
 		if c.b.writes+len(doomed)+2 > c.b.MaxWrites || c.b.scanned >= c.b.MaxScanned {
 			done, c.b.full = false, true
 			return false, nil
 		}
-		doomed = append(doomed, append([]byte(nil), k...))
-		start = off + uint64(p.count)
 		ts.Next = append(append([]byte(nil), k...), 0)
+		if p.pos >= ts.Pos { // a compacted queue: entries lie out of offset order
+			ts.Kept = true
+			return true, nil
+		}
+		doomed = append(doomed, append([]byte(nil), k...))
+		if !ts.Kept {
+			start = off + uint64(p.count)
+		}
 		return true, nil
 	})
 	if err != nil || len(doomed) == 0 {

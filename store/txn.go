@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 
+	"github.com/waggle-mq/waggle/dedup"
 	"github.com/waggle-mq/waggle/recordbatch"
 )
 
@@ -340,4 +341,35 @@ func (v *CommittedView) Hidden(e Entry) (bool, error) {
 		v.abortedRead = true
 	}
 	return IsAborted(v.aborted, h.ProducerID, e.Offset), nil
+}
+
+// PartitionProducer is a producer's state on one partition, for
+// DescribeProducers.
+type PartitionProducer struct {
+	ProducerID int64
+	State      dedup.ProducerState
+}
+
+// PartitionProducers lists the producers with state on a partition,
+// looking at most at maxScan producer records (they are keyed by producer
+// first); complete is false when it stopped there.
+func (t *Tx) PartitionProducers(partitionID uint64, maxScan int) (out []PartitionProducer, complete bool, err error) {
+	seen := 0
+	complete = true
+	err = t.scan([]byte{familyProducer}, nil, func(k, v []byte) (bool, error) {
+		if seen++; seen > maxScan {
+			complete = false
+			return false, nil
+		}
+		if len(k) != 17 || beUint64(k[9:]) != partitionID {
+			return true, nil
+		}
+		st, err := decodeProducer(v)
+		if err != nil {
+			return false, err
+		}
+		out = append(out, PartitionProducer{ProducerID: int64(beUint64(k[1:9])), State: st})
+		return true, nil
+	})
+	return out, complete, err
 }

@@ -1,0 +1,48 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.DescribeTransactions.Int16(), 0, 0, answerNow(handleDescribeTransactions)) }
+
+// handleDescribeTransactions reports each transactional id's state from
+// the replicated coordinator state.
+func handleDescribeTransactions(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.DescribeTransactionsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+	leader := c.s.svc.IsLeader()
+	for _, id := range req.TransactionalIDs {
+		ts := kmsg.NewDescribeTransactionsResponseTransactionState()
+		ts.TransactionalID, ts.ProducerID, ts.ProducerEpoch, ts.StartTimestamp = id, -1, -1, -1
+		st, found, err := c.s.svc.Txn(id)
+		switch {
+		case c.txnDenied():
+			ts.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		case !leader:
+			ts.ErrorCode = kerr.NotCoordinator.Code
+		case err != nil:
+			ts.ErrorCode = errCode(err)
+		case !found:
+			ts.ErrorCode = kerr.TransactionalIDNotFound.Code
+		default:
+			ts.State, ts.TimeoutMillis = string(st.Status), st.TimeoutMs
+			ts.ProducerID, ts.ProducerEpoch = st.ProducerID, st.Epoch
+			if st.StartMs > 0 {
+				ts.StartTimestamp = st.StartMs
+			}
+			for _, tp := range st.Partitions {
+				if n := len(ts.Topics); n == 0 || ts.Topics[n-1].Topic != tp.Topic {
+					t := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
+					t.Topic = tp.Topic
+					ts.Topics = append(ts.Topics, t)
+				}
+				t := &ts.Topics[len(ts.Topics)-1]
+				t.Partitions = append(t.Partitions, tp.Partition)
+			}
+		}
+		resp.TransactionStates = append(resp.TransactionStates, ts)
+	}
+	return resp, nil
+}

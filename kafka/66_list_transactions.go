@@ -1,0 +1,53 @@
+package kafka
+
+import (
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/broker"
+)
+
+// v2's transactional id pattern (a Java regular expression) is not served.
+func init() { register(kmsg.ListTransactions.Int16(), 0, 1, answerNow(handleListTransactions)) }
+
+// txnStates are the states Kafka's filters name that waggle has; the
+// prepare states and Dead never occur (ending a transaction is one entry).
+var txnStates = []string{"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead", "PrepareEpochFence"}
+
+// handleListTransactions lists the transactional ids, filtered by state,
+// producer id and (v1) how long the transaction in progress has run.
+func handleListTransactions(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ListTransactionsRequest)
+	resp := req.ResponseKind().(*kmsg.ListTransactionsResponse)
+	for _, f := range req.StateFilters {
+		if !slices.Contains(txnStates, f) {
+			resp.UnknownStateFilters = append(resp.UnknownStateFilters, f)
+		}
+	}
+	switch {
+	case c.txnDenied():
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil
+	case !c.s.svc.IsLeader():
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return resp, nil
+	}
+	now := c.s.svc.Now().UnixMilli()
+	err := c.s.svc.EachTxn(func(st broker.TxnState) {
+		switch {
+		case len(req.StateFilters) > 0 && !slices.Contains(req.StateFilters, string(st.Status)),
+			len(req.ProducerIDFilters) > 0 && !slices.Contains(req.ProducerIDFilters, st.ProducerID),
+			req.DurationFilterMillis >= 0 && req.Version >= 1 && (st.StartMs == 0 || now-st.StartMs < req.DurationFilterMillis):
+			return
+		}
+		ts := kmsg.NewListTransactionsResponseTransactionState()
+		ts.TransactionalID, ts.ProducerID, ts.TransactionState = st.TransactionalID, st.ProducerID, string(st.Status)
+		resp.TransactionStates = append(resp.TransactionStates, ts)
+	})
+	if err != nil {
+		resp.ErrorCode = errCode(err)
+	}
+	return resp, nil
+}
