@@ -27,9 +27,10 @@ const (
 	// transaction, timers and tick entries as JSON (types 17–20).
 	LogFormat1 LogFormat = 1
 	// LogFormat2 writes those four in the binary codec (types 23–26),
-	// adds SetLogFormat (27), AlterTopic (28), DeleteRecords (29) and Compact (37),
-	// CreateTopic may carry compaction settings, and node registrations
-	// carry the format the node reads.
+	// adds SetLogFormat (27), AlterTopic (28), DeleteRecords (29), the
+	// Kafka transaction entries (30–33) and Compact (34), CreateTopic may
+	// carry compaction settings, and node registrations carry the format
+	// the node reads.
 	LogFormat2 LogFormat = 2
 
 	// MaxLogFormat is the newest format this binary reads and writes.
