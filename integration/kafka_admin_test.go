@@ -91,7 +91,7 @@ func TestKafkaTopicConfigsAlterLive(t *testing.T) {
 
 // waitLogFormat waits until the cluster n belongs to writes raft log
 // format f (the leader raises it once every member reads it).
-func waitLogFormat(t *testing.T, n *node, f int) {
+func waitLogFormat(t testing.TB, n *node, f int) {
 	t.Helper()
 	waitFor(t, 10*time.Second, func() error {
 		var cl struct {

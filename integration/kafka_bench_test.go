@@ -96,8 +96,8 @@ func produceRun(b *testing.B, brokers []string, n int, opts ...kgo.Opt) (float64
 }
 
 // consumeRun reads n records from the start and returns records/s.
-func consumeRun(b *testing.B, brokers []string, n int) float64 {
-	cl := kafkaClient(b, brokers, kgo.ConsumeTopics(benchTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+func consumeRun(b *testing.B, brokers []string, n int, opts ...kgo.Opt) float64 {
+	cl := kafkaClient(b, brokers, append([]kgo.Opt{kgo.ConsumeTopics(benchTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -142,4 +142,70 @@ func BenchmarkKafkaConsume(b *testing.B) {
 	b.ReportMetric(wRate, "waggle-recs/s")
 	b.ReportMetric(kRate, "kfake-recs/s")
 	b.ReportMetric(wRate/kRate, "ratio")
+}
+
+// txnBatch is how many records one benchmark transaction writes.
+const txnBatch = 100
+
+// txnProduceRun writes n records in transactions of txnBatch records each,
+// one transactional producer committing one after another, and returns
+// records/s.
+func txnProduceRun(b *testing.B, brokers []string, n int) float64 {
+	cl := kafkaClient(b, brokers, kgo.DefaultProduceTopic(benchTopic), kgo.TransactionalID("bench-txn"),
+		kgo.ProducerLinger(0), kgo.MaxBufferedRecords(10_000))
+	src, size := benchPayloads(0), benchRecordBytes()
+	ctx := context.Background()
+	start := time.Now()
+	for done := 0; done < n; {
+		if err := cl.BeginTransaction(); err != nil {
+			b.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var failed error
+		var mu sync.Mutex
+		for range min(txnBatch, n-done) {
+			wg.Add(1)
+			cl.Produce(ctx, &kgo.Record{Value: src.Bytes(size)}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					mu.Lock()
+					failed = err
+					mu.Unlock()
+				}
+				wg.Done()
+			})
+			done++
+		}
+		wg.Wait()
+		if failed != nil {
+			b.Fatal(failed)
+		}
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// BenchmarkKafkaTransactions: transactional produce (franz-go, 100 records
+// per transaction) and a read_committed consumer of what it wrote, against
+// waggle and kfake in the same run.
+//
+//	go test ./integration -run '^$' -bench KafkaTransactions -benchtime 100000x
+func BenchmarkKafkaTransactions(b *testing.B) {
+	waggle, leader := startWaggleForBench(b)
+	waitLogFormat(b, leader, 2)
+	kf := startKfake(b)
+	b.ResetTimer()
+	wProduce := txnProduceRun(b, waggle, b.N)
+	kProduce := txnProduceRun(b, kf, b.N)
+	committed := kgo.FetchIsolationLevel(kgo.ReadCommitted())
+	wConsume := consumeRun(b, waggle, b.N, committed)
+	kConsume := consumeRun(b, kf, b.N, committed)
+	b.StopTimer()
+	b.ReportMetric(wProduce, "waggle-produce-recs/s")
+	b.ReportMetric(kProduce, "kfake-produce-recs/s")
+	b.ReportMetric(wProduce/kProduce, "produce-ratio")
+	b.ReportMetric(wConsume, "waggle-consume-recs/s")
+	b.ReportMetric(kConsume, "kfake-consume-recs/s")
+	b.ReportMetric(wConsume/kConsume, "consume-ratio")
 }
