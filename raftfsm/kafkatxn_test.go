@@ -3,19 +3,34 @@ package raftfsm
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/waggle-mq/waggle/recordbatch"
 	"github.com/waggle-mq/waggle/store"
 )
 
 // txnBatch is a transactional producer's batch of n records, as a client
 // would send it.
 func txnBatch(producer int64, epoch int16, seq, n int32) ProduceBatch {
+	var kvs [][2]string
+	for range n {
+		kvs = append(kvs, [2]string{"", "v"})
+	}
+	return txnKeyed(producer, epoch, seq, kvs...)
+}
+
+// txnKeyed is a transactional batch of keyed records (an empty key: none).
+func txnKeyed(producer int64, epoch int16, seq int32, kvs ...[2]string) ProduceBatch {
 	var body []byte
-	for i := range n {
-		r := kmsg.Record{OffsetDelta: i, Value: []byte("v")}
+	n := int32(len(kvs))
+	for i, kv := range kvs {
+		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte(kv[1])}
+		if kv[0] != "" {
+			r.Key = []byte(kv[0])
+		}
 		r.Length = int32(len(r.AppendTo(nil)) - 1)
 		body = r.AppendTo(body)
 	}
@@ -244,4 +259,93 @@ func pendingOffsets(t *testing.T, f *FSM, group string) (out []store.TxnOffset) 
 		t.Fatal(err)
 	}
 	return out
+}
+
+// Compaction never cuts into an open transaction, and an aborted record
+// never counts as the newest of its key: the committed value survives a
+// pass. (Indexing aborted records made an aborted update delete the
+// committed value it was meant to replace.)
+func TestCompactionHonoursTransactions(t *testing.T) {
+	const now = int64(1_767_225_600_000)
+	f := newFSM(t)
+	apply := func(cmds ...[]byte) []any { return f.ApplyBatch(logs(f.meta.AppliedIndex+1, cmds...)) }
+	tp := store.TxnPartition{Topic: "c", Partition: 0}
+	keyed := func(k, v string) ProduceBatch {
+		return ProduceBatch{NumRecords: 1, MaxTimestamp: now, ProducerID: -1,
+			Raw: recordbatch.Build(0, []recordbatch.Record{{Key: []byte(k), Value: []byte(v)}})}
+	}
+	answers := apply(
+		(&SetLogFormatCommand{Format: LogFormat2}).Encode(),
+		(&CreateTopicCommand{NowMs: now, Name: "c", Partitions: 1, SegmentMs: 1000, SegmentBytes: store.MinSegmentBytes,
+			Settings: []TopicSetting{{Name: ConfigCleanupPolicy, Value: store.PolicyCompact}}}).Encode(),
+		(&ProduceCommand{NowMs: now, Topic: "c", Batches: []ProduceBatch{keyed("k", "committed-1")}}).Encode(), // 0
+		initTxn(now, "tx"),
+	)
+	pid := answers[3].(TxnProducerResult).ProducerID
+	apply(
+		addToTxn(now, "tx", pid, 0, nil, tp),
+		produceCmd(now, "c", txnKeyed(pid, 0, 0, [2]string{"k", "aborted"}, [2]string{"only-aborted", "x"})), // 1-2
+		endTxn(now, "tx", pid, 0, false, false), // marker 3
+		addToTxn(now, "tx", pid, 0, nil, tp),
+		produceCmd(now, "c", txnKeyed(pid, 0, 2, [2]string{"j", "committed-2"})), // 4, open
+	)
+	compact := func(at int64) CompactResult {
+		return apply((&CompactCommand{NowMs: at, QueueID: queueID(t, f, "c"), Seal: true}).Encode())[0].(CompactResult)
+	}
+	if r := compact(now + 10_000); r.Started {
+		t.Fatalf("a pass started with a transaction open below its cut: %+v", r)
+	}
+	apply(endTxn(now+10_001, "tx", pid, 0, true, false)) // marker 5
+	r := compact(now + 20_000)
+	for n := 0; r.More; n++ {
+		if n > 10 {
+			t.Fatal("the pass does not finish")
+		}
+		r = apply((&CompactCommand{NowMs: now + 20_000, QueueID: queueID(t, f, "c")}).Encode())[0].(CompactResult)
+	}
+	if !r.Finished {
+		t.Fatalf("the pass did not finish: %+v", r)
+	}
+	// What a read_committed reader sees of the partition.
+	var seen []string
+	err := f.store.View(func(tx *store.Tx) error {
+		q, err := tx.Queue("c")
+		if err != nil {
+			return err
+		}
+		p, err := tx.Partition(q.ID, "0")
+		if err != nil {
+			return err
+		}
+		view, err := tx.CommittedView(p)
+		if err != nil {
+			return err
+		}
+		es, err := tx.Entries(p.ID, 0, 1<<30, 1<<20)
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			if hidden, err := view.Hidden(e); err != nil || hidden {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			recs, err := recordbatch.Records(e.Batch, 1<<20)
+			if err != nil {
+				return err
+			}
+			for _, r := range recs {
+				seen = append(seen, string(r.Key)+"="+string(r.Value))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(seen, []string{"k=committed-1", "j=committed-2"}) {
+		t.Fatalf("a read_committed reader sees %v after compaction, want k=committed-1 and j=committed-2", seen)
+	}
 }

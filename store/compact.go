@@ -278,9 +278,13 @@ func (t *Tx) compactCut(q Queue, nowMs int64, prop CompactProposal) (uint64, boo
 		return 0, false, err
 	}
 	lag := max(q.MinCompactionLagMs, 0)
+	openPos, err := t.openTxnPos(q.ID)
+	if err != nil {
+		return 0, false, err
+	}
 	if prop.Seal {
 		_, ageMs := SegmentLimits(q)
-		if h.End == h.ActiveBase || nowMs-h.ActiveSinceMs < ageMs || nowMs-h.LastAppendMs < lag {
+		if h.End == h.ActiveBase || nowMs-h.ActiveSinceMs < ageMs || nowMs-h.LastAppendMs < lag || openPos < h.End {
 			return 0, false, nil
 		}
 		if err := t.sealActive(q.ID, h); err != nil {
@@ -299,10 +303,75 @@ func (t *Tx) compactCut(q Queue, nowMs int64, prop CompactProposal) (uint64, boo
 	if err != nil {
 		return 0, false, err
 	}
-	if sr.End != prop.Cut || sr.LastAppendMs > nowMs-lag {
+	if sr.End != prop.Cut || sr.LastAppendMs > nowMs-lag || openPos < sr.End {
 		return 0, false, nil
 	}
 	return sr.End, true, nil
+}
+
+// openTxnPos is the stream position of the first record of the oldest Kafka
+// transaction still open in the queue (math.MaxUint64: none). A pass never
+// cuts past it, so everything it cleans is decided: committed, aborted or
+// not transactional (Kafka's cleaner stops at the last stable offset too).
+// An open transaction whose first record is inline in the index holds
+// every cut back.
+func (t *Tx) openTxnPos(queueID uint64) (uint64, error) {
+	pos := uint64(math.MaxUint64)
+	err := t.scan(partitionPrefix(queueID), nil, func(_, v []byte) (bool, error) {
+		if len(v) != 8 {
+			return false, errBadRecord
+		}
+		pid := beUint64(v)
+		open, err := t.OpenTxns(pid, maxOpenTxnScan)
+		if err != nil {
+			return false, err
+		}
+		for _, o := range open {
+			es, err := t.entries(pid, o.FirstOffset, math.MaxInt, 1, false)
+			if err != nil {
+				return false, err
+			}
+			if len(es) > 0 && es[0].ptr != nil {
+				pos = min(pos, es[0].ptr.pos)
+			} else {
+				pos = 0
+			}
+		}
+		return true, nil
+	})
+	return pos, err
+}
+
+// maxOpenTxnScan bounds the open transactions looked at per partition.
+const maxOpenTxnScan = 10_000
+
+// maxAbortedCheck bounds the aborted ranges one check looks at.
+const maxAbortedCheck = 10_000
+
+// txnAborted reports whether offset off of producerID's transactional batch
+// on a partition belongs to an aborted transaction; certain is false when
+// the check gave up (too many aborted ranges to look at). The producer's
+// first range whose marker is at or after off is its transaction's if that
+// one aborted: a producer has one transaction open at a time.
+func (t *Tx) txnAborted(partitionID uint64, producerID int64, off uint64) (aborted, certain bool, err error) {
+	seen := 0
+	certain = true
+	seek := binary.BigEndian.AppendUint64(abortedTxnPrefix(partitionID), off)
+	err = t.scan(abortedTxnPrefix(partitionID), seek, func(k, v []byte) (bool, error) {
+		if len(k) != 25 || len(v) != 8 {
+			return false, errBadRecord
+		}
+		if int64(beUint64(k[17:])) == producerID {
+			aborted = beUint64(v) <= off
+			return false, nil
+		}
+		if seen++; seen >= maxAbortedCheck {
+			certain = false
+			return false, nil
+		}
+		return true, nil
+	})
+	return aborted, certain, err
 }
 
 // sealActive seals a stream's active segment where it ends, as an append
@@ -375,7 +444,20 @@ func (t *Tx) indexPartition(q Queue, part Partition, st *CompactState, b *compac
 				return false, err
 			}
 			next := e.Offset + uint64(e.Count)
-			if full.Batch != nil && !recordbatch.IsControl(full.Batch) {
+			// An aborted transaction's records are never the newest of
+			// their key: indexed, one would make its key's committed value
+			// go. One not known for sure to be committed is left out too
+			// (the clean phase keeps transactional records it has no index
+			// entry for).
+			index := full.Batch != nil && !recordbatch.IsControl(full.Batch)
+			if h, ok := recordbatch.ReadHeader(full.Batch); index && ok && h.Transactional {
+				aborted, certain, err := t.txnAborted(part.ID, h.ProducerID, e.Offset)
+				if err != nil {
+					return false, err
+				}
+				index = certain && !aborted
+			}
+			if index {
 				stopped := false
 				var ierr error
 				_, _, _, ferr := recordbatch.Filter(full.Batch, maxCompactDecompressed, func(r recordbatch.KeyedRecord) bool {
@@ -495,6 +577,7 @@ func (t *Tx) cleanPartition(q Queue, part Partition, st *CompactState, nowMs int
 				}
 			default:
 				var ierr error
+				h, _ := recordbatch.ReadHeader(full.Batch)
 				raw, kept, changed, ferr := recordbatch.Filter(full.Batch, maxCompactDecompressed, func(r recordbatch.KeyedRecord) bool {
 					if r.Key == nil || ierr != nil || uint64(r.Offset) < e.Offset || uint64(r.Offset) >= end {
 						return true // no key, or an offset delta outside the batch: kept
@@ -505,6 +588,9 @@ func (t *Tx) cleanPartition(q Queue, part Partition, st *CompactState, nowMs int
 					if err != nil {
 						ierr = err
 						return true
+					}
+					if !found && h.Transactional {
+						return true // not indexed: maybe aborted, maybe not known to be committed
 					}
 					if !found || iv.offset > uint64(r.Offset) {
 						return false // a newer record of the key exists (or a newer tombstone went)
