@@ -445,8 +445,12 @@ func (p *Processor) endTxn(tx *store.Tx, meta *store.Meta, st *store.TxnState, c
 		part.NextOffset++
 		must(tx.PutPartition(part))
 		must(tx.DeleteOpenTxn(part.ID, st.ProducerID))
-		if !commit && first >= part.StartOffset {
+		if !commit {
 			must(tx.PutAbortedTxn(part.ID, store.AbortedTxn{ProducerID: st.ProducerID, FirstOffset: first, LastOffset: marker}))
+			// Two stale ranges go for every new one, so ranges below the
+			// log start never pile up.
+			_, err := tx.PruneAbortedTxns(part.ID, part.StartOffset, 2)
+			must(err)
 		}
 		p.appended = append(p.appended, part.ID, q.ID)
 	}

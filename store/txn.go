@@ -270,6 +270,30 @@ func (t *Tx) PutAbortedTxn(partitionID uint64, a AbortedTxn) error {
 	return t.set(abortedTxnKey(partitionID, a.LastOffset, a.ProducerID), binary.BigEndian.AppendUint64(nil, a.FirstOffset))
 }
 
+// PruneAbortedTxns forgets up to limit aborted ranges of a partition that
+// end below its log start (nobody can read their records any more) and
+// reports how many it removed. Called with every new abort, it keeps the
+// index from growing with ranges retention or DeleteRecords left behind.
+func (t *Tx) PruneAbortedTxns(partitionID, logStart uint64, limit int) (int, error) {
+	var stale [][]byte
+	err := t.scan(abortedTxnPrefix(partitionID), nil, func(k, _ []byte) (bool, error) {
+		if len(k) != 25 || beUint64(k[9:]) >= logStart {
+			return false, nil
+		}
+		stale = append(stale, append([]byte(nil), k...))
+		return len(stale) < limit, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range stale {
+		if err := t.del(k); err != nil {
+			return 0, err
+		}
+	}
+	return len(stale), nil
+}
+
 // AbortedTxns lists the aborted transactions of a partition whose records
 // may lie in [from, to): those whose marker is at or after from and whose
 // first record is before to, looking at most at limit ranges.
