@@ -209,12 +209,26 @@ const txnScanPage = 1000
 // died mid-transaction does not hold back read_committed readers for ever.
 func (s *Service) abortExpiredTxns(log *slog.Logger) {
 	now := s.now().UnixMilli()
-	var expired []TxnState
-	if err := s.EachTxn(func(st TxnState) { expired = append(expired, raftfsm.ExpiredTxns([]TxnState{st}, now)...) }); err != nil {
-		log.Debug("read transactions", "err", err)
+	var due []TxnState
+	err := s.store.View(func(tx *store.Tx) error {
+		ids, err := tx.TxnsDue(now, txnScanPage)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			st, err := tx.Txn(id)
+			if err != nil {
+				return err
+			}
+			due = append(due, st)
+		}
+		return nil
+	})
+	if err != nil {
+		log.Debug("read transactions past their timeout", "err", err)
 		return
 	}
-	for _, st := range expired {
+	for _, st := range due {
 		cmd := raftfsm.EndTxnCommand{NowMs: now, TransactionalID: st.TransactionalID, ProducerID: st.ProducerID,
 			Epoch: st.Epoch, TimedOut: true}
 		if _, err := s.apply(&cmd); err != nil {

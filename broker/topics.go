@@ -355,7 +355,7 @@ func (s *Service) readPartition(topic string, partition int32, offset int64, max
 			entries = slices.DeleteFunc(entries, func(e store.Entry) bool { return e.Offset >= uint64(end) })
 			if len(entries) > 0 {
 				last := entries[len(entries)-1]
-				if out.Aborted, err = tx.AbortedTxns(p.ID, entries[0].Offset, last.Offset+uint64(last.Count), maxAbortedScan); err != nil {
+				if out.Aborted, err = tx.AbortedTxns(p.ID, entries[0].Offset, last.Offset+uint64(last.Count), store.MaxAbortedScan); err != nil {
 					return err
 				}
 			}
@@ -365,9 +365,6 @@ func (s *Service) readPartition(topic string, partition int32, offset int64, max
 	})
 	return out, ids, err
 }
-
-// maxAbortedScan bounds the aborted transactions one read looks at.
-const maxAbortedScan = 10_000
 
 // kafkaBatches turns stored entries into record batches.
 func kafkaBatches(entries []store.Entry) [][]byte {

@@ -32,14 +32,17 @@ func handleDescribeTransactions(c *conn, kreq kmsg.Request) (kmsg.Response, erro
 			if st.StartMs > 0 {
 				ts.StartTimestamp = st.StartMs
 			}
+			index := map[string]int{} // a topic's place in ts.Topics
 			for _, tp := range st.Partitions {
-				if n := len(ts.Topics); n == 0 || ts.Topics[n-1].Topic != tp.Topic {
+				i, ok := index[tp.Topic]
+				if !ok {
+					i = len(ts.Topics)
+					index[tp.Topic] = i
 					t := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
 					t.Topic = tp.Topic
 					ts.Topics = append(ts.Topics, t)
 				}
-				t := &ts.Topics[len(ts.Topics)-1]
-				t.Partitions = append(t.Partitions, tp.Partition)
+				ts.Topics[i].Partitions = append(ts.Topics[i].Partitions, tp.Partition)
 			}
 		}
 		resp.TransactionStates = append(resp.TransactionStates, ts)

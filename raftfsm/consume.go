@@ -381,32 +381,33 @@ func skipExpired(cur *store.Cursor, part store.Partition) bool {
 // finished, stopping at the first message still delayed or inside a Kafka
 // transaction still open (order is kept), with the TxHash of each one's
 // transactionId. Records no consumer may see (Kafka transaction markers,
-// records of aborted Kafka transactions) count as finished: the cursor
-// passes them, and moved reports that it changed.
+// records of aborted Kafka transactions) count as finished: when nothing
+// unfinished comes before such an entry the cursor passes it whole (moved
+// reports that it did); otherwise the pop stops there and a later one
+// passes it, so the cursor never lists them one by one.
 func deliverable(tx *store.Tx, part store.Partition, cur *store.Cursor, batch int, now, delayMs int64) (offsets []int64, hashes []uint64, moved bool) {
 	view, err := tx.CommittedView(part)
 	must(err)
 	entries, err := tx.Entries(part.ID, uint64(cur.Offset), 64<<20, batch+len(cur.Done)+1)
 	must(err)
-	var hidden []int64
-	defer func() {
-		if len(hidden) > 0 {
-			cur.Done, moved = append(cur.Done, hidden...), true
-			passDone(cur)
-		}
-	}()
 	for _, e := range entries {
 		if e.Offset >= view.Stable || delayMs > 0 && e.MaxTimestampMs+delayMs > now {
 			break
 		}
-		hide, err := view.Hidden(e)
+		hidden, err := view.Hidden(e)
 		must(err)
+		if hidden {
+			passDone(cur)
+			if len(offsets) > 0 || int64(e.Offset) > cur.Offset {
+				break // something before it is unfinished
+			}
+			cur.Offset = max(cur.Offset, int64(e.Offset)+int64(e.Count))
+			passDone(cur)
+			moved = true
+			continue
+		}
 		for o := int64(e.Offset); o < int64(e.Offset)+int64(e.Count); o++ {
 			if o < cur.Offset || slices.Contains(cur.Done, o) {
-				continue
-			}
-			if hide {
-				hidden = append(hidden, o)
 				continue
 			}
 			offsets = append(offsets, o)

@@ -1,7 +1,6 @@
 package raftfsm
 
 import (
-	"cmp"
 	"errors"
 	"math"
 	"slices"
@@ -99,22 +98,37 @@ func (p *Processor) initTxnProducer(tx *store.Tx, meta *store.Meta, c *InitTxnPr
 	case err != nil:
 		must(err)
 	default:
-		if c.ProducerID >= 0 && (c.ProducerID != st.ProducerID || c.Epoch != st.Epoch) {
-			return TxnProducerResult{Outcome: ProducerFenced, ProducerID: -1, Epoch: -1}
+		if c.ProducerID >= 0 {
+			retry := st.Prev != nil && *st.Prev == store.TxnProducer{ID: c.ProducerID, Epoch: c.Epoch}
+			switch {
+			case retry && st.Status != store.TxnOngoing:
+				// The call that made the current epoch, retried: its
+				// answer is lost, so it is given again (KIP-360).
+				return TxnProducerResult{Outcome: TopicOK, ProducerID: st.ProducerID, Epoch: st.Epoch}
+			case c.ProducerID != st.ProducerID || c.Epoch != st.Epoch:
+				return TxnProducerResult{Outcome: ProducerFenced, ProducerID: -1, Epoch: -1}
+			}
 		}
 		if st.Status == store.TxnOngoing {
 			p.endTxn(tx, meta, &st, false)
 		}
-		if st.Epoch >= math.MaxInt16-1 { // epochs exhausted: a new producer id
-			must(tx.ForgetTxnProducer(st.ProducerID))
-			st.ProducerID, st.Epoch = newID(meta), 0
-		} else {
-			st.Epoch++
-		}
+		bumpEpoch(tx, meta, &st)
 	}
 	st.TimeoutMs, st.UpdatedMs = c.TimeoutMs, meta.ClockMs
 	must(tx.PutTxn(st))
 	return TxnProducerResult{Outcome: TopicOK, ProducerID: st.ProducerID, Epoch: st.Epoch}
+}
+
+// bumpEpoch moves a transactional id to its next epoch, or to a new
+// producer id once the epochs run out, remembering the pair it leaves.
+func bumpEpoch(tx *store.Tx, meta *store.Meta, st *store.TxnState) {
+	st.Prev = &store.TxnProducer{ID: st.ProducerID, Epoch: st.Epoch}
+	if st.Epoch < math.MaxInt16-1 {
+		st.Epoch++
+		return
+	}
+	must(tx.ForgetTxnProducer(st.ProducerID))
+	st.ProducerID, st.Epoch = newID(meta), 0
 }
 
 func newID(meta *store.Meta) int64 {
@@ -250,6 +264,7 @@ func (p *Processor) addToTxn(tx *store.Tx, meta *store.Meta, c *AddToTxnCommand)
 	st.Partitions, st.Groups = parts, groups
 	if st.Status != store.TxnOngoing {
 		st.Status, st.StartMs = store.TxnOngoing, meta.ClockMs
+		must(tx.PutTxnDue(st.StartMs+int64(st.TimeoutMs), st.TransactionalID))
 	}
 	st.UpdatedMs = meta.ClockMs
 	must(tx.PutTxn(st))
@@ -400,9 +415,7 @@ func (p *Processor) endTxnCommand(tx *store.Tx, meta *store.Meta, c *EndTxnComma
 			return TxnInvalidState
 		}
 		p.endTxn(tx, meta, &st, false)
-		if st.Epoch < math.MaxInt16-1 {
-			st.Epoch++ // fence the producer that let it expire
-		}
+		bumpEpoch(tx, meta, &st) // fence the producer that let it expire
 		must(tx.PutTxn(st))
 		return TopicOK
 	}
@@ -457,6 +470,7 @@ func (p *Processor) endTxn(tx *store.Tx, meta *store.Meta, st *store.TxnState, c
 	for _, g := range st.Groups {
 		must(tx.DeleteTxnGroup(g, st.TransactionalID))
 	}
+	must(tx.DeleteTxnDue(st.StartMs+int64(st.TimeoutMs), st.TransactionalID))
 	if commit {
 		for _, g := range groupsOf(st.Offsets) {
 			var offsets []OffsetCommit
@@ -503,17 +517,4 @@ func checkTxnBatch(tx *store.Tx, topic string, partition int32, producerID int64
 		return TxnInvalidState
 	}
 	return TopicOK
-}
-
-// ExpiredTxns lists the transactions in progress whose timeout passed at
-// nowMs, for the leader to abort, in transactional id order.
-func ExpiredTxns(states []store.TxnState, nowMs int64) []store.TxnState {
-	var out []store.TxnState
-	for _, st := range states {
-		if st.Status == store.TxnOngoing && st.StartMs+int64(st.TimeoutMs) <= nowMs {
-			out = append(out, st)
-		}
-	}
-	slices.SortFunc(out, func(a, b store.TxnState) int { return cmp.Compare(a.TransactionalID, b.TransactionalID) })
-	return out
 }

@@ -182,6 +182,12 @@ func TestKafkaTransactionLifecycle(t *testing.T) {
 	if got := answers[2].(TxnProducerResult); got.ProducerID != pid || got.Epoch != 1 {
 		t.Fatalf("re-init: %+v", got)
 	}
+	// KIP-360: a retry naming the pair the bump left is answered again;
+	// one naming an older pair is fenced.
+	retry := (&InitTxnProducerCommand{NowMs: 20, TransactionalID: "tx", TimeoutMs: 10_000, ProducerID: pid, Epoch: 0}).Encode()
+	if got := f.ApplyBatch(logs(20, retry, retry))[1].(TxnProducerResult); got.Outcome != TopicOK || got.ProducerID != pid || got.Epoch != 1 {
+		t.Fatalf("retried re-init: %+v, want the same id at epoch 1", got)
+	}
 	if got := answers[3].(ProduceResult); got.Outcome != ProducerFenced {
 		t.Fatalf("zombie write: %+v", got)
 	}
@@ -200,20 +206,29 @@ func TestKafkaTransactionTimeout(t *testing.T) {
 	tp := store.TxnPartition{Topic: "t", Partition: 0}
 	answers := f.ApplyBatch(logs(1, produceCmd(1, "t", idemBatch(-1, -1, -1, 1)), initTxn(2, "tx")))
 	pid := answers[1].(TxnProducerResult).ProducerID
-	answers = f.ApplyBatch(logs(3,
-		addToTxn(1000, "tx", pid, 0, nil, tp),
+	if due := txnsDue(t, f, 1_000_000); len(due) != 0 {
+		t.Fatalf("due before any transaction: %v", due)
+	}
+	f.ApplyBatch(logs(3, addToTxn(1000, "tx", pid, 0, nil, tp)))
+	if due, early := txnsDue(t, f, 11000), txnsDue(t, f, 10999); len(due) != 1 || len(early) != 0 {
+		t.Fatalf("due at its deadline %v, a moment before %v: want [tx] and none", due, early)
+	}
+	answers = f.ApplyBatch(logs(4,
 		produceCmd(1001, "t", txnBatch(pid, 0, 0, 1)),
 		endTxn(5000, "tx", pid, 0, false, true),  // too early (timeout 10 s)
 		endTxn(11000, "tx", pid, 0, false, true), // expired
 		endTxn(11001, "tx", pid, 0, true, false), // the producer, too late
 	))
-	if got := answers[2].(TopicOutcome); got != TxnInvalidState {
+	if got := answers[1].(TopicOutcome); got != TxnInvalidState {
 		t.Fatalf("early timeout abort: %v", got)
 	}
-	if got := answers[3].(TopicOutcome); got != TopicOK {
+	if due := txnsDue(t, f, 11000); len(due) != 0 {
+		t.Fatalf("transactions still filed as due after the abort: %v", due)
+	}
+	if got := answers[2].(TopicOutcome); got != TopicOK {
 		t.Fatalf("timeout abort: %v", got)
 	}
-	if got := answers[4].(TopicOutcome); got != ProducerFenced {
+	if got := answers[3].(TopicOutcome); got != ProducerFenced {
 		t.Fatalf("commit after timeout: %v", got)
 	}
 	if _, lso, aborted := partitionView(t, f, "t"); lso != 3 || len(aborted) != 1 {
@@ -348,4 +363,86 @@ func TestCompactionHonoursTransactions(t *testing.T) {
 	if !slices.Equal(seen, []string{"k=committed-1", "j=committed-2"}) {
 		t.Fatalf("a read_committed reader sees %v after compaction, want k=committed-1 and j=committed-2", seen)
 	}
+}
+
+// An HTTP pop passes over an aborted transaction whole: the group's cursor
+// never lists hidden offsets one by one. (It once added all 5,000 offsets
+// of an aborted batch behind a delivered record to the cursor's done list.)
+// And an abort is listed even when the log start moved past the
+// transaction's first offset meanwhile (its records above the start were
+// once delivered).
+func TestPopPassesAbortedTransactionsWhole(t *testing.T) {
+	f := newFSM(t)
+	apply := func(cmds ...[]byte) []any { return f.ApplyBatch(logs(f.meta.AppliedIndex+1, cmds...)) }
+	tp := store.TxnPartition{Topic: "t", Partition: 0}
+	answers := apply(produceCmd(1, "t", idemBatch(-1, -1, -1, 1)), initTxn(2, "tx")) // offset 0
+	pid := answers[1].(TxnProducerResult).ProducerID
+	apply(
+		addToTxn(3, "tx", pid, 0, nil, tp),
+		produceCmd(4, "t", txnBatch(pid, 0, 0, 2)),   // 1-2
+		produceCmd(5, "t", idemBatch(-1, -1, -1, 1)), // 3
+		(&DeleteRecordsCommand{Topic: "t", Partitions: []RecordsBefore{{Partition: 0, Offset: 2}}}).Encode(),
+		produceCmd(6, "t", txnBatch(pid, 0, 2, 5000)), // 4-5003
+		endTxn(7, "tx", pid, 0, false, false),         // marker 5004
+		produceCmd(8, "t", idemBatch(-1, -1, -1, 1)),  // 5005
+	)
+	if _, _, aborted := partitionView(t, f, "t"); len(aborted) != 1 || aborted[0].LastOffset != 5004 {
+		t.Fatalf("aborted ranges %+v: the abort must be listed", aborted)
+	}
+	pop := func(lease string) PopResult {
+		return apply((&PopCommand{NowMs: 9, Group: "g", Queue: "t", Batch: 10, LeaseID: lease}).Encode())[0].(PopResult)
+	}
+	cursor := func() store.Cursor {
+		var cur store.Cursor
+		err := f.store.View(func(tx *store.Tx) error {
+			q, err := tx.Queue("t")
+			if err != nil {
+				return err
+			}
+			p, err := tx.Partition(q.ID, "0")
+			if err != nil {
+				return err
+			}
+			view, err := tx.GroupView("g", q.ID)
+			if err != nil {
+				return err
+			}
+			cur, _, err = tx.Position(view, p)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cur
+	}
+	r := pop("L1")
+	if len(r.Offsets) != 1 || r.Offsets[0] != 3 {
+		t.Fatalf("first pop leased %v, want only 3 (0-1 below the start, 2 and 4-5004 aborted)", r.Offsets)
+	}
+	if cur := cursor(); len(cur.Done) != 0 {
+		t.Fatalf("the cursor lists %d done offsets after the first pop, want none", len(cur.Done))
+	}
+	acked := apply((&AckCommand{NowMs: 9, Group: "g", Acks: []Ack{{PartitionID: r.PartitionID, LeaseID: "L1",
+		TransactionID: KafkaRecordTxID(3), Status: AckCompleted}}}).Encode())[0].([]AckResult)
+	if acked[0].Error != "" {
+		t.Fatalf("ack: %+v", acked[0])
+	}
+	if r := pop("L2"); len(r.Offsets) != 1 || r.Offsets[0] != 5005 {
+		t.Fatalf("second pop leased %v, want 5005", r.Offsets)
+	}
+	if cur := cursor(); cur.Offset != 5005 || len(cur.Done) != 0 {
+		t.Fatalf("cursor at %d with %d done offsets, want 5005 and none", cur.Offset, len(cur.Done))
+	}
+}
+
+func txnsDue(t *testing.T, f *FSM, nowMs int64) (ids []string) {
+	t.Helper()
+	err := f.store.View(func(tx *store.Tx) (err error) {
+		ids, err = tx.TxnsDue(nowMs, 100)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
 }

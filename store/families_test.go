@@ -12,7 +12,7 @@ func TestKeyFamiliesAreDistinct(t *testing.T) {
 		"subscr": familySubscr, "deadLetter": familyDeadLetter, "queueByID": familyQueueByID,
 		"kv": familyKV, "kvExpiry": familyKVExpiry, "timer": familyTimer, "timerDue": familyTimerDue,
 		"tombstone": familyTombstone, "group": familyGroup, "stream": familyStream, "segment": familySegment,
-		"txn": familyTxn, "txnProducer": familyTxnProducer, "openTxn": familyOpenTxn, "abortedTxn": familyAbortedTxn, "txnGroup": familyTxnGroup,
+		"txn": familyTxn, "txnProducer": familyTxnProducer, "openTxn": familyOpenTxn, "abortedTxn": familyAbortedTxn, "txnGroup": familyTxnGroup, "txnDue": familyTxnDue,
 		"compactState": familyCompactState, "compactIndexed": familyCompactIndexed, "keyIndex": familyKeyIndex,
 	}
 	owner := map[byte]string{}

@@ -30,7 +30,8 @@ import (
 //	familyTombstone [0x14] seq(8)                           -> tombstone (JSON, versioned)
 //	familyGroup     [0x15] len(group)(2) group              -> group record (JSON, versioned)
 //	0x16–0x17: segment streams, see data.go
-//	0x18–0x1C: Kafka transactions, see txn.go
+//	0x18–0x1D: Kafka transactions, see txn.go
+//	0x30–0x32: log compaction, see compact.go
 //
 // Badger keys are at most 65,000 bytes and a transactionId may be 65,535,
 // so ids longer than maxRawIDKey are keyed by their SHA-256 in their own

@@ -18,6 +18,7 @@ import (
 //	familyOpenTxn    [0x1A] partitionID(8) producerID(8)       -> firstOffset(8)
 //	familyAbortedTxn [0x1B] partitionID(8) lastOffset(8) producerID(8) -> firstOffset(8)
 //	familyTxnGroup   [0x1C] len(group)(2) group transactionalID -> empty
+//	familyTxnDue     [0x1D] deadlineMs(8) transactionalID       -> empty
 //
 // An open transaction's first offset on a partition bounds the last stable
 // offset there; an aborted one is listed by the offset of its abort marker,
@@ -28,6 +29,7 @@ const (
 	familyOpenTxn     byte = 0x1A
 	familyAbortedTxn  byte = 0x1B
 	familyTxnGroup    byte = 0x1C
+	familyTxnDue      byte = 0x1D
 )
 
 // TxnStatus is where a transaction stands.
@@ -59,13 +61,22 @@ type TxnOffset struct {
 	Metadata    string `json:"metadata,omitempty"`
 }
 
+// TxnProducer is a producer id with an epoch.
+type TxnProducer struct {
+	ID    int64 `json:"id"`
+	Epoch int16 `json:"epoch"`
+}
+
 // TxnState is a transactional id's replicated coordinator state.
 type TxnState struct {
-	TransactionalID string    `json:"id"`
-	ProducerID      int64     `json:"producerId"`
-	Epoch           int16     `json:"epoch"`
-	TimeoutMs       int32     `json:"timeoutMs"`
-	Status          TxnStatus `json:"status"`
+	TransactionalID string `json:"id"`
+	ProducerID      int64  `json:"producerId"`
+	Epoch           int16  `json:"epoch"`
+	// Prev is the producer id and epoch before the last bump, so a retried
+	// InitProducerId that names them is answered again (KIP-360).
+	Prev      *TxnProducer `json:"prev,omitempty"`
+	TimeoutMs int32        `json:"timeoutMs"`
+	Status    TxnStatus    `json:"status"`
 	// StartMs is when the transaction in progress began (its first
 	// partition or group); UpdatedMs the last change.
 	StartMs    int64          `json:"startMs,omitempty"`
@@ -143,6 +154,36 @@ func (t *Tx) PendingTxnOffsets(group string, limit int) ([]TxnOffset, error) {
 		}
 	}
 	return out, nil
+}
+
+func txnDueKey(deadlineMs int64, id string) []byte {
+	return append(binary.BigEndian.AppendUint64([]byte{familyTxnDue}, uint64(deadlineMs)), id...)
+}
+
+// PutTxnDue files a transaction in progress under the time its timeout
+// passes; DeleteTxnDue takes it out when it ends.
+func (t *Tx) PutTxnDue(deadlineMs int64, id string) error {
+	return t.set(txnDueKey(deadlineMs, id), nil)
+}
+
+// DeleteTxnDue takes a transaction out of the timeout index.
+func (t *Tx) DeleteTxnDue(deadlineMs int64, id string) error { return t.del(txnDueKey(deadlineMs, id)) }
+
+// TxnsDue lists up to limit transactional ids whose transaction in
+// progress timed out at or before nowMs, oldest deadline first.
+func (t *Tx) TxnsDue(nowMs int64, limit int) ([]string, error) {
+	var out []string
+	err := t.scan([]byte{familyTxnDue}, nil, func(k, _ []byte) (bool, error) {
+		if len(k) < 9 {
+			return false, errBadRecord
+		}
+		if int64(beUint64(k[1:9])) > nowMs {
+			return false, nil
+		}
+		out = append(out, string(k[9:]))
+		return len(out) < limit, nil
+	})
+	return out, err
 }
 
 // Txn reads a transactional id's state, or ErrNotFound.
@@ -338,8 +379,11 @@ type CommittedView struct {
 	abortedRead bool
 }
 
-// maxAbortedScan bounds the aborted transactions one read looks at.
-const maxAbortedScan = 10_000
+// MaxAbortedScan bounds the aborted ranges one read looks at. A read
+// returns at most 10,000 entries, so at most that many abort markers lie
+// inside it; the rest of the bound is for transactions whose marker lies
+// beyond its end (at most one per producer writing to the partition).
+const MaxAbortedScan = 20_000
 
 // CommittedView starts a committed-only read of a partition.
 func (t *Tx) CommittedView(p Partition) (*CommittedView, error) {
@@ -359,7 +403,7 @@ func (v *CommittedView) Hidden(e Entry) (bool, error) {
 	}
 	if !v.abortedRead {
 		var err error
-		if v.aborted, err = v.tx.AbortedTxns(v.partitionID, e.Offset, v.Stable, maxAbortedScan); err != nil {
+		if v.aborted, err = v.tx.AbortedTxns(v.partitionID, e.Offset, v.Stable, MaxAbortedScan); err != nil {
 			return false, err
 		}
 		v.abortedRead = true
