@@ -101,6 +101,10 @@ func (s *Service) topicInfo(q store.Queue) TopicInfo {
 	return t
 }
 
+// TopicDefaults is what a Kafka topic that sets no config has in force:
+// the broker defaults DescribeConfigs reports as synonyms.
+func (s *Service) TopicDefaults() TopicInfo { return s.topicInfo(store.Queue{KafkaCreated: true}) }
+
 // Topics describes the named topics (all topics when names is nil); a name
 // with no queue is absent from the answer.
 func (s *Service) Topics(names []string) ([]TopicInfo, error) {

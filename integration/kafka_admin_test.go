@@ -46,6 +46,27 @@ func TestKafkaTopicConfigsAlterLive(t *testing.T) {
 	if got := describeTopicConfigs(t, cl, "live")["max.message.bytes"]; got != "1024" {
 		t.Fatalf("max.message.bytes after the alter: %s", got)
 	}
+	// kadm asks for synonyms: a set config shows the topic's value, then
+	// the broker default behind it; waggle's fixed configs are read-only.
+	described, err := adm.DescribeTopicConfigs(ctx, "live")
+	if err != nil || described[0].Err != nil {
+		t.Fatalf("DescribeConfigs: %+v, %v", described, err)
+	}
+	byName := map[string]kadm.Config{}
+	for _, c := range described[0].Configs {
+		byName[c.Key] = c
+	}
+	mmb := byName["max.message.bytes"]
+	if mmb.Source != kmsg.ConfigSourceDynamicTopicConfig || len(mmb.Synonyms) != 2 ||
+		mmb.Synonyms[1].Key != "message.max.bytes" || mmb.Synonyms[1].Source != kmsg.ConfigSourceDefaultConfig || *mmb.Synonyms[1].Value != "1048588" {
+		t.Fatalf("max.message.bytes as described: %+v", mmb)
+	}
+	if ret := byName["retention.ms"]; ret.Source != kmsg.ConfigSourceDefaultConfig || len(ret.Synonyms) != 1 || ret.Synonyms[0].Key != "log.retention.ms" {
+		t.Fatalf("retention.ms as described: %+v", ret)
+	}
+	if u := byName["unclean.leader.election.enable"]; u.Value == nil || *u.Value != "false" || u.Source != kmsg.ConfigSourceDefaultConfig {
+		t.Fatalf("unclean.leader.election.enable as described: %+v", u)
+	}
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: big}).FirstErr(); !errors.Is(err, kerr.MessageTooLarge) {
 		t.Fatalf("a 2000-byte record after max.message.bytes=1024: %v, want MESSAGE_TOO_LARGE", err)
 	}
@@ -58,6 +79,7 @@ func TestKafkaTopicConfigsAlterLive(t *testing.T) {
 		{Op: kadm.SetConfig, Name: "retention.ms", Value: kadm.StringPtr("soon")},
 		{Op: kadm.AppendConfig, Name: "retention.ms", Value: kadm.StringPtr("1")},
 		{Op: kadm.SetConfig, Name: "cleanup.policy", Value: kadm.StringPtr("compact,purge")}, // not a policy
+		{Op: kadm.SetConfig, Name: "compression.type", Value: kadm.StringPtr("zstd")},          // read-only: waggle's behaviour
 	} {
 		rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{ac}, "live")
 		if err != nil || len(rs) != 1 || !errors.Is(rs[0].Err, kerr.InvalidConfig) {

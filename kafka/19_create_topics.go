@@ -31,7 +31,7 @@ func handleCreateTopics(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			if infos, err := c.s.svc.Topics([]string{rt.Topic}); err == nil && len(infos) == 1 {
 				t.TopicID, t.NumPartitions, t.ReplicationFactor = topicID(infos[0]), infos[0].Partitions, 1
 				// v5+ echoes the topic's configs as DescribeConfigs shows them.
-				for _, dc := range topicConfigs(infos[0], nil) {
+				for _, dc := range topicConfigs(infos[0], c.s.svc.TopicDefaults(), nil, false, false) {
 					cc := kmsg.NewCreateTopicsResponseTopicConfig()
 					cc.Name, cc.Value, cc.ReadOnly, cc.Source = dc.Name, dc.Value, dc.ReadOnly, int8(dc.Source)
 					t.Configs = append(t.Configs, cc)
