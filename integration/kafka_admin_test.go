@@ -79,7 +79,7 @@ func TestKafkaTopicConfigsAlterLive(t *testing.T) {
 		{Op: kadm.SetConfig, Name: "retention.ms", Value: kadm.StringPtr("soon")},
 		{Op: kadm.AppendConfig, Name: "retention.ms", Value: kadm.StringPtr("1")},
 		{Op: kadm.SetConfig, Name: "cleanup.policy", Value: kadm.StringPtr("compact,purge")}, // not a policy
-		{Op: kadm.SetConfig, Name: "compression.type", Value: kadm.StringPtr("zstd")},          // read-only: waggle's behaviour
+		{Op: kadm.SetConfig, Name: "compression.type", Value: kadm.StringPtr("zstd")},        // read-only: waggle's behaviour
 	} {
 		rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{ac}, "live")
 		if err != nil || len(rs) != 1 || !errors.Is(rs[0].Err, kerr.InvalidConfig) {
