@@ -70,7 +70,7 @@ type ConsumerGroupConfig struct {
 	// (group.consumer.heartbeat.interval.ms, 5 s).
 	HeartbeatInterval time.Duration
 	// FailoverGrace is how long a new leader holds back the groups
-	// re-formed on it (failover.go); zero: HeartbeatInterval plus 5 s, at
+	// re-formed on it (failover.go); zero: HeartbeatInterval plus 15 s, at
 	// most SessionTimeout.
 	FailoverGrace time.Duration
 }

@@ -25,8 +25,12 @@ import "time"
 
 // clientRetryMargin covers how long a member may take, after its heartbeat
 // fell due, to reach the new leader: the election and the clients' retry
-// backoff (kgo backs off up to 5 s; the Java client and librdkafka 1 s).
-const clientRetryMargin = 5 * time.Second
+// backoff. kgo retries a failed KIP-848 heartbeat on the same coordinator
+// with a doubling backoff (250 ms up to 5 s): with a 1 s election it
+// reaches the new leader about 8 s after the old one died, one retry more
+// (a slower election) 13 s. The Java client and librdkafka back off up to
+// 1 s.
+const clientRetryMargin = 15 * time.Second
 
 // minHeldHeartbeat bounds how soon a held member is told to come back.
 const minHeldHeartbeat = 100 * time.Millisecond
@@ -34,7 +38,8 @@ const minHeldHeartbeat = 100 * time.Millisecond
 // failoverGrace is how long after taking the lead groups re-formed here
 // are held: FailoverGrace when set, else the heartbeat interval plus
 // clientRetryMargin, at most the session timeout (a member silent for
-// longer would have been removed by the old leader as well).
+// longer counts as gone, as it would on the old leader, and as Kafka's new
+// coordinator expires members that do not come back within their session).
 func (cfg ConsumerGroupConfig) failoverGrace() time.Duration {
 	if cfg.FailoverGrace > 0 {
 		return cfg.FailoverGrace

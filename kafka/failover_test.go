@@ -19,8 +19,8 @@ func TestFailoverGraceDefault(t *testing.T) {
 		cfg  ConsumerGroupConfig
 		want time.Duration
 	}{
-		{DefaultConsumerGroupConfig(), 10 * time.Second},
-		{ConsumerGroupConfig{SessionTimeout: 6 * time.Second, HeartbeatInterval: 250 * time.Millisecond}, 5250 * time.Millisecond},
+		{DefaultConsumerGroupConfig(), 20 * time.Second},
+		{ConsumerGroupConfig{SessionTimeout: 20 * time.Second, HeartbeatInterval: 250 * time.Millisecond}, 15250 * time.Millisecond},
 		{ConsumerGroupConfig{SessionTimeout: 3 * time.Second, HeartbeatInterval: time.Second}, 3 * time.Second}, // at most the session
 		{ConsumerGroupConfig{SessionTimeout: 3 * time.Second, HeartbeatInterval: time.Second, FailoverGrace: 20 * time.Second}, 20 * time.Second},
 	} {
