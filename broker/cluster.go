@@ -40,6 +40,16 @@ type Member struct {
 // IsLeader reports whether this node leads the raft group now.
 func (s *Service) IsLeader() bool { return s.node.Raft.State() == raft.Leader }
 
+// LeaderTerm reports whether this node leads the raft group now, and in
+// which term: a leader whose term changed lost the lead in between.
+func (s *Service) LeaderTerm() (term uint64, leading bool) {
+	r := s.node.Raft
+	if r.State() != raft.Leader {
+		return 0, false
+	}
+	return r.CurrentTerm(), true
+}
+
 // NodeID is this node's id.
 func (s *Service) NodeID() string { return s.nodeID }
 

@@ -30,10 +30,12 @@ import (
 // gone; a partition reaches its new owner only once nobody else holds it.
 
 // Consumer group states, as ConsumerGroupDescribe and ListGroups name them.
-// Assigning never shows: the target assignment is computed as soon as the
-// group epoch moves.
+// The target assignment is computed as soon as the group epoch moves, so
+// Assigning shows only while a group re-formed after a leader change is
+// held (failover.go).
 const (
 	cstateEmpty       = "Empty"
+	cstateAssigning   = "Assigning"
 	cstateReconciling = "Reconciling"
 	cstateStable      = "Stable"
 )
@@ -67,6 +69,10 @@ type ConsumerGroupConfig struct {
 	// HeartbeatInterval is the interval members are told to heartbeat at
 	// (group.consumer.heartbeat.interval.ms, 5 s).
 	HeartbeatInterval time.Duration
+	// FailoverGrace is how long a new leader holds back the groups
+	// re-formed on it (failover.go); zero: HeartbeatInterval plus 15 s, at
+	// most SessionTimeout.
+	FailoverGrace time.Duration
 }
 
 // DefaultConsumerGroupConfig is Kafka's defaults.
@@ -112,6 +118,7 @@ type cgroup struct {
 	topics          map[string]topicMeta // subscribed topics that exist
 	target          map[string]map[tp]bool
 	holder          map[tp]string // who holds a partition (assigned or revoking)
+	holdUntil       time.Time     // re-formed in the failover grace: nothing is assigned until then (failover.go)
 }
 
 // consumerTopicNames is every topic group's members subscribe to, plus
@@ -193,6 +200,10 @@ func (co *coordinator) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest
 	if code, msg := checkHeartbeat(req); code != 0 {
 		return heartbeatError(req, code, msg)
 	}
+	var hold time.Time
+	if req.MemberEpoch == epochJoin {
+		hold = co.holdFor(req.Group)
+	}
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	now := co.now()
@@ -220,6 +231,9 @@ func (co *coordinator) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest
 		}
 		g = &cgroup{name: req.Group, assignor: assignorUniform, members: map[string]*cmember{}, static: map[string]string{},
 			topics: map[string]topicMeta{}, target: map[string]map[tp]bool{}, holder: map[tp]string{}}
+		if now.Before(hold) {
+			g.holdUntil = hold
+		}
 	}
 	var m *cmember
 	bump := false
@@ -259,6 +273,9 @@ func (co *coordinator) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest
 	if g.refreshTopics(fetched) {
 		bump = true
 	}
+	if g.endHold(now) {
+		bump = true
+	}
 	if bump {
 		g.newEpoch()
 	}
@@ -277,7 +294,7 @@ func (co *coordinator) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 	resp.MemberID = kmsg.StringPtr(m.id)
 	resp.MemberEpoch = m.epoch
-	resp.HeartbeatIntervalMillis = int32(co.consumerCfg.HeartbeatInterval.Milliseconds())
+	resp.HeartbeatIntervalMillis = int32(co.heartbeatInterval(g, now).Milliseconds())
 	// The assignment goes out when it changed, and on any full request
 	// (one that lists what the member owns): that re-delivers it to a
 	// member whose previous answer was lost.
@@ -452,7 +469,12 @@ func (g *cgroup) refreshTopics(fetched map[string]*topicMeta) bool {
 func (g *cgroup) newEpoch() {
 	g.epoch++
 	g.assignor = g.preferredAssignor()
-	g.target = g.assign()
+	if g.holdUntil.IsZero() {
+		g.target = g.assign()
+	} else {
+		// Held after a leader change: nobody is assigned anything yet.
+		g.target = make(map[string]map[tp]bool, len(g.members))
+	}
 	g.assignmentEpoch = g.epoch
 	// A static member that is away cannot acknowledge a revocation: what
 	// it no longer targets is released at once (it consumes nothing).
@@ -583,6 +605,9 @@ func (co *coordinator) consumerLeave(g *cgroup, req *kmsg.ConsumerGroupHeartbeat
 // their rebalance timeout (KIP-848 fences them).
 func (co *coordinator) expireConsumers(now time.Time) {
 	for _, g := range co.consumers {
+		if g.endHold(now) {
+			g.newEpoch()
+		}
 		for _, id := range slices.Sorted(maps.Keys(g.members)) {
 			m := g.members[id]
 			if m == nil {
@@ -626,6 +651,9 @@ func (g *cgroup) byTopic(set map[tp]bool) []kmsg.AssignmentTopicPartition {
 func (g *cgroup) state() string {
 	if len(g.members) == 0 {
 		return cstateEmpty
+	}
+	if !g.holdUntil.IsZero() {
+		return cstateAssigning
 	}
 	for _, m := range g.members {
 		if m.epoch != g.assignmentEpoch || len(m.revoking) > 0 || len(m.assigned) != len(g.target[m.id]) {

@@ -71,6 +71,7 @@ type group struct {
 	pending      map[string]bool   // ids handed out with MEMBER_ID_REQUIRED (KIP-394)
 	static       map[string]string // group.instance.id → the id of its current incarnation (KIP-345)
 	timer        *time.Timer       // ends the join phase, or a stalled sync phase
+	graceHold    bool              // the join phase waits out the failover grace (failover.go)
 	joinVersions map[string]int16  // JoinGroup version each waiter asked with
 }
 
@@ -81,7 +82,17 @@ type coordinator struct {
 	groups      map[string]*group
 	consumers   map[string]*cgroup
 	consumerCfg ConsumerGroupConfig
-	now         func() time.Time // the consumer groups' clock; tests replace it
+	now         func() time.Time // the consumer groups' and the failover grace's clock; tests replace it
+
+	// term is the raft term this node coordinates in (0: not leading);
+	// graceUntil ends the failover grace that began when it took the lead
+	// (failover.go).
+	term       uint64
+	graceUntil time.Time
+	// hasOffsets reports whether a group has committed offsets, the
+	// replicated trace of members before this leader; nil counts every
+	// group as having some.
+	hasOffsets func(group string) bool
 }
 
 func newCoordinator() *coordinator {
@@ -122,6 +133,12 @@ func (co *coordinator) run(stop <-chan struct{}) {
 func (co *coordinator) reset() {
 	co.mu.Lock()
 	defer co.mu.Unlock()
+	co.forgetAll()
+	co.term, co.graceUntil = 0, time.Time{}
+}
+
+// forgetAll drops every group; the caller holds co.mu.
+func (co *coordinator) forgetAll() {
 	for _, g := range co.groups {
 		g.stopTimer()
 		for _, m := range g.members {
@@ -209,7 +226,7 @@ func (g *group) membershipChanged(co *coordinator) {
 // join again within the longest rebalance timeout (or delay, for a group
 // forming from empty).
 func (g *group) startRebalance(co *coordinator, delay time.Duration) {
-	g.state = statePreparing
+	g.state, g.graceHold = statePreparing, false
 	for _, m := range g.members {
 		m.rejoined = false
 		m.answerSync(syncAnswer{code: kerr.RebalanceInProgress.Code})
@@ -234,8 +251,8 @@ func (g *group) startRebalance(co *coordinator, delay time.Duration) {
 // maybeCompleteJoin ends the join phase early once every member rejoined
 // (unless the initial delay is still gathering members).
 func (g *group) maybeCompleteJoin(co *coordinator) {
-	if g.timer != nil && g.generation == 0 {
-		return // a new group waits out its initial delay
+	if g.timer != nil && (g.generation == 0 || g.graceHold) {
+		return // a new group waits out its initial delay, a re-formed one the failover grace
 	}
 	for _, m := range g.members {
 		if !m.rejoined {
@@ -404,6 +421,7 @@ func (co *coordinator) join(req *kmsg.JoinGroupRequest, clientID, clientHost str
 		return fail(kerr.InconsistentGroupProtocol.Code)
 	}
 
+	hold := co.holdFor(req.Group)
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	if co.consumers[req.Group] != nil {
@@ -471,15 +489,29 @@ func (co *coordinator) join(req *kmsg.JoinGroupRequest, clientID, clientHost str
 	m.joinWaiter = wait
 	g.protocolType = req.ProtocolType
 
+	var grace time.Duration // what is left of the failover grace
 	switch g.state {
 	case stateEmpty:
-		g.startRebalance(co, initialRebalanceDelay)
+		// A group formed in the failover grace waits it out (at most
+		// the rebalance timeout): members of the previous leader's
+		// generation may still consume until they heartbeat here.
+		grace = min(hold.Sub(co.now()), rebalance)
+		if grace > initialRebalanceDelay {
+			g.startRebalance(co, grace)
+			g.graceHold = true
+		} else {
+			g.startRebalance(co, initialRebalanceDelay)
+		}
 	case stateStable, stateCompleting:
 		g.startRebalance(co, 0)
+	case statePreparing:
+		if g.graceHold { // a later member waits as long as the first
+			grace = co.graceUntil.Sub(co.now())
+		}
 	}
 	m.rejoined = true
 	g.maybeCompleteJoin(co)
-	deadline := rebalance + initialRebalanceDelay + 5*time.Second
+	deadline := rebalance + initialRebalanceDelay + max(grace, 0) + 5*time.Second
 	return func() (kmsg.Response, error) {
 		select {
 		case r := <-wait:

@@ -111,6 +111,10 @@ func New(svc *broker.Service, cfg Config, log *slog.Logger) *Server {
 		cfg.ConsumerGroups.HeartbeatInterval = def.HeartbeatInterval
 	}
 	groups.consumerCfg = cfg.ConsumerGroups
+	groups.hasOffsets = func(group string) bool {
+		offsets, err := svc.GroupOffsets(group)
+		return err != nil || len(offsets) > 0 // unsure: held
+	}
 	return &Server{svc: svc, cfg: cfg, log: log, groups: groups, inFlight: semaphore.NewWeighted(cfg.InFlightBytes),
 		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
 }
@@ -122,6 +126,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln.Close()
 	}()
 	go s.groups.run(s.ctx.Done())
+	go s.watchLeadership()
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -179,12 +184,33 @@ func (c *conn) authenticated() bool { return !c.s.cfg.Auth.Enabled || c.principa
 
 // coordinating reports whether this node coordinates groups now (it leads
 // raft); a node that stopped leading forgets its groups' membership.
-func (c *conn) coordinating() bool {
-	if c.s.svc.IsLeader() {
+func (c *conn) coordinating() bool { return c.s.leading() }
+
+// leading reports whether this node leads raft, and tells the coordinator:
+// a node that stopped leading forgets its groups, one that took the lead
+// in a new term starts its failover grace (failover.go).
+func (s *Server) leading() bool {
+	if term, ok := s.svc.LeaderTerm(); ok {
+		s.groups.lead(term)
 		return true
 	}
-	c.s.groups.reset()
+	s.groups.reset()
 	return false
+}
+
+// watchLeadership notices a change of leader without waiting for a group
+// request, so the failover grace starts when this node takes the lead.
+func (s *Server) watchLeadership() {
+	t := time.NewTicker(reapEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+			s.leading()
+		}
+	}
 }
 
 // header is a request header (v1, or v2 with tagged fields).

@@ -108,6 +108,7 @@ func newServeCmd() *cobra.Command {
 	f.Int32Var(&o.kafka.DefaultPartitions, "kafka-default-partitions", o.kafka.DefaultPartitions, "partitions of an auto-created topic")
 	f.DurationVar(&o.kafka.ConsumerGroups.SessionTimeout, "kafka-consumer-session-timeout", o.kafka.ConsumerGroups.SessionTimeout, "KIP-848 consumer groups: a member not heard from for this long is removed (Kafka's group.consumer.session.timeout.ms)")
 	f.DurationVar(&o.kafka.ConsumerGroups.HeartbeatInterval, "kafka-consumer-heartbeat-interval", o.kafka.ConsumerGroups.HeartbeatInterval, "KIP-848 consumer groups: how often members are told to heartbeat (group.consumer.heartbeat.interval.ms)")
+	f.DurationVar(&o.kafka.ConsumerGroups.FailoverGrace, "kafka-consumer-failover-grace", 0, "after a leader change, how long groups re-formed on the new leader get no partitions (KIP-848) or wait for their first generation (classic), so members of the old leader's generation have stopped (0: the heartbeat interval plus 15 s, at most the session timeout)")
 	f.Int64Var(&o.memoryLimitMiB, "memory-limit-mib", 448, "soft limit of the Go heap: the garbage collector works harder near it (0: none; GOMEMLIMIT wins)")
 	f.DurationVar(&o.kafkaRetention, "kafka-retention", raftfsm.DefaultKafkaRetentionMs*time.Millisecond, "how long topics created over Kafka without retention.ms keep records (0: for ever)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -124,6 +125,9 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	if cg := o.kafka.ConsumerGroups; cg.HeartbeatInterval <= 0 || cg.SessionTimeout <= cg.HeartbeatInterval {
 		return errors.New("--kafka-consumer-heartbeat-interval must be positive and below --kafka-consumer-session-timeout")
+	}
+	if o.kafka.ConsumerGroups.FailoverGrace < 0 {
+		return errors.New("--kafka-consumer-failover-grace must not be negative")
 	}
 	if o.memoryLimitMiB > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(o.memoryLimitMiB << 20)
