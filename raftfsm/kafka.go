@@ -2,6 +2,7 @@ package raftfsm
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strconv"
 
@@ -221,6 +222,14 @@ type ProduceBatch struct {
 	Raw           []byte
 }
 
+// leaderEpoch is the Kafka partition leader epoch of what the current
+// entry appends: its raft term (broker.Service.LeaderEpoch), held at the
+// largest int32. Entries applied before terms were recorded (a processor
+// used without an FSM) carry 0, as every batch did before.
+func (p *Processor) leaderEpoch() int32 {
+	return int32(min(p.term, math.MaxInt32))
+}
+
 // lastSequence is the sequence of the batch's last record; they wrap at 2^31-1.
 func (b ProduceBatch) lastSequence() int32 {
 	return int32((int64(b.FirstSequence) + int64(b.NumRecords) - 1) % (1 << 31))
@@ -359,7 +368,7 @@ func (p *Processor) produce(tx *store.Tx, meta *store.Meta, c *ProduceCommand) P
 		if appendAt[i] < 0 {
 			continue
 		}
-		raw := recordbatch.Rebase(b.Raw, appendAt[i], 0)
+		raw := recordbatch.Rebase(b.Raw, appendAt[i], p.leaderEpoch())
 		must(tx.PutBatch(q, part.ID, uint64(appendAt[i]), uint32(b.NumRecords), b.MaxTimestamp, meta.NextID, meta.ClockMs, raw))
 	}
 	for _, id := range stateOrder {

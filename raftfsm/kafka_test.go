@@ -1,9 +1,13 @@
 package raftfsm
 
 import (
+	"encoding/binary"
 	"testing"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/waggle-mq/waggle/recordbatch"
+	"github.com/waggle-mq/waggle/store"
 )
 
 func produceCmd(nowMs int64, topic string, batches ...ProduceBatch) []byte {
@@ -55,5 +59,45 @@ func TestProduceRecognisesResentIdempotentBatches(t *testing.T) {
 	}
 	if got := g.ApplyBatch(logs(8, produceCmd(8, "t", idemBatch(7, 1, 0, 1))))[0].(ProduceResult); got.BaseOffset != 5 {
 		t.Fatalf("resend after restore: base %d, want the original 5", got.BaseOffset)
+	}
+}
+
+// A stored batch carries the raft term of the entry that appended it as
+// its partition leader epoch (KIP-101), whatever the producer sent, so a
+// consumer's KIP-320 checks see the epoch Metadata reports.
+func TestProduceStampsTheTermAsLeaderEpoch(t *testing.T) {
+	f := newFSM(t)
+	for i, term := range []uint64{3, 9} {
+		l := logs(uint64(i+1), produceCmd(int64(i+1), "t", idemBatch(-1, -1, -1, 1)))[0]
+		l.Term = term
+		if got := f.ApplyBatch([]*raft.Log{l})[0].(ProduceResult); got.Outcome != TopicOK || got.BaseOffset != int64(i) {
+			t.Fatalf("produce in term %d: %+v", term, got)
+		}
+	}
+	err := f.store.View(func(tx *store.Tx) error {
+		q, err := tx.Queue("t")
+		if err != nil {
+			return err
+		}
+		p, err := tx.Partition(q.ID, "0")
+		if err != nil {
+			return err
+		}
+		entries, err := tx.Entries(p.ID, 0, 1<<20, 10)
+		if err != nil {
+			return err
+		}
+		if len(entries) != 2 {
+			t.Fatalf("%d entries, want 2", len(entries))
+		}
+		for i, want := range []int32{3, 9} {
+			if got := int32(binary.BigEndian.Uint32(entries[i].Batch[12:])); got != want {
+				t.Errorf("batch %d: leader epoch %d, want the term %d", i, got, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
