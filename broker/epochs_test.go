@@ -64,3 +64,11 @@ func TestPartitionSizesAndLeaderEpoch(t *testing.T) {
 		last = sizes[0]
 	}
 }
+
+// LeaderEpoch is on Fetch's hot path (once per request): one atomic load.
+func BenchmarkLeaderEpoch(b *testing.B) {
+	s := startService(b)
+	for b.Loop() {
+		_ = s.LeaderEpoch()
+	}
+}
