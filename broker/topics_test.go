@@ -14,7 +14,7 @@ import (
 
 // startService runs a single-node raft over a fresh store and returns the
 // service once the node leads.
-func startService(t *testing.T) *Service {
+func startService(t testing.TB) *Service {
 	t.Helper()
 	st, err := store.Open(t.TempDir())
 	if err != nil {

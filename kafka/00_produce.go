@@ -77,7 +77,7 @@ func (c *conn) checkProduce(acks int16, topic string) int16 {
 	switch {
 	case acks != -1 && acks != 0 && acks != 1:
 		return kerr.InvalidRequiredAcks.Code
-	case !broker.ValidTopicName(topic):
+	case !broker.ValidTopicName(topic), isInternalTopic(topic): // no client writes to an internal topic
 		return kerr.InvalidTopicException.Code
 	case !c.s.svc.IsLeader():
 		return kerr.NotLeaderForPartition.Code

@@ -79,6 +79,7 @@ func waitAny(c *conn, signals []<-chan struct{}, timeout time.Duration) bool {
 func (c *conn) fetchOnce(req *kmsg.FetchRequest, byID map[[16]byte]broker.TopicInfo) (*kmsg.FetchResponse, int, []<-chan struct{}) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	leader := c.s.svc.IsLeader()
+	epoch := c.s.svc.LeaderEpoch() // one atomic load (raft's term)
 	budget := int(req.MaxBytes)
 	if req.Version < 3 || budget <= 0 {
 		budget = 50 << 20
@@ -104,8 +105,15 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest, byID map[[16]byte]broker.TopicI
 				p.ErrorCode = kerr.UnknownTopicID.Code
 			case c.topicDenied(auth.Read, name) != 0:
 				p.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			case req.Version >= 9 && leaderEpochCode(rp.CurrentLeaderEpoch, epoch) != 0:
+				// KIP-320: Kafka checks the epoch before the leadership.
+				p.ErrorCode = leaderEpochCode(rp.CurrentLeaderEpoch, epoch)
 			case !leader:
 				p.ErrorCode = kerr.NotLeaderForPartition.Code
+			case isInternalTopic(name):
+				if emptyFetch(&p, rp); p.ErrorCode == 0 {
+					signals = append(signals, never)
+				}
 			default:
 				limit := min(int(rp.PartitionMaxBytes), max(budget-size, 0))
 				log, err := c.s.svc.ReadPartition(name, rp.Partition, rp.FetchOffset, max(limit, 1), req.IsolationLevel == readCommitted)

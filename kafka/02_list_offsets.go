@@ -19,6 +19,7 @@ func handleListOffsets(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	leader := c.s.svc.IsLeader()
+	epoch := c.s.svc.LeaderEpoch()
 	for _, rt := range req.Topics {
 		t := kmsg.NewListOffsetsResponseTopic()
 		t.Topic = rt.Topic
@@ -27,10 +28,21 @@ func handleListOffsets(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			p.Partition, p.Offset, p.Timestamp = rp.Partition, -1, -1
 			if p.ErrorCode = c.topicDenied(auth.Read, rt.Topic); p.ErrorCode != 0 {
 				// not told where it is
+			} else if req.Version >= 4 && leaderEpochCode(rp.CurrentLeaderEpoch, epoch) != 0 {
+				p.ErrorCode = leaderEpochCode(rp.CurrentLeaderEpoch, epoch) // KIP-320
 			} else if !leader {
 				p.ErrorCode = kerr.NotLeaderForPartition.Code
+			} else if isInternalTopic(rt.Topic) {
+				emptyListOffset(rp, &p)
 			} else {
 				c.listOffset(rt.Topic, rp, req.IsolationLevel == readCommitted, &p)
+			}
+			if p.ErrorCode == 0 && p.Offset >= 0 {
+				// The epoch of the offset found (v4+). Every epoch up to the
+				// current one ends at the high watermark (see
+				// 23_offset_for_leader_epoch.go), so the current one is
+				// true of any offset.
+				p.LeaderEpoch = epoch
 			}
 			if req.Version == 0 && p.ErrorCode == 0 {
 				p.OldStyleOffsets = []int64{p.Offset}

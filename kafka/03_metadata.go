@@ -13,7 +13,8 @@ func init() { register(kmsg.Metadata.Int16(), 0, 12, answerNow(handleMetadata)) 
 func handleMetadata(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	brokers, leader := c.brokers()
+	brokers, _ := c.brokers()
+	leader, epoch := c.leader()
 	for _, b := range brokers {
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID, mb.Host, mb.Port = b.id, b.host, b.port
@@ -30,9 +31,12 @@ func handleMetadata(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			return nil, err
 		}
 		for _, t := range topics {
-			if c.describable(t.Name) { // others are left out, as Kafka does
-				resp.Topics = append(resp.Topics, topicMetadata(t, leader))
+			if c.describable(t.Name) && !isInternalTopic(t.Name) { // others are left out, as Kafka does
+				resp.Topics = append(resp.Topics, topicMetadata(t, leader, epoch))
 			}
+		}
+		if c.describable(consumerOffsetsTopic) {
+			resp.Topics = append(resp.Topics, internalTopicMetadata(leader, epoch))
 		}
 		return resp, nil
 	}
@@ -58,7 +62,11 @@ func handleMetadata(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 				resp.Topics = append(resp.Topics, mt)
 				continue
 			}
-			resp.Topics = append(resp.Topics, topicMetadata(t, leader))
+			if isInternalTopic(t.Name) {
+				resp.Topics = append(resp.Topics, internalTopicMetadata(leader, epoch))
+			} else {
+				resp.Topics = append(resp.Topics, topicMetadata(t, leader, epoch))
+			}
 			continue
 		}
 		if !c.describable(*rt.Topic) {
@@ -67,15 +75,19 @@ func handleMetadata(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
+		if isInternalTopic(*rt.Topic) { // listed, never auto-created
+			resp.Topics = append(resp.Topics, internalTopicMetadata(leader, epoch))
+			continue
+		}
 		// Creating a topic on the fly takes the right to manage it.
 		create := (req.AllowAutoTopicCreation || req.Version < 4) && c.may(auth.Manage, auth.Queue, *rt.Topic)
-		resp.Topics = append(resp.Topics, c.namedTopicMetadata(*rt.Topic, create, leader))
+		resp.Topics = append(resp.Topics, c.namedTopicMetadata(*rt.Topic, create, leader, epoch))
 	}
 	return resp, nil
 }
 
 // namedTopicMetadata describes one topic, creating it first when allowed.
-func (c *conn) namedTopicMetadata(name string, allowCreate bool, leader int32) kmsg.MetadataResponseTopic {
+func (c *conn) namedTopicMetadata(name string, allowCreate bool, leader, epoch int32) kmsg.MetadataResponseTopic {
 	missing := kmsg.NewMetadataResponseTopic()
 	missing.Topic = kmsg.StringPtr(name)
 	if !broker.ValidTopicName(name) {
@@ -104,10 +116,12 @@ func (c *conn) namedTopicMetadata(name string, allowCreate bool, leader int32) k
 		missing.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		return missing
 	}
-	return topicMetadata(topics[0], leader)
+	return topicMetadata(topics[0], leader, epoch)
 }
 
-func topicMetadata(t broker.TopicInfo, leader int32) kmsg.MetadataResponseTopic {
+// topicMetadata describes a topic whose partitions the raft leader leads
+// at epoch, its term (v7+, KIP-320; broker.Service.LeaderEpoch).
+func topicMetadata(t broker.TopicInfo, leader, epoch int32) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	mt.Topic = kmsg.StringPtr(t.Name)
 	mt.TopicID = topicID(t)
@@ -115,7 +129,7 @@ func topicMetadata(t broker.TopicInfo, leader int32) kmsg.MetadataResponseTopic 
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p
 		mp.Leader = leader
-		mp.LeaderEpoch = 0
+		mp.LeaderEpoch = epoch
 		if leader < 0 {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 		} else {

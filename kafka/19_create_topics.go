@@ -47,6 +47,9 @@ func (c *conn) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool) 
 	if !broker.ValidTopicName(rt.Topic) {
 		return kerr.InvalidTopicException.Code, "topic names are 1-249 characters of [a-zA-Z0-9._-]"
 	}
+	if isInternalTopic(rt.Topic) {
+		return kerr.TopicAlreadyExists.Code, "an internal topic"
+	}
 	partitions := rt.NumPartitions
 	if partitions == -1 {
 		partitions = c.s.cfg.DefaultPartitions

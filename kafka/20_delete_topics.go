@@ -40,6 +40,8 @@ func handleDeleteTopics(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			rt.ErrorCode = kerr.UnknownTopicID.Code
 		case c.topicDenied(auth.Manage, name) != 0:
 			rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		case isInternalTopic(name):
+			rt.ErrorCode = kerr.InvalidTopicException.Code
 		case !c.s.svc.IsLeader():
 			rt.ErrorCode = kerr.NotController.Code
 		default:

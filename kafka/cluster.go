@@ -6,6 +6,8 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/waggle-mq/waggle/broker"
 )
 
@@ -38,13 +40,47 @@ func (c *conn) brokers() ([]kafkaBroker, int32) {
 			out = append(out, b)
 		}
 	}
-	leader := int32(-1)
-	if h := c.s.svc.Health(); h.LeaderID != "" {
-		if id, err := strconv.ParseInt(h.LeaderID, 10, 32); err == nil {
-			leader = int32(id)
+	leader, _ := c.leader()
+	return out, leader
+}
+
+// leader returns the raft leader's node id and its leader epoch (the raft
+// term, broker.Service.LeaderEpoch), or -1 and -1 when no leader is known.
+// The term is read on both sides of the leader so the pair is from one
+// term: a leader named with an epoch from before its election would be
+// fenced by the next request that carries the epoch.
+func (c *conn) leader() (id, epoch int32) {
+	for range 3 {
+		before := c.s.svc.LeaderEpoch()
+		_, lid := c.s.svc.LeaderWithID()
+		if lid == "" {
+			return -1, -1
+		}
+		n, err := strconv.ParseInt(lid, 10, 32)
+		if err != nil {
+			return -1, -1
+		}
+		if c.s.svc.LeaderEpoch() == before {
+			return int32(n), before
 		}
 	}
-	return out, leader
+	return -1, -1 // elections in quick succession: the client asks again
+}
+
+// leaderEpochCode is Kafka's check of the current leader epoch a request
+// carries (KIP-320, Partition.checkCurrentLeaderEpoch): -1 skips it; an
+// epoch older than this node's is FENCED_LEADER_EPOCH (the client's
+// metadata is stale), a newer one UNKNOWN_LEADER_EPOCH (this node has not
+// yet seen that term). Both make clients refresh metadata and retry.
+func leaderEpochCode(requested, current int32) int16 {
+	switch {
+	case requested == -1 || requested == current:
+		return 0
+	case requested < current:
+		return kerr.FencedLeaderEpoch.Code
+	default:
+		return kerr.UnknownLeaderEpoch.Code
+	}
 }
 
 // topicID derives a topic's KIP-516 id from its queue id, the same on every
@@ -67,10 +103,13 @@ func (c *conn) topicsByID() (map[[16]byte]broker.TopicInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[[16]byte]broker.TopicInfo, len(all))
+	out := make(map[[16]byte]broker.TopicInfo, len(all)+1)
 	for _, t := range all {
-		out[topicID(t)] = t
+		if !isInternalTopic(t.Name) {
+			out[topicID(t)] = t
+		}
 	}
+	out[internalTopicID] = internalTopic()
 	return out, nil
 }
 

@@ -51,6 +51,9 @@ type Config struct {
 	AdvertisedAddr string
 	// ConsumerGroups tunes KIP-848 consumer groups (ConsumerGroupHeartbeat).
 	ConsumerGroups ConsumerGroupConfig
+	// DataDir is the node's data directory, the one log directory
+	// DescribeLogDirs reports.
+	DataDir string
 }
 
 // AuthConfig is the listener's SASL settings.

@@ -166,6 +166,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			f.appliedBytes.Add(uint64(len(l.Data)))
 			f.appliedEntries.Add(1)
 			before, _ := tx.Pending()
+			f.proc.term = l.Term
 			answers[i] = f.proc.Apply(tx, &meta, cmd)
 			if f.EntryWrites != nil {
 				after, _ := tx.Pending()

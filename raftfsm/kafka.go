@@ -2,6 +2,7 @@ package raftfsm
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strconv"
 
@@ -221,6 +222,18 @@ type ProduceBatch struct {
 	Raw           []byte
 }
 
+// leaderEpoch is the Kafka partition leader epoch of what the current
+// entry appends: its raft term (broker.Service.LeaderEpoch), held at the
+// largest int32. A cluster still at log format 1 writes 0, as release
+// v0.1.0 does, so replicas of both releases store the same bytes during a
+// rolling upgrade; so does a processor used without an FSM.
+func (p *Processor) leaderEpoch(meta *store.Meta) int32 {
+	if effectiveLogFormat(*meta) < LogFormat2 {
+		return 0
+	}
+	return int32(min(p.term, math.MaxInt32))
+}
+
 // lastSequence is the sequence of the batch's last record; they wrap at 2^31-1.
 func (b ProduceBatch) lastSequence() int32 {
 	return int32((int64(b.FirstSequence) + int64(b.NumRecords) - 1) % (1 << 31))
@@ -359,7 +372,7 @@ func (p *Processor) produce(tx *store.Tx, meta *store.Meta, c *ProduceCommand) P
 		if appendAt[i] < 0 {
 			continue
 		}
-		raw := recordbatch.Rebase(b.Raw, appendAt[i], 0)
+		raw := recordbatch.Rebase(b.Raw, appendAt[i], p.leaderEpoch(meta))
 		must(tx.PutBatch(q, part.ID, uint64(appendAt[i]), uint32(b.NumRecords), b.MaxTimestamp, meta.NextID, meta.ClockMs, raw))
 	}
 	for _, id := range stateOrder {

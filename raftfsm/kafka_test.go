@@ -1,9 +1,13 @@
 package raftfsm
 
 import (
+	"encoding/binary"
 	"testing"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/waggle-mq/waggle/recordbatch"
+	"github.com/waggle-mq/waggle/store"
 )
 
 func produceCmd(nowMs int64, topic string, batches ...ProduceBatch) []byte {
@@ -56,4 +60,72 @@ func TestProduceRecognisesResentIdempotentBatches(t *testing.T) {
 	if got := g.ApplyBatch(logs(8, produceCmd(8, "t", idemBatch(7, 1, 0, 1))))[0].(ProduceResult); got.BaseOffset != 5 {
 		t.Fatalf("resend after restore: base %d, want the original 5", got.BaseOffset)
 	}
+}
+
+// A stored batch carries the raft term of the entry that appended it as
+// its partition leader epoch (KIP-101), whatever the producer sent, so a
+// consumer's KIP-320 checks see the epoch Metadata reports.
+func TestProduceStampsTheTermAsLeaderEpoch(t *testing.T) {
+	f := newFSM(t)
+	// At log format 1 batches carry 0, as release v0.1.0 stores them.
+	f.ApplyBatch(logs(1, produceCmd(1, "v1", idemBatch(-1, -1, -1, 1)), (&SetLogFormatCommand{Format: LogFormat2}).Encode()))
+	if epoch := firstBatchEpoch(t, f, "v1"); epoch != 0 {
+		t.Fatalf("a batch appended at log format 1 carries leader epoch %d, want 0", epoch)
+	}
+	for i, term := range []uint64{3, 9} {
+		l := logs(uint64(i+3), produceCmd(int64(i+3), "t", idemBatch(-1, -1, -1, 1)))[0]
+		l.Term = term
+		if got := f.ApplyBatch([]*raft.Log{l})[0].(ProduceResult); got.Outcome != TopicOK || got.BaseOffset != int64(i) {
+			t.Fatalf("produce in term %d: %+v", term, got)
+		}
+	}
+	err := f.store.View(func(tx *store.Tx) error {
+		q, err := tx.Queue("t")
+		if err != nil {
+			return err
+		}
+		p, err := tx.Partition(q.ID, "0")
+		if err != nil {
+			return err
+		}
+		entries, err := tx.Entries(p.ID, 0, 1<<20, 10)
+		if err != nil {
+			return err
+		}
+		if len(entries) != 2 {
+			t.Fatalf("%d entries, want 2", len(entries))
+		}
+		for i, want := range []int32{3, 9} {
+			if got := int32(binary.BigEndian.Uint32(entries[i].Batch[12:])); got != want {
+				t.Errorf("batch %d: leader epoch %d, want the term %d", i, got, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func firstBatchEpoch(t *testing.T, f *FSM, topic string) (epoch int32) {
+	t.Helper()
+	err := f.store.View(func(tx *store.Tx) error {
+		q, err := tx.Queue(topic)
+		if err != nil {
+			return err
+		}
+		p, err := tx.Partition(q.ID, "0")
+		if err != nil {
+			return err
+		}
+		entries, err := tx.Entries(p.ID, 0, 1<<20, 1)
+		if err == nil && len(entries) == 1 {
+			epoch = int32(binary.BigEndian.Uint32(entries[0].Batch[12:]))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return epoch
 }

@@ -22,6 +22,10 @@ type Processor struct {
 	// deadLetterBytes counts what the current entry copied into dead
 	// letters (see maxDeadLetterBytes).
 	deadLetterBytes int
+	// term is the raft term of the entry being applied (set by the FSM;
+	// every replica sees the same). Kafka batches appended by the entry
+	// carry it as their partition leader epoch (KIP-101).
+	term uint64
 }
 
 // Apply applies one command entry and returns its answer. meta is updated in

@@ -368,3 +368,27 @@ func (s *Store) Reset() error {
 	s.behind = nil
 	return nil
 }
+
+// StreamBytes returns how many bytes of a queue's stream are kept on disk:
+// from the start of its oldest sealed segment still present (or of its
+// active segment, when none is) to its committed end. It reads the head
+// and one segment record, however large the queue.
+func (t *Tx) StreamBytes(queueID uint64) (uint64, error) {
+	h, err := t.head(queueID)
+	if err != nil {
+		return 0, err
+	}
+	first := h.ActiveBase
+	err = t.scan(segmentPrefix(queueID), nil, func(k, v []byte) (bool, error) {
+		sr, err := decodeSegmentRecord(k, v)
+		if err != nil {
+			return false, err
+		}
+		first = min(first, sr.Base)
+		return false, nil
+	})
+	if err != nil || h.End < first {
+		return 0, err
+	}
+	return h.End - first, nil
+}

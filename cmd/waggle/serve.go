@@ -243,6 +243,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	o.kafka.AdvertisedAddr = orDefault(o.advertiseKafka, kln.Addr().String())
 	o.kafka.Metrics = m
+	o.kafka.DataDir = o.dataDir
 	o.kafka.Auth = kafka.AuthConfig{Enabled: o.authOn, AllowPlain: tlsConf != nil || o.insecure}
 	ks := kafka.New(svc, o.kafka, log)
 	defer ks.Close()
