@@ -239,6 +239,38 @@ func (s *Service) abortExpiredTxns(log *slog.Logger) {
 	}
 }
 
+// expireTxnIDs forgets, through the log, the transactional ids unused for
+// raftfsm.TxnIDExpirationMs. It reads one page of ids per call, going
+// round all of them over successive calls, so a tick's work stays bounded
+// however many there are.
+func (s *Service) expireTxnIDs(log *slog.Logger) {
+	page, err := s.Txns(s.txnExpiryAfter, raftfsm.MaxForgetTxns)
+	if err != nil {
+		log.Debug("read transactional ids", "err", err)
+		return
+	}
+	if len(page) < raftfsm.MaxForgetTxns {
+		s.txnExpiryAfter = "" // back to the first id next time
+	} else {
+		s.txnExpiryAfter = page[len(page)-1].TransactionalID
+	}
+	now := s.now().UnixMilli()
+	cmd := raftfsm.ForgetTxnsCommand{NowMs: now}
+	for _, st := range page {
+		if raftfsm.TxnExpired(st, now) {
+			cmd.IDs = append(cmd.IDs, st.TransactionalID)
+		}
+	}
+	if len(cmd.IDs) == 0 {
+		return
+	}
+	if _, err := s.apply(&cmd); err != nil {
+		log.Debug("forget expired transactional ids", "err", err)
+		return
+	}
+	log.Info("forgot transactional ids unused for 7 days", "count", len(cmd.IDs))
+}
+
 // applyAs applies cmd and returns its answer as the type the command
 // declares.
 func applyAs[R any](s *Service, cmd raftfsm.Command) (R, error) {

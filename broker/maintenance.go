@@ -46,6 +46,7 @@ func (s *Service) RunMaintenance(ctx context.Context, period time.Duration, log 
 		s.cleanUp(log)
 		s.retain(log)
 		s.abortExpiredTxns(log)
+		s.expireTxnIDs(log)
 		s.compact(log)
 		// Expired KV rows and due timers, through the log.
 		for range 10 {

@@ -35,6 +35,9 @@ type Service struct {
 
 	retainAfter  string // the queue name the next retention pass starts after (leader only)
 	compactAfter string // where the next compaction look resumes
+	// txnExpiryAfter is the transactional id the next expiry look starts
+	// after (leader only).
+	txnExpiryAfter string
 
 	caughtUpMu    sync.Mutex
 	caughtUpTerm  uint64 // the term caughtUpIndex was taken in

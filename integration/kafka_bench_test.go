@@ -1,10 +1,13 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -208,4 +211,76 @@ func BenchmarkKafkaTransactions(b *testing.B) {
 	b.ReportMetric(wConsume, "waggle-consume-recs/s")
 	b.ReportMetric(kConsume, "kfake-consume-recs/s")
 	b.ReportMetric(wConsume/kConsume, "consume-ratio")
+}
+
+// manyPartitions is the partition count of the many-partition benchmark.
+const manyPartitions = 1000
+
+// BenchmarkKafkaConsumeManyPartitions measures what fetch sessions
+// (KIP-227) would save: waggle answers every Fetch whole, so a consumer of
+// a 1,000-partition topic names every partition in every request and gets
+// every one back. b.N records spread over the partitions are consumed by
+// one franz-go consumer from waggle and from kfake; it reports the ratio
+// and the waggle server's CPU per record.
+//
+//	go test ./integration -run '^$' -bench ConsumeManyPartitions -benchtime 200000x
+func BenchmarkKafkaConsumeManyPartitions(b *testing.B) {
+	n := startSingle(b)
+	waggle := []string{n.kafkaAddr}
+	createTopic(b, kafkaClient(b, waggle), "wide", manyPartitions, nil)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DataDir(b.TempDir()), kfake.SyncWrites(), kfake.SeedTopics(manyPartitions, "wide"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	kf := c.ListenAddrs()
+	fill := func(brokers []string) {
+		cl := kafkaClient(b, brokers, kgo.DefaultProduceTopic("wide"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+		src, size := benchPayloads(0), benchRecordBytes()
+		recs := make([]*kgo.Record, b.N)
+		for i := range recs {
+			recs[i] = &kgo.Record{Value: src.Bytes(size)}
+		}
+		produceSync(b, cl, recs...)
+	}
+	fill(waggle)
+	fill(kf)
+	consume := func(brokers []string) float64 {
+		cl := kafkaClient(b, brokers, kgo.ConsumeTopics("wide"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		start, got := time.Now(), 0
+		for got < b.N {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				b.Fatalf("consumed %d of %d", got, b.N)
+			}
+			got += fs.NumRecords()
+		}
+		return float64(b.N) / time.Since(start).Seconds()
+	}
+	b.ResetTimer()
+	cpu0 := cpuSeconds(b, n)
+	wRate := consume(waggle)
+	cpu := cpuSeconds(b, n) - cpu0
+	kRate := consume(kf)
+	b.StopTimer()
+	b.ReportMetric(wRate, "waggle-recs/s")
+	b.ReportMetric(kRate, "kfake-recs/s")
+	b.ReportMetric(wRate/kRate, "ratio")
+	b.ReportMetric(cpu*1e6/float64(b.N), "waggle-cpu-µs/rec")
+}
+
+// cpuSeconds is the user and system CPU time a node's process has used.
+func cpuSeconds(t testing.TB, n *node) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command name (which ends with ')'): utime and stime
+	// are the 12th and 13th, in clock ticks (100 a second on Linux).
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100
 }

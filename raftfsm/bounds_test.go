@@ -232,6 +232,11 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 	if o := h.one((&EndTxnCommand{NowMs: now, TransactionalID: "big", ProducerID: txnProducer, Commit: true}).Encode()).(TopicOutcome); o != TopicOK {
 		t.Fatalf("committing the largest transaction answered %d", o)
 	}
+	var forget []string
+	for i := range MaxForgetTxns {
+		forget = append(forget, "id-"+strconv.Itoa(i))
+	}
+	h.one((&ForgetTxnsCommand{NowMs: now, IDs: forget}).Encode())
 	if n := h.one((&DeleteOffsetsCommand{Group: "txn-g", All: true}).Encode()).(int); n != 1 {
 		t.Fatalf("the transaction's offsets were not committed: deleting its group answered %d", n)
 	}

@@ -47,12 +47,14 @@ const (
 	CmdSetLogFormat  CommandType = 27
 	CmdAlterTopic    CommandType = 28
 	CmdDeleteRecords CommandType = 29
-	// Kafka transactions, log format 2 (see kafkatxn.go).
+	// Kafka transactions (kafkatxn.go) and log compaction (compact.go),
+	// log format 2.
 	CmdInitTxnProducer CommandType = 30
 	CmdAddToTxn        CommandType = 31
 	CmdTxnOffsetCommit CommandType = 32
 	CmdEndTxn          CommandType = 33
 	CmdCompact         CommandType = 34
+	CmdForgetTxns      CommandType = 35
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.

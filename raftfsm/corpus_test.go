@@ -136,6 +136,7 @@ func corpusScenario() []corpusEntry {
 			Settings: []TopicSetting{{Name: ConfigCleanupPolicy, Value: store.PolicyCompact}, {Name: ConfigDeleteRetentionMs, Value: -1}}}},
 		{"produce-keyed", &ProduceCommand{NowMs: now + 31, Topic: "latest", Partition: 0, Batches: []ProduceBatch{batch(-1, 0, "old", "new")}}},
 		{"compact", &CompactCommand{NowMs: now + 7_400_000, QueueID: corpusCompactedQueueID, Seal: true}},
+		{"forget-txns", &ForgetTxnsCommand{NowMs: now + 7_400_000 + TxnIDExpirationMs, IDs: []string{"etl", "none"}}},
 	}
 }
 

@@ -518,3 +518,72 @@ func checkTxnBatch(tx *store.Tx, topic string, partition int32, producerID int64
 	}
 	return TopicOK
 }
+
+// TxnIDExpirationMs is how long a transactional id without a transaction
+// in progress is kept after its last use, in replicated time (Kafka's
+// transactional.id.expiration.ms default, 7 days).
+const TxnIDExpirationMs = 7 * 24 * 3600 * 1000
+
+// MaxForgetTxns bounds the ids one ForgetTxnsCommand names.
+const MaxForgetTxns = 1000
+
+// ForgetTxnsCommand forgets transactional ids unused for
+// TxnIDExpirationMs; the leader proposes it for the ids it found expired,
+// and the state machine checks each again by the replicated clock. A
+// producer that comes back later starts afresh with a new producer id.
+type ForgetTxnsCommand struct {
+	NowMs int64
+	IDs   []string
+}
+
+func (c *ForgetTxnsCommand) since() LogFormat { return LogFormat2 }
+
+// Encode returns the raft entry for the command.
+func (c *ForgetTxnsCommand) Encode() []byte {
+	e := encoder{}
+	e.byte(byte(CmdForgetTxns))
+	e.varint(c.NowMs)
+	e.uvarint(uint64(len(c.IDs)))
+	for _, id := range c.IDs {
+		e.string(id)
+	}
+	return e.b
+}
+
+func decodeForgetTxns(b []byte) (*ForgetTxnsCommand, error) {
+	d := decoder{b: b}
+	c := &ForgetTxnsCommand{NowMs: d.varint()}
+	n := d.count(1)
+	if n > MaxForgetTxns {
+		return nil, errors.New("raftfsm: too many transactional ids in one forget entry")
+	}
+	if n > 0 {
+		c.IDs = make([]string, n)
+		for i := range c.IDs {
+			c.IDs[i] = d.string()
+		}
+	}
+	return c, d.finish()
+}
+
+// TxnExpired reports whether a transactional id may be forgotten at nowMs.
+func TxnExpired(st store.TxnState, nowMs int64) bool {
+	return st.Status != store.TxnOngoing && nowMs-st.UpdatedMs >= TxnIDExpirationMs
+}
+
+// forgetTxns answers how many ids it forgot.
+func (p *Processor) forgetTxns(tx *store.Tx, meta *store.Meta, c *ForgetTxnsCommand) int {
+	n := 0
+	for _, id := range c.IDs {
+		st, err := tx.Txn(id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		must(err)
+		if TxnExpired(st, meta.ClockMs) {
+			must(tx.DeleteTxn(st))
+			n++
+		}
+	}
+	return n
+}

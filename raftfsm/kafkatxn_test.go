@@ -446,3 +446,36 @@ func txnsDue(t *testing.T, f *FSM, nowMs int64) (ids []string) {
 	}
 	return ids
 }
+
+// A transactional id unused for 7 days of replicated time is forgotten,
+// one with a transaction in progress never; a producer coming back later
+// gets a new producer id.
+func TestTransactionalIDsExpire(t *testing.T) {
+	f := newFSM(t)
+	apply := func(cmds ...[]byte) []any { return f.ApplyBatch(logs(f.meta.AppliedIndex+1, cmds...)) }
+	answers := apply(produceCmd(1, "t", idemBatch(-1, -1, -1, 1)), initTxn(1000, "idle"), initTxn(1000, "busy"))
+	idle, busy := answers[1].(TxnProducerResult).ProducerID, answers[2].(TxnProducerResult).ProducerID
+	apply(addToTxn(1000, "busy", busy, 0, nil, store.TxnPartition{Topic: "t", Partition: 0}))
+	forget := func(at int64) int {
+		return apply((&ForgetTxnsCommand{NowMs: at, IDs: []string{"idle", "busy", "unknown"}}).Encode())[0].(int)
+	}
+	if n := forget(1000 + TxnIDExpirationMs - 1); n != 0 {
+		t.Fatalf("forgot %d ids a moment before they expire", n)
+	}
+	if n := forget(1000 + TxnIDExpirationMs); n != 1 {
+		t.Fatalf("forgot %d ids at expiry, want 1 (not the one in progress)", n)
+	}
+	err := f.store.View(func(tx *store.Tx) error {
+		if _, found, err := tx.TxnOfProducer(idle); found || err != nil {
+			t.Errorf("the forgotten id's producer still maps to it (%v)", err)
+		}
+		_, err := tx.Txn("busy")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := apply(initTxn(2000+TxnIDExpirationMs, "idle"))[0].(TxnProducerResult); got.ProducerID == idle || got.Epoch != 0 {
+		t.Fatalf("a forgotten id came back as %+v, want a new producer id at epoch 0", got)
+	}
+}

@@ -28,7 +28,7 @@ const (
 	LogFormat1 LogFormat = 1
 	// LogFormat2 writes those four in the binary codec (types 23–26),
 	// adds SetLogFormat (27), AlterTopic (28), DeleteRecords (29), the
-	// Kafka transaction entries (30–33) and Compact (34), CreateTopic may
+	// Kafka transaction entries (30–33, 35) and Compact (34), CreateTopic may
 	// carry compaction settings, and node registrations carry the format
 	// the node reads.
 	LogFormat2 LogFormat = 2

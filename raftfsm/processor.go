@@ -104,6 +104,7 @@ func init() {
 	register(CmdAddToTxn, decodeAddToTxn, func(c *AddToTxnCommand) int64 { return c.NowMs }, (*Processor).addToTxn)
 	register(CmdTxnOffsetCommit, decodeTxnOffsetCommit, func(c *TxnOffsetCommitCommand) int64 { return c.NowMs }, (*Processor).txnOffsetCommit)
 	register(CmdEndTxn, decodeEndTxn, func(c *EndTxnCommand) int64 { return c.NowMs }, (*Processor).endTxnCommand)
+	register(CmdForgetTxns, decodeForgetTxns, func(c *ForgetTxnsCommand) int64 { return c.NowMs }, (*Processor).forgetTxns)
 	register(CmdCompact, decodeCompact, func(c *CompactCommand) int64 { return c.NowMs }, (*Processor).compact)
 }
 

@@ -204,6 +204,15 @@ func (t *Tx) PutTxn(st TxnState) error {
 	return t.set(txnProducerKey(st.ProducerID), []byte(st.TransactionalID))
 }
 
+// DeleteTxn forgets a transactional id: its state and its producer id's
+// link to it.
+func (t *Tx) DeleteTxn(st TxnState) error {
+	if err := t.del(txnKey(st.TransactionalID)); err != nil {
+		return err
+	}
+	return t.del(txnProducerKey(st.ProducerID))
+}
+
 // ForgetTxnProducer drops a producer id's link to its transactional id,
 // when the id moved to a new producer id.
 func (t *Tx) ForgetTxnProducer(producerID int64) error { return t.del(txnProducerKey(producerID)) }
