@@ -284,3 +284,60 @@ func cpuSeconds(t testing.TB, n *node) float64 {
 	stime, _ := strconv.ParseFloat(fields[12], 64)
 	return (utime + stime) / 100
 }
+
+// BenchmarkKafkaFetchSessionsTrickle is where fetch sessions (KIP-227)
+// pay: a consumer caught up on a 1,000-partition topic while records
+// trickle in (b.N of them, 1 ms apart, round robin). Without a session
+// every Fetch names, reads and answers all 1,000 partitions; with one it
+// names and answers those with news. It reports the waggle server's CPU
+// per record both ways, and the request and answer bytes per record.
+//
+//	go test ./integration -run '^$' -bench FetchSessionsTrickle -benchtime 3000x
+func BenchmarkKafkaFetchSessionsTrickle(b *testing.B) {
+	n := startSingle(b)
+	brokers := []string{n.kafkaAddr}
+	createTopic(b, kafkaClient(b, brokers), "trickle", manyPartitions, nil)
+	producer := kafkaClient(b, brokers, kgo.DefaultProduceTopic("trickle"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.ProducerLinger(0))
+	run := func(opts ...kgo.Opt) (cpuPerRec float64) {
+		cl := kafkaClient(b, brokers, append([]kgo.Opt{kgo.ConsumeTopics("trickle"), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
+			kgo.FetchMaxWait(500 * time.Millisecond)}, opts...)...)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		// Caught up first: markers are produced until one is read (the
+		// first may land before the consumer has found the end).
+		for got := 0; got == 0; {
+			produceSync(b, producer, &kgo.Record{Value: []byte("start")})
+			pctx, pcancel := context.WithTimeout(ctx, time.Second)
+			got = cl.PollFetches(pctx).NumRecords()
+			pcancel()
+			if ctx.Err() != nil {
+				b.Fatal("the consumer never caught up")
+			}
+		}
+		done := make(chan int)
+		go func() {
+			got := 0
+			for got < b.N && ctx.Err() == nil {
+				got += cl.PollFetches(ctx).NumRecords()
+			}
+			done <- got
+		}()
+		cpu0 := cpuSeconds(b, n)
+		src := benchPayloads(0)
+		for range b.N {
+			producer.Produce(ctx, &kgo.Record{Value: src.Bytes(100)}, nil)
+			time.Sleep(time.Millisecond) // the trickle's pace, not a wait for a result
+		}
+		if got := <-done; got < b.N {
+			b.Fatalf("consumed %d of %d", got, b.N)
+		}
+		return (cpuSeconds(b, n) - cpu0) / float64(b.N)
+	}
+	b.ResetTimer()
+	with := run()
+	without := run(kgo.DisableFetchSessions())
+	b.StopTimer()
+	b.ReportMetric(with*1e6, "cpu-µs/rec-with-sessions")
+	b.ReportMetric(without*1e6, "cpu-µs/rec-without")
+	b.ReportMetric(without/with, "saving-x")
+}

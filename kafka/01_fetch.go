@@ -16,6 +16,9 @@ func init() { register(kmsg.Fetch.Int16(), 4, 16, answerNow(handleFetch)) }
 // committed transactions (KIP-98); 0 is read_uncommitted.
 const readCommitted = 1
 
+// skipPartition marks a partition fetchOnce leaves out of its answer.
+const skipPartition = -1
+
 // maxFetchWait bounds a long-poll whatever the client asks.
 const maxFetchWait = 30 * time.Second
 
@@ -23,8 +26,21 @@ const maxFetchWait = 30 * time.Second
 // fewer than MinBytes are available it waits, up to MaxWaitMillis, for an
 // append to any of the partitions (a signal from the state machine, not a
 // sleep loop), then reads once more.
+//
+// From v7 a client may keep a fetch session (KIP-227, fetch_sessions.go):
+// the read covers the session's partitions and the answer only those with
+// news.
 func handleFetch(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FetchRequest)
+	read, session := req, (*fetchSession)(nil)
+	if req.Version >= 7 {
+		var code int16
+		if session, read, code = c.s.sessions.resolve(req, time.Now()); code != 0 {
+			resp := req.ResponseKind().(*kmsg.FetchResponse)
+			resp.ErrorCode = code
+			return resp, nil
+		}
+	}
 	var byID map[[16]byte]broker.TopicInfo
 	if req.Version >= 13 {
 		var err error
@@ -35,13 +51,13 @@ func handleFetch(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	wait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait)
 	deadline := time.Now().Add(wait)
 	for {
-		resp, size, signals := c.fetchOnce(req, byID)
+		resp, size, signals := c.fetchOnce(read, byID, session)
 		remaining := time.Until(deadline)
-		if size >= int(req.MinBytes) || remaining <= 0 || len(signals) == 0 {
-			return resp, nil
-		}
-		if !waitAny(c, signals, remaining) {
-			return resp, nil // timed out: answer what there is
+		if size >= int(req.MinBytes) || remaining <= 0 || len(signals) == 0 || !waitAny(c, signals, remaining) {
+			if session != nil {
+				session.answer(c.s.sessions, resp, req.Version, req.SessionEpoch > 0)
+			}
+			return resp, nil // enough, or timed out: answer what there is
 		}
 	}
 }
@@ -76,7 +92,10 @@ func waitAny(c *conn, signals []<-chan struct{}, timeout time.Duration) bool {
 	}
 }
 
-func (c *conn) fetchOnce(req *kmsg.FetchRequest, byID map[[16]byte]broker.TopicInfo) (*kmsg.FetchResponse, int, []<-chan struct{}) {
+// With a session, a partition the session knows to be caught up at the
+// requested offset, with no append since, is not read again: it is left
+// out of the answer (no news) and its append signal is waited on.
+func (c *conn) fetchOnce(req *kmsg.FetchRequest, byID map[[16]byte]broker.TopicInfo, session *fetchSession) (*kmsg.FetchResponse, int, []<-chan struct{}) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	leader := c.s.svc.IsLeader()
 	epoch := c.s.svc.LeaderEpoch() // one atomic load (raft's term)
@@ -115,6 +134,11 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest, byID map[[16]byte]broker.TopicI
 					signals = append(signals, never)
 				}
 			default:
+				key := keyOf(req.Version, rt.Topic, rt.TopicID, rp.Partition)
+				if sig, ok := session.unchanged(c.s.sessions, key, rp.FetchOffset); ok {
+					signals, p.Partition = append(signals, sig), skipPartition
+					break
+				}
 				limit := min(int(rp.PartitionMaxBytes), max(budget-size, 0))
 				log, err := c.s.svc.ReadPartition(name, rp.Partition, rp.FetchOffset, max(limit, 1), req.IsolationLevel == readCommitted)
 				if err != nil {
@@ -149,9 +173,12 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest, byID map[[16]byte]broker.TopicI
 				size += len(p.RecordBatches)
 				if len(log.Batches) == 0 {
 					signals = append(signals, log.Appended)
+					session.caughtUp(c.s.sessions, key, rp.FetchOffset, log.Appended)
 				}
 			}
-			t.Partitions = append(t.Partitions, p)
+			if p.Partition != skipPartition {
+				t.Partitions = append(t.Partitions, p)
+			}
 		}
 		resp.Topics = append(resp.Topics, t)
 	}

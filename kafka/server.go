@@ -90,6 +90,7 @@ type Server struct {
 	log *slog.Logger
 
 	groups   *coordinator
+	sessions *fetchSessions      // Fetch sessions (KIP-227)
 	inFlight *semaphore.Weighted // request bytes read and not yet answered (Config.InFlightBytes)
 
 	ctx    context.Context
@@ -118,7 +119,7 @@ func New(svc *broker.Service, cfg Config, log *slog.Logger) *Server {
 		offsets, err := svc.GroupOffsets(group)
 		return err != nil || len(offsets) > 0 // unsure: held
 	}
-	return &Server{svc: svc, cfg: cfg, log: log, groups: groups, inFlight: semaphore.NewWeighted(cfg.InFlightBytes),
+	return &Server{svc: svc, cfg: cfg, log: log, groups: groups, sessions: newFetchSessions(), inFlight: semaphore.NewWeighted(cfg.InFlightBytes),
 		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
 }
 
