@@ -11,6 +11,10 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// errOnceLost ends `kv once` when the marker is already held: exit status
+// exitOnceLost, so a script tells "someone else did it" from a failure (1).
+var errOnceLost = errors.New("lost: the once marker is already held")
+
 func newKVCmd(o *clientOptions) *cobra.Command {
 	cmd := &cobra.Command{Use: "kv", Short: "Read and write the replicated KV store"}
 	path := func(ns, key string) string { return "/api/v1/kv/" + url.PathEscape(ns) + "/" + url.PathEscape(key) }
@@ -72,7 +76,9 @@ func newKVCmd(o *clientOptions) *cobra.Command {
 			fmt.Fprintln(c.OutOrStdout(), "deleted")
 			return nil
 		}}
-	once := &cobra.Command{Use: "once NS KEY", Short: "Claim a once marker: prints won or lost", Args: cobra.ExactArgs(2),
+	once := &cobra.Command{Use: "once NS KEY", Short: "Claim a once marker: prints won or lost; exit status 0 won, 3 lost",
+		Example: `  if waggle kv once jobs nightly-report --ttl 86400; then run-report; fi`,
+		Args:    cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			body, err := lifetime(map[string]any{"ns": args[0], "key": args[1]})
 			if err != nil {
@@ -84,13 +90,16 @@ func newKVCmd(o *clientOptions) *cobra.Command {
 			if _, err := o.client().call(http.MethodPost, "/api/v1/kv/once", body, &r); err != nil {
 				return err
 			}
-			return o.print(c, r, func(t *tableWriter) {
+			if err := o.print(c, r, func(t *tableWriter) {
 				if r.Won {
 					t.row("won")
 				} else {
 					t.row("lost")
 				}
-			})
+			}); err != nil || r.Won {
+				return err
+			}
+			return errOnceLost
 		}}
 	for _, w := range []*cobra.Command{put, once} {
 		w.Flags().Int64Var(&ttl, "ttl", 0, "lifetime in seconds")

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 func freePort(t *testing.T) string {
@@ -120,6 +124,34 @@ func TestCLIAgainstARealServer(t *testing.T) {
 	requireContains(t, mustCLI(t, srv, "queue", "list"), "orders", "3")
 	requireContains(t, mustCLI(t, srv, "queue", "describe", "orders"), "Default", "3")
 
+	// Without --transaction-id the CLI mints a UUIDv7 per message.
+	out = mustCLI(t, srv, "push", "minted", `"a"`, `"b"`, "-o", "json")
+	var minted []pushResult
+	if err := json.Unmarshal([]byte(out), &minted); err != nil || len(minted) != 2 {
+		t.Fatalf("push -o json: %v\n%s", err, out)
+	}
+	for _, r := range minted {
+		if id, err := uuid.Parse(r.TransactionID); err != nil || id.Version() != 7 || r.Status != "queued" {
+			t.Fatalf("minted transaction id %q (%v), status %s", r.TransactionID, err, r.Status)
+		}
+	}
+	// Pop shows the lease and partition ids, ack takes them.
+	out = mustCLI(t, srv, "pop", "minted", "--group", "m", "--batch", "1", "-o", "json")
+	var leased []struct{ TransactionID, PartitionID, LeaseID string }
+	if err := json.Unmarshal([]byte(out), &leased); err != nil || len(leased) != 1 || leased[0].LeaseID == "" || leased[0].PartitionID == "" {
+		t.Fatalf("pop -o json: %v\n%s", err, out)
+	}
+	requireContains(t, mustCLI(t, srv, "ack", "--group", "m", "--lease", leased[0].LeaseID, "--partition-id", leased[0].PartitionID,
+		leased[0].TransactionID), leased[0].TransactionID, "ok")
+	if _, err := cli(t, srv, "", "ack", "--group", "m", "--lease", leased[0].LeaseID, "--partition-id", leased[0].PartitionID,
+		"--status", "later", "x"); err == nil || !strings.Contains(err.Error(), "--status must be") {
+		t.Fatalf("ack with a bad status: %v", err)
+	}
+	requireContains(t, mustCLI(t, srv, "pop", "minted", "--group", "m", "--batch", "5"), "b")
+	if out := mustCLI(t, srv, "pop", "minted", "--group", "m", "-o", "json"); strings.TrimSpace(out) != "[]" {
+		t.Fatalf("an empty pop -o json printed %q, want []", out)
+	}
+
 	// Pop and ack with a group; the group shows lag 0.
 	requireContains(t, mustCLI(t, srv, "pop", "orders", "--group", "g", "--batch", "10", "--ack"), `{"n":1}`, `"two"`, `"three"`)
 	requireContains(t, mustCLI(t, srv, "group", "list"), "g", "orders")
@@ -148,7 +180,10 @@ func TestCLIAgainstARealServer(t *testing.T) {
 	requireContains(t, mustCLI(t, srv, "kv", "put", "ns", "k", `{"v":1}`, "--forever"), `{"v":1}`)
 	requireContains(t, mustCLI(t, srv, "kv", "get", "ns", "k"), `{"v":1}`)
 	requireContains(t, mustCLI(t, srv, "kv", "once", "ns", "gate", "--ttl", "60"), "won")
-	requireContains(t, mustCLI(t, srv, "kv", "once", "ns", "gate", "--ttl", "60"), "lost")
+	out, err := cli(t, srv, "", "kv", "once", "ns", "gate", "--ttl", "60")
+	if !strings.Contains(out, "lost") || exitCode(err) != exitOnceLost {
+		t.Fatalf("kv once when lost: %q, exit status %d (%v), want lost and %d", out, exitCode(err), err, exitOnceLost)
+	}
 	requireContains(t, mustCLI(t, srv, "kv", "delete", "ns", "k"), "deleted")
 	if _, err := cli(t, srv, "", "kv", "get", "ns", "k"); err == nil || !strings.Contains(err.Error(), "not_found") {
 		t.Fatalf("kv get of a deleted key: %v", err)
@@ -184,3 +219,72 @@ func TestCLIExplainsAnUnreachableServer(t *testing.T) {
 		t.Fatalf("error for an unreachable server: %v", err)
 	}
 }
+
+// The CLI retries a push while the cluster answers 503 with Retry-After
+// (no leader yet, an outcome it could not learn), sending the same
+// transaction ids each time, so a retry cannot store a message twice; it
+// gives up once --retry-timeout has passed, and does not retry with 0.
+func TestCLIRetriesAPushWithTheSameIDs(t *testing.T) {
+	var bodies []string
+	failures := 2
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies = append(bodies, string(b))
+		if len(bodies) <= failures {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(`{"error":"no leader","code":"no_leader"}`))
+			return
+		}
+		w.Write([]byte(`[{"status":"queued","transactionId":"x"}]`))
+	}))
+	defer srv.Close()
+	var slept []time.Duration
+	push := func(timeout string) error {
+		o := &clientOptions{server: strings.TrimPrefix(srv.URL, "http://"), output: "json"} // host:port without a scheme
+		cmd := newPushCmd(o)
+		cmd.Flags().DurationVar(&o.retryTimeout, "retry-timeout", 0, "")
+		cmd.SetArgs([]string{"q", `"m"`, "--retry-timeout", timeout})
+		cmd.SetOut(io.Discard)
+		clock := &fakeClock{t: time.Unix(0, 0), slept: &slept}
+		testClock = clock
+		defer func() { testClock = nil }()
+		return cmd.Execute()
+	}
+	if err := push("10s"); err != nil {
+		t.Fatalf("push through two 503s: %v", err)
+	}
+	if len(bodies) != 3 || bodies[0] != bodies[1] || bodies[1] != bodies[2] || !strings.Contains(bodies[0], `"transactionId":"`) {
+		t.Fatalf("%d attempts with bodies %q: want 3, identical, each with a transaction id", len(bodies), bodies)
+	}
+	if len(slept) != 2 || slept[0] != time.Second {
+		t.Fatalf("waited %v between attempts, want Retry-After's 1s twice", slept)
+	}
+	bodies, failures = nil, 100
+	if err := push("0"); err == nil || len(bodies) != 1 {
+		t.Fatalf("--retry-timeout 0: %d attempts, error %v; want one attempt and the error", len(bodies), err)
+	}
+	bodies = nil
+	if err := push("2s"); err == nil || !strings.Contains(err.Error(), "gave up") || len(bodies) != 3 { // at 0, 1 and 2 s
+		t.Fatalf("past --retry-timeout: %d attempts, error %v", len(bodies), err)
+	}
+}
+
+// An answer that is not waggle's says which URL answered and what to check.
+func TestCLINamesTheURLOfAForeignAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	_, err := cli(t, strings.TrimPrefix(srv.URL, "http://"), "", "queue", "list")
+	if err == nil || !strings.Contains(err.Error(), srv.URL+"/api/v1/") || !strings.Contains(err.Error(), "is this a waggle node?") {
+		t.Fatalf("a non-waggle server: %v", err)
+	}
+}
+
+// fakeClock is a clock that moves only when slept on.
+type fakeClock struct {
+	t     time.Time
+	slept *[]time.Duration
+}
+
+func (c *fakeClock) sleep(d time.Duration) { *c.slept = append(*c.slept, d); c.t = c.t.Add(d) }
+func (c *fakeClock) now() time.Time        { return c.t }

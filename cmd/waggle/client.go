@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,29 +23,97 @@ type apiClient struct {
 	base  string
 	token string // sent as a bearer token when set
 	http  *http.Client
+	// retryFor bounds how long a call that may be repeated (see call) is
+	// retried while the cluster answers "try again"; 0: never.
+	retryFor time.Duration
+	sleep    func(time.Duration)
+	now      func() time.Time
 }
 
+// newAPIClient talks to server, a URL or a bare host:port (http).
 func newAPIClient(server string) *apiClient {
-	return &apiClient{base: strings.TrimRight(server, "/"), http: &http.Client{Timeout: 70 * time.Second}}
+	if !strings.Contains(server, "://") {
+		server = "http://" + server
+	}
+	c := &apiClient{base: strings.TrimRight(server, "/"), http: &http.Client{Timeout: 70 * time.Second}, sleep: time.Sleep, now: time.Now}
+	if testClock != nil {
+		c.sleep, c.now = testClock.sleep, testClock.now
+	}
+	return c
+}
+
+// testClock, when set (by tests only), replaces the clock retries read and
+// the pause between them.
+var testClock interface {
+	sleep(time.Duration)
+	now() time.Time
 }
 
 // apiError is an error answer from the server.
 type apiError struct {
-	Status int
-	Code   string
-	Msg    string
+	Status     int
+	Code       string
+	Msg        string
+	URL        string
+	RetryAfter time.Duration // the server's Retry-After, 0 when absent
 }
 
 func (e *apiError) Error() string {
 	if e.Code == "" {
-		return fmt.Sprintf("server answered %d", e.Status)
+		// Not waggle's error shape: say where the answer came from.
+		hint := "is this a waggle node?"
+		if e.Status == http.StatusBadRequest && strings.HasPrefix(e.URL, "http://") {
+			hint = "if the node serves TLS, use https:// (and --ca-file)"
+		}
+		return fmt.Sprintf("%s answered HTTP %d, not a waggle answer (%s)", e.URL, e.Status, hint)
 	}
 	return fmt.Sprintf("%s (%s, HTTP %d)", e.Msg, e.Code, e.Status)
 }
 
+// again reports whether the server asked for the call to be made again
+// later: no leader yet, an outcome it could not learn, an upgrade in
+// progress, or too much load (503 and 429, with Retry-After).
+func (e *apiError) again() bool {
+	return e.Status == http.StatusServiceUnavailable || e.Status == http.StatusTooManyRequests
+}
+
 // call sends a request and decodes a JSON answer into out (when non-nil).
-// It returns the status; 204 leaves out untouched.
+// It returns the status; 204 leaves out untouched. A GET is retried as
+// callRetry does: reading twice changes nothing.
 func (c *apiClient) call(method, path string, in, out any) (int, error) {
+	if method == http.MethodGet {
+		return c.callRetry(method, path, in, out)
+	}
+	return c.once(method, path, in, out)
+}
+
+// callRetry is call for a request that is safe to send again (a read, or a
+// push whose every message carries a transactionId: a repeat answers
+// duplicate). While the server answers 503 or 429 it waits as Retry-After
+// says (else 100 ms, doubling to 2 s) and tries again, for up to retryFor.
+func (c *apiClient) callRetry(method, path string, in, out any) (int, error) {
+	deadline := c.now().Add(c.retryFor)
+	wait := 100 * time.Millisecond
+	for {
+		status, err := c.once(method, path, in, out)
+		var ae *apiError
+		if err == nil || c.retryFor <= 0 || !errors.As(err, &ae) || !ae.again() {
+			return status, err
+		}
+		pause := wait
+		if ae.RetryAfter > 0 {
+			pause = ae.RetryAfter
+		}
+		if c.now().Add(pause).After(deadline) {
+			return status, fmt.Errorf("%w; gave up after retrying for %s (--retry-timeout)", err, c.retryFor)
+		}
+		c.sleep(pause)
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// once sends one request.
+func (c *apiClient) once(method, path string, in, out any) (int, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -77,7 +146,11 @@ func (c *apiClient) call(method, path string, in, out any) (int, error) {
 	if resp.StatusCode >= 400 {
 		var e struct{ Error, Code string }
 		json.Unmarshal(raw, &e)
-		return resp.StatusCode, &apiError{Status: resp.StatusCode, Code: e.Code, Msg: e.Error}
+		ae := &apiError{Status: resp.StatusCode, Code: e.Code, Msg: e.Error, URL: c.base + path}
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+			ae.RetryAfter = time.Duration(secs) * time.Second
+		}
+		return resp.StatusCode, ae
 	}
 	if out != nil && len(raw) > 0 {
 		if err := json.Unmarshal(raw, out); err != nil {
@@ -89,10 +162,11 @@ func (c *apiClient) call(method, path string, in, out any) (int, error) {
 
 // clientOptions are the flags every admin command shares.
 type clientOptions struct {
-	server string
-	output string
-	token  string
-	caFile string
+	server       string
+	output       string
+	token        string
+	caFile       string
+	retryTimeout time.Duration
 }
 
 func (o *clientOptions) addFlags(cmd *cobra.Command) {
@@ -100,11 +174,13 @@ func (o *clientOptions) addFlags(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVarP(&o.output, "output", "o", "table", "table or json")
 	cmd.PersistentFlags().StringVar(&o.token, "token", "", "bearer token for a node with --auth (env WAGGLE_TOKEN)")
 	cmd.PersistentFlags().StringVar(&o.caFile, "ca-file", "", "PEM CA to trust for an https --server (env WAGGLE_CA_FILE)")
+	cmd.PersistentFlags().DurationVar(&o.retryTimeout, "retry-timeout", 15*time.Second,
+		"how long to retry reads and pushes while the cluster has no leader or is busy (0: no retries)")
 }
 
 func (o *clientOptions) client() *apiClient {
 	c := newAPIClient(o.server)
-	c.token = o.token
+	c.token, c.retryFor = o.token, o.retryTimeout
 	if conf := o.tlsConfig(); conf != nil {
 		c.http.Transport = &http.Transport{TLSClientConfig: conf}
 	}

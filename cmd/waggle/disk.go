@@ -172,6 +172,7 @@ var verifyDataDir = func(dir string) error {
 const (
 	exitInUse      = 75 // EX_TEMPFAIL: another process holds the data directory
 	exitUnreadable = 77 // EX_NOPERM: the data directory cannot be read or written
+	exitOnceLost   = 3  // kv once: another caller holds the marker
 )
 
 // exitCode is the process's exit code for the error a command returned.
@@ -181,6 +182,8 @@ func exitCode(err error) int {
 		return exitInUse
 	case errors.Is(err, raftfsm.ErrDataDirUnreadable):
 		return exitUnreadable
+	case errors.Is(err, errOnceLost):
+		return exitOnceLost
 	default:
 		return 1
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )
 
@@ -49,12 +50,23 @@ func newPushCmd(o *clientOptions) *cobra.Command {
 			if txID != "" && len(msgs) != 1 {
 				return errors.New("--transaction-id names one message; push them one at a time")
 			}
+			// Every message gets its transactionId before the first try
+			// (a UUIDv7 unless given), so retrying the push, after an
+			// outcome the server could not learn, stores nothing twice.
 			var items []map[string]any
 			for _, m := range msgs {
-				items = append(items, map[string]any{"queue": args[0], "partition": partition, "transactionId": txID, "payload": asPayload(m)})
+				id := txID
+				if id == "" {
+					v7, err := uuid.NewV7()
+					if err != nil {
+						return err
+					}
+					id = v7.String()
+				}
+				items = append(items, map[string]any{"queue": args[0], "partition": partition, "transactionId": id, "payload": asPayload(m)})
 			}
 			var out []pushResult
-			if _, err := o.client().call(http.MethodPost, "/api/v1/push", map[string]any{"items": items}, &out); err != nil {
+			if _, err := o.client().callRetry(http.MethodPost, "/api/v1/push", map[string]any{"items": items}, &out); err != nil {
 				return err
 			}
 			return o.print(c, out, func(t *tableWriter) {
@@ -110,6 +122,9 @@ func newPopCmd(o *clientOptions) *cobra.Command {
 				return err
 			}
 			if status == http.StatusNoContent {
+				if o.output == "json" {
+					return o.print(c, []struct{}{}, nil)
+				}
 				fmt.Fprintln(c.ErrOrStderr(), "no messages")
 				return nil
 			}
@@ -131,10 +146,11 @@ func newPopCmd(o *clientOptions) *cobra.Command {
 					}
 				}
 			}
-			return o.print(c, out, func(t *tableWriter) {
-				t.row("PARTITION", "OFFSET", "ATTEMPT", "TRANSACTION ID", "DATA")
+			// The lease and partition ids are what `waggle ack` needs.
+			return o.print(c, out.Messages, func(t *tableWriter) {
+				t.row("PARTITION", "PARTITION ID", "OFFSET", "ATTEMPT", "LEASE", "TRANSACTION ID", "DATA")
 				for _, m := range out.Messages {
-					t.row(m.Partition, m.Offset, m.DeliveryAttempt, m.TransactionID, string(m.Data))
+					t.row(m.Partition, m.PartitionID, m.Offset, m.DeliveryAttempt, m.LeaseID, m.TransactionID, string(m.Data))
 				}
 			})
 		},
@@ -181,4 +197,68 @@ func newDLQCmd(o *clientOptions) *cobra.Command {
 		}}
 	cmd.AddCommand(list, replay)
 	return cmd
+}
+
+func newAckCmd(o *clientOptions) *cobra.Command {
+	var group, lease, partitionID, status, reason string
+	cmd := &cobra.Command{
+		Use:   "ack TRANSACTION-ID...",
+		Short: "Finish leased messages: completed, or nack them (failed, retry, dlq)",
+		Long: `Finish messages leased with waggle pop: completed (done), failed (counts
+against the retry limit, then dead-lettered), retry (redelivered at once) or
+dlq (dead-lettered now). The lease and partition ids are the ones pop shows.`,
+		Example: `  waggle pop orders --group billing
+  waggle ack --group billing --lease L --partition-id 7 TX-1 TX-2
+  waggle ack --group billing --lease L --partition-id 7 --status failed --error "card declined" TX-3`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			switch status {
+			case "completed", "failed", "retry", "dlq":
+			default:
+				return fmt.Errorf("--status must be completed, failed, retry or dlq, not %q", status)
+			}
+			var acks []map[string]string
+			for _, tx := range args {
+				acks = append(acks, map[string]string{"transactionId": tx, "partitionId": partitionID, "leaseId": lease, "status": status, "error": reason})
+			}
+			var res []ackResult
+			if _, err := o.client().call(http.MethodPost, "/api/v1/ack/batch", map[string]any{"consumerGroup": group, "acknowledgments": acks}, &res); err != nil {
+				return err
+			}
+			if err := o.print(c, res, func(t *tableWriter) {
+				t.row("TRANSACTION ID", "RESULT", "DEAD-LETTERED")
+				for _, r := range res {
+					result := "ok"
+					if !r.Success {
+						result = "failed: " + r.Error
+					}
+					t.row(r.TransactionID, result, r.DLQ)
+				}
+			}); err != nil {
+				return err
+			}
+			for _, r := range res {
+				if !r.Success {
+					return fmt.Errorf("ack of %s failed: %s", r.TransactionID, r.Error)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&group, "group", "", "consumer group the messages were popped for (default: the queue's shared group)")
+	cmd.Flags().StringVar(&lease, "lease", "", "lease id pop showed")
+	cmd.Flags().StringVar(&partitionID, "partition-id", "", "partition id pop showed")
+	cmd.Flags().StringVar(&status, "status", "completed", "completed, failed, retry or dlq")
+	cmd.Flags().StringVar(&reason, "error", "", "why, for failed and dlq (kept with a dead letter)")
+	cmd.MarkFlagRequired("lease")
+	cmd.MarkFlagRequired("partition-id")
+	return cmd
+}
+
+// ackResult is one acknowledgement's answer.
+type ackResult struct {
+	TransactionID string `json:"transactionId"`
+	Success       bool   `json:"success"`
+	Error         string `json:"error,omitempty"`
+	DLQ           bool   `json:"dlq"`
 }

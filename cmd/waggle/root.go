@@ -25,7 +25,7 @@ func newRootCmd() *cobra.Command {
 	}
 	o := &clientOptions{}
 	o.addFlags(root)
-	root.AddCommand(newServeCmd(), newVerifyCmd(), newCertsCmd(), newVersionCmd(), newQueueCmd(o), newTopicCmd(o), newPushCmd(o), newPopCmd(o),
+	root.AddCommand(newServeCmd(), newVerifyCmd(), newCertsCmd(), newVersionCmd(), newQueueCmd(o), newTopicCmd(o), newPushCmd(o), newPopCmd(o), newAckCmd(o),
 		newKVCmd(o), newGroupCmd(o), newClusterCmd(o), newDLQCmd(o), newBenchCmd(o),
 		newUserCmd(o), newTokenCmd(o), newBackupCmd(o), newRestoreCmd())
 	return root
