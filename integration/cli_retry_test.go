@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -49,4 +50,55 @@ func TestCLIPushRetriesAcrossALeaderChange(t *testing.T) {
 			t.Fatalf("message %s stored %d times, want once (stored: %v)", m, count[m], count)
 		}
 	}
+}
+
+// `waggle cluster status` right after a kill -9 of the leader says the dead
+// node is unreachable (with the error) instead of showing it as leader,
+// and gives each live member's role, term, applied index and lag.
+func TestCLIClusterStatusShowsAnUnreachableNode(t *testing.T) {
+	c := startCluster(t, 3)
+	victim := c.leader()
+	victim.kill9()
+	follower := c.followers()[0]
+	type member struct {
+		ID      int     `json:"id"`
+		State   string  `json:"state"`
+		Error   string  `json:"error"`
+		Leader  bool    `json:"leader"`
+		Role    string  `json:"role"`
+		Term    *uint64 `json:"term"`
+		Applied *uint64 `json:"applied"`
+		Lag     *uint64 `json:"lag"`
+		Version string  `json:"version"`
+	}
+	status := func() []member {
+		out, err := runWithTimeout(t, exec.Command(waggleBinary, "cluster", "status", "--server", follower.httpAddr, "-o", "json"), time.Minute)
+		if err != nil {
+			t.Fatalf("cluster status: %v\n%s", err, out)
+		}
+		var cl struct{ Members []member }
+		if err := json.Unmarshal(out, &cl); err != nil {
+			t.Fatalf("cluster status -o json: %v\n%s", err, out)
+		}
+		return cl.Members
+	}
+	for _, m := range status() {
+		if m.ID == victim.id && (m.State != "unreachable" || m.Error == "" || m.Leader) {
+			t.Fatalf("the killed node is shown as %+v: want unreachable, with the error, not leader", m)
+		}
+	}
+	waitFor(t, 30*time.Second, func() error {
+		for _, m := range status() {
+			if m.ID == victim.id {
+				continue
+			}
+			if m.State != "up" || m.Term == nil || m.Applied == nil || m.Lag == nil || !strings.HasPrefix(m.Version, "dev") {
+				return fmt.Errorf("live member shown as %+v", m)
+			}
+			if m.Role == "leader" && *m.Lag != 0 {
+				return fmt.Errorf("the leader lags itself: %+v", m)
+			}
+		}
+		return nil
+	})
 }

@@ -103,10 +103,19 @@ type memberJSON struct {
 	KafkaAddr string      `json:"kafkaAddr"`
 	Voter     bool        `json:"voter"`
 	Leader    bool        `json:"leader"`
-	// Role and Applied come from the member's own /health; empty and
-	// null when it did not answer in time.
-	Role    string  `json:"role"`
-	Applied *uint64 `json:"applied"`
+	// State is "up" when the member answered its /health, "unreachable"
+	// (with Error) when it did not; Role, Term, Applied, Version and
+	// UptimeSeconds come from that answer (empty and null without one).
+	// Lag is how many entries it has applied fewer than the leader, when
+	// both answered.
+	State         string  `json:"state"`
+	Error         string  `json:"error,omitempty"`
+	Role          string  `json:"role"`
+	Term          *uint64 `json:"term"`
+	Applied       *uint64 `json:"applied"`
+	Lag           *uint64 `json:"lag"`
+	Version       string  `json:"version,omitempty"`
+	UptimeSeconds *int64  `json:"uptimeSeconds"`
 	// LogFormat is the newest raft log format the member reads: as it
 	// registered it, or else as its /health says (1 from a binary older
 	// than formats); null when neither is known.
@@ -145,41 +154,68 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 		if m.LogFormat != 0 {
 			out.Members[i].LogFormat = ptr(m.LogFormat)
 		}
+		mj := &out.Members[i]
 		if m.ID == h.NodeID {
-			out.Members[i].Role, out.Members[i].Applied = h.Role, ptr(h.Applied)
-			out.Members[i].LogFormat = ptr(uint32(raftfsm.MaxLogFormat))
+			mj.State, mj.Role, mj.Term, mj.Applied = "up", h.Role, ptr(h.Term), ptr(h.Applied)
+			mj.Version, mj.UptimeSeconds = s.version, ptr(int64(time.Since(s.started).Seconds()))
+			mj.LogFormat = ptr(uint32(raftfsm.MaxLogFormat))
 			continue
 		}
 		if m.HTTPAddr == "" {
+			mj.State, mj.Error = "unreachable", "has not registered its addresses (not started, or not yet joined)"
 			continue
 		}
 		wg.Add(1)
-		go func(mj *memberJSON) {
+		go func() {
 			defer wg.Done()
-			if peer, ok := s.fetchHealth(r, mj.HTTPAddr); ok {
-				mj.Role, mj.Applied = peer.Raft.Role, ptr(peer.Raft.Applied)
-				if mj.LogFormat == nil {
-					mj.LogFormat = ptr(max(peer.LogFormat, 1))
-				}
+			peer, err := s.fetchHealth(r, mj.HTTPAddr)
+			if err != nil {
+				mj.State, mj.Error = "unreachable", err.Error()
+				return
 			}
-		}(&out.Members[i])
+			mj.State, mj.Role, mj.Term, mj.Applied = "up", peer.Raft.Role, ptr(peer.Raft.Term), ptr(peer.Raft.Applied)
+			mj.Version, mj.UptimeSeconds = peer.Version, ptr(peer.UptimeSeconds)
+			if mj.LogFormat == nil {
+				mj.LogFormat = ptr(max(peer.LogFormat, 1))
+			}
+		}()
 	}
 	wg.Wait()
+	// The leader is the one that says so itself; a member that cannot be
+	// reached is not shown as leader, whatever this node last heard.
+	var leaderApplied *uint64
+	for i := range out.Members {
+		mj := &out.Members[i]
+		mj.Leader = mj.Leader && mj.State == "up"
+		if mj.Role == "leader" {
+			leaderApplied = mj.Applied
+		}
+	}
+	for i := range out.Members {
+		if mj := &out.Members[i]; leaderApplied != nil && mj.Applied != nil {
+			mj.Lag = ptr(*leaderApplied - min(*mj.Applied, *leaderApplied))
+		}
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) fetchHealth(r *http.Request, addr string) (healthJSON, bool) {
+// fetchHealth asks a member for its /health; any answer with a body counts
+// (a member without a leader answers 503 and still says how it stands).
+func (s *Server) fetchHealth(r *http.Request, addr string) (healthJSON, error) {
 	var h healthJSON
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, s.peers.scheme+"://"+addr+"/health", nil)
 	if err != nil {
-		return h, false
+		return h, err
 	}
 	resp, err := s.peers.health.Do(req)
 	if err != nil {
-		return h, false
+		return h, err
 	}
 	defer resp.Body.Close()
-	return h, json.NewDecoder(resp.Body).Decode(&h) == nil
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		return h, fmt.Errorf("%s/health answered HTTP %d without a health report", addr, resp.StatusCode)
+	}
+	return h, nil
 }
 
 type addNodeRequest struct {
@@ -242,7 +278,7 @@ func (s *Server) joinerFormat(r *http.Request, id string) (uint32, bool) {
 				if m.ID != id || m.HTTPAddr == "" {
 					continue
 				}
-				if h, ok := s.fetchHealth(r, m.HTTPAddr); ok {
+				if h, err := s.fetchHealth(r, m.HTTPAddr); err == nil {
 					return max(h.LogFormat, uint32(raftfsm.LogFormat1)), true
 				}
 			}
@@ -307,6 +343,9 @@ type healthJSON struct {
 	// LogFormat is the newest raft log format this node's binary reads;
 	// the leader raises the cluster's format once every member's says so.
 	LogFormat uint32 `json:"logFormat"`
+	// Version is the node's binary; UptimeSeconds how long it has served.
+	Version       string `json:"version"`
+	UptimeSeconds int64  `json:"uptimeSeconds"`
 }
 
 // Node ids are numbers; leader is null while none is known.
@@ -330,8 +369,10 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		NodeID: json.Number(h.NodeID),
 		Raft: raftJSON{Role: h.Role, LeaderAddr: h.LeaderRaft, LeaderHTTP: h.LeaderHTTP, Term: h.Term,
 			Commit: h.Commit, Applied: h.Applied, LastSnapshotIndex: h.LastSnapshotIndex},
-		StorageFull: s.svc.StorageFull(),
-		LogFormat:   uint32(raftfsm.MaxLogFormat),
+		StorageFull:   s.svc.StorageFull(),
+		LogFormat:     uint32(raftfsm.MaxLogFormat),
+		Version:       s.version,
+		UptimeSeconds: int64(time.Since(s.started).Seconds()),
 	}
 	status := http.StatusOK
 	if h.LeaderID == "" {

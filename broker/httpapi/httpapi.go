@@ -40,6 +40,8 @@ type Server struct {
 	auth          AuthConfig
 	inFlight      *semaphore.Weighted // request bodies being worked on (Options.InFlightBytes)
 	backupRunning atomic.Bool         // one backup at a time (backup.go)
+	version       string              // Options.Version
+	started       time.Time           // when the API was made: the node's uptime
 }
 
 // Options are the HTTP API's optional parts.
@@ -56,6 +58,8 @@ type Options struct {
 	// request that does not fit is answered 429 overloaded with
 	// Retry-After, having changed nothing. Zero: DefaultInFlightBytes.
 	InFlightBytes int64
+	// Version is the binary's version, reported by /health.
+	Version string
 }
 
 // New returns the HTTP API over svc.
@@ -64,7 +68,7 @@ func New(svc *broker.Service, log *slog.Logger, opts Options) *Server {
 		opts.InFlightBytes = DefaultInFlightBytes
 	}
 	s := &Server{svc: svc, mux: http.NewServeMux(), log: log, metrics: opts.Metrics, peers: newPeerLinks(opts.PeerTLS), auth: opts.Auth,
-		inFlight: semaphore.NewWeighted(opts.InFlightBytes)}
+		inFlight: semaphore.NewWeighted(opts.InFlightBytes), version: opts.Version, started: time.Now()}
 	s.routes()
 	return s
 }

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"runtime"
+	"runtime/debug"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -179,10 +182,24 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 			// Raised by the leader once every member reads the next format
 			// (READS FORMAT); printed ahead of the table.
 			fmt.Fprintf(c.OutOrStdout(), "raft log format written: %d\n", max(cl.LogFormat, 1)) // 0: a node older than formats
-			t.row("NODE", "ROLE", "LEADER", "RAFT", "HTTP", "KAFKA", "APPLIED", "READS FORMAT")
+			t.row("NODE", "STATE", "ROLE", "TERM", "APPLIED", "LAG", "VERSION", "UPTIME", "HTTP", "KAFKA", "RAFT", "READS FORMAT")
+			var unreachable []string
 			for _, m := range cl.Members {
-				t.row(m.ID, m.Role, m.Leader, m.RaftAddr, m.HTTPAddr, m.KafkaAddr, orDash(m.Applied), orDash(m.LogFormat))
+				state, uptime := cmp.Or(m.State, "-"), "-"
+				if m.UptimeSeconds != nil {
+					uptime = (time.Duration(*m.UptimeSeconds) * time.Second).String()
+				}
+				if m.Error != "" {
+					unreachable = append(unreachable, fmt.Sprintf("node %d: %s", m.ID, m.Error))
+				}
+				t.row(m.ID, state, cmp.Or(m.Role, "-"), orDash(m.Term), orDash(m.Applied), orDash(m.Lag), cmp.Or(m.Version, "-"), uptime,
+					m.HTTPAddr, m.KafkaAddr, m.RaftAddr, orDash(m.LogFormat))
 			}
+			defer func() {
+				for _, u := range unreachable {
+					fmt.Fprintln(c.OutOrStdout(), "unreachable:", u)
+				}
+			}()
 		})
 	}
 	status := &cobra.Command{Use: "status", Short: "Members, leader, applied indexes and raft log formats", Args: cobra.NoArgs,
@@ -214,7 +231,30 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 }
 
 // version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version is set at release builds (-ldflags "-X main.version=v0.2.0");
+// other builds name the commit they were built from, when Go recorded it.
+var version = func() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	rev, dirty := "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if len(rev) < 12 {
+		return "dev"
+	}
+	if dirty {
+		return "dev-" + rev[:12] + "-dirty"
+	}
+	return "dev-" + rev[:12]
+}()
 
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{Use: "version", Short: "Print the version", Args: cobra.NoArgs,

@@ -69,15 +69,21 @@ type clusterInfo struct {
 	Leader    *int `json:"leader"`
 	LogFormat int  `json:"logFormat"`
 	Members   []struct {
-		ID        int     `json:"id"`
-		RaftAddr  string  `json:"raftAddr"`
-		HTTPAddr  string  `json:"httpAddr"`
-		KafkaAddr string  `json:"kafkaAddr"`
-		Voter     bool    `json:"voter"`
-		Leader    bool    `json:"leader"`
-		Role      string  `json:"role"`
-		Applied   *uint64 `json:"applied"`
-		LogFormat *int    `json:"logFormat"`
+		ID            int     `json:"id"`
+		RaftAddr      string  `json:"raftAddr"`
+		HTTPAddr      string  `json:"httpAddr"`
+		KafkaAddr     string  `json:"kafkaAddr"`
+		Voter         bool    `json:"voter"`
+		Leader        bool    `json:"leader"`
+		State         string  `json:"state"`
+		Error         string  `json:"error"`
+		Role          string  `json:"role"`
+		Term          *uint64 `json:"term"`
+		Applied       *uint64 `json:"applied"`
+		Lag           *uint64 `json:"lag"`
+		Version       string  `json:"version"`
+		UptimeSeconds *int64  `json:"uptimeSeconds"`
+		LogFormat     *int    `json:"logFormat"`
 	} `json:"members"`
 }
 

@@ -193,7 +193,7 @@ func TestCLIAgainstARealServer(t *testing.T) {
 	}
 
 	// Cluster.
-	requireContains(t, mustCLI(t, srv, "cluster", "status"), "leader", "true", kafkaAddr)
+	requireContains(t, mustCLI(t, srv, "cluster", "status"), "up", "leader", kafkaAddr)
 	if _, err := cli(t, srv, "", "cluster", "remove", "9"); err == nil || !strings.Contains(err.Error(), "not_found") {
 		t.Fatalf("removing an unknown node: %v", err)
 	}
