@@ -124,6 +124,22 @@ func TestCLIAgainstARealServer(t *testing.T) {
 	requireContains(t, mustCLI(t, srv, "queue", "list"), "orders", "3")
 	requireContains(t, mustCLI(t, srv, "queue", "describe", "orders"), "Default", "3")
 
+	// A push to a new queue says it created it; to an existing one it
+	// does not.
+	cmd := newRootCmd()
+	var stderr bytes.Buffer
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(&stderr)
+	cmd.SetArgs([]string{"--server", srv, "push", "fresh-queue", `"x"`})
+	if err := cmd.Execute(); err != nil || !strings.Contains(stderr.String(), "created queue fresh-queue") {
+		t.Fatalf("push to a new queue: %v, stderr %q", err, stderr.String())
+	}
+	stderr.Reset()
+	cmd.SetArgs([]string{"--server", srv, "push", "fresh-queue", `"y"`})
+	if err := cmd.Execute(); err != nil || strings.Contains(stderr.String(), "created") {
+		t.Fatalf("push to an existing queue: %v, stderr %q", err, stderr.String())
+	}
+
 	// Without --transaction-id the CLI mints a UUIDv7 per message.
 	out = mustCLI(t, srv, "push", "minted", `"a"`, `"b"`, "-o", "json")
 	var minted []pushResult

@@ -65,9 +65,18 @@ func newPushCmd(o *clientOptions) *cobra.Command {
 				}
 				items = append(items, map[string]any{"queue": args[0], "partition": partition, "transactionId": id, "payload": asPayload(m)})
 			}
+			// A push creates a missing queue (as the API does); the CLI says
+			// so, since a misspelt name would otherwise go unnoticed.
+			cl := o.client()
+			_, err := cl.call(http.MethodGet, "/api/v1/resources/queues/"+url.PathEscape(args[0]), nil, nil)
+			var ae *apiError
+			created := errors.As(err, &ae) && ae.Status == http.StatusNotFound
 			var out []pushResult
-			if _, err := o.client().callRetry(http.MethodPost, "/api/v1/push", map[string]any{"items": items}, &out); err != nil {
+			if _, err := cl.callRetry(http.MethodPost, "/api/v1/push", map[string]any{"items": items}, &out); err != nil {
 				return err
+			}
+			if created {
+				fmt.Fprintf(c.ErrOrStderr(), "created queue %s\n", args[0])
 			}
 			return o.print(c, out, func(t *tableWriter) {
 				t.row("STATUS", "PARTITION", "OFFSET", "TRANSACTION ID", "MESSAGE ID")
