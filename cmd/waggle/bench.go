@@ -32,10 +32,32 @@ type benchRun struct {
 	messages  atomic.Int64
 	bytes     atomic.Int64
 	errors    atomic.Int64
+	firstErr  error // the first failure, for the report (under mu)
 	start     time.Time
 	// perSecond holds the messages counted at each whole second of the
 	// run, so the report can compare its beginning with its end.
 	perSecond []int64
+}
+
+// fail counts n messages as failed, remembering why the first failed.
+func (r *benchRun) fail(n int64, err error) {
+	r.errors.Add(n)
+	r.mu.Lock()
+	if r.firstErr == nil {
+		r.firstErr = err
+	}
+	r.mu.Unlock()
+}
+
+// failed is the run's error when any message failed: the command exits
+// non-zero, saying how many and why the first did.
+func (r *benchRun) failed(total int64) error {
+	if n := r.errors.Load(); n > 0 {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return fmt.Errorf("%d of %d messages failed; the first: %v", n, total, r.firstErr)
+	}
+	return nil
 }
 
 func (r *benchRun) record(d time.Duration, msgs, bytes int) {
@@ -134,6 +156,7 @@ func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 				return errors.New("--batch, --clients, --messages must be positive and --size at least 2")
 			}
 			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients, TLSClientConfig: o.tlsConfig()}, Timeout: 60 * time.Second}
+			base := newAPIClient(o.server).base
 			run := &benchRun{start: time.Now()}
 			stop := make(chan struct{})
 			go run.progress(c.ErrOrStderr(), int64(messages), stop)
@@ -162,20 +185,20 @@ func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 						}
 						body.WriteString(`]}`)
 						t0 := time.Now()
-						req, _ := http.NewRequest(http.MethodPost, strings.TrimRight(o.server, "/")+"/api/v1/push", &body)
+						req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/push", &body)
 						req.Header.Set("Content-Type", "application/json")
 						if o.token != "" {
 							req.Header.Set("Authorization", "Bearer "+o.token)
 						}
 						resp, err := hc.Do(req)
 						if err != nil {
-							run.errors.Add(n)
+							run.fail(n, fmt.Errorf("cannot reach %s: %w", base, err))
 							continue
 						}
-						io.Copy(io.Discard, resp.Body)
+						answer, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 						resp.Body.Close()
 						if resp.StatusCode != http.StatusCreated {
-							run.errors.Add(n)
+							run.fail(n, fmt.Errorf("%s/api/v1/push answered HTTP %d: %s", base, resp.StatusCode, bytes.TrimSpace(answer)))
 							continue
 						}
 						run.record(time.Since(t0), int(n), int(n)*size)
@@ -184,7 +207,10 @@ func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 			}
 			wg.Wait()
 			close(stop)
-			return run.report(c, o, fmt.Sprintf("one push of %d messages", batch))
+			if err := run.report(c, o, fmt.Sprintf("one push of %d messages", batch)); err != nil {
+				return err
+			}
+			return run.failed(int64(messages))
 		},
 	}
 	f := cmd.Flags()
@@ -240,6 +266,13 @@ func newBenchKafkaCmd(o *clientOptions) *cobra.Command {
 				return err
 			}
 			defer cl.Close()
+			// Without a broker to talk to the producer would wait for ever.
+			pingCtx, cancel := context.WithTimeout(cmp.Or(c.Context(), context.Background()), 10*time.Second)
+			err = cl.Ping(pingCtx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("cannot reach the Kafka brokers %s: %w", strings.Join(brokers, ","), err)
+			}
 			src := payload.New(uint64(time.Now().UnixNano()), compressible)
 			run := &benchRun{start: time.Now(), latencies: make([]time.Duration, 0, records)}
 			stop := make(chan struct{})
@@ -255,7 +288,7 @@ func newBenchKafkaCmd(o *clientOptions) *cobra.Command {
 				cl.Produce(ctx, &kgo.Record{Value: src.Bytes(size)}, func(_ *kgo.Record, err error) {
 					defer wg.Done()
 					if err != nil {
-						run.errors.Add(1)
+						run.fail(1, err)
 						return
 					}
 					run.record(time.Since(t0), 1, size)
@@ -263,7 +296,10 @@ func newBenchKafkaCmd(o *clientOptions) *cobra.Command {
 			}
 			wg.Wait()
 			close(stop)
-			return run.report(c, o, "one produced record (send to acknowledgement)")
+			if err := run.report(c, o, "one produced record (send to acknowledgement)"); err != nil {
+				return err
+			}
+			return run.failed(int64(records))
 		},
 	}
 	f := cmd.Flags()

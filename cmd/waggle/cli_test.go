@@ -229,6 +229,29 @@ func TestCLIAgainstARealServer(t *testing.T) {
 	requireContains(t, mustCLI(t, srv, "bench", "kafka", "--produce", "--records", "5000", "--brokers", kafkaAddr), "MSGS/S", "5000")
 }
 
+// A bench against nothing says why and exits non-zero (it printed "0
+// messages, 100 errors" and exited 0 over HTTP, and hung over Kafka).
+func TestBenchAgainstNothingFails(t *testing.T) {
+	addr := freePort(t)
+	if _, err := cli(t, addr, "", "bench", "http", "--push", "--messages", "100", "--clients", "2"); err == nil ||
+		!strings.Contains(err.Error(), "100 of 100 messages failed") || !strings.Contains(err.Error(), "cannot reach") {
+		t.Fatalf("http bench against nothing: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := cli(t, addr, "", "bench", "kafka", "--produce", "--records", "10", "--brokers", addr)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "cannot reach the Kafka brokers") {
+			t.Fatalf("kafka bench against nothing: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the kafka bench against nothing still runs after 30 s")
+	}
+}
+
 func TestCLIExplainsAnUnreachableServer(t *testing.T) {
 	_, err := cli(t, freePort(t), "", "queue", "list")
 	if err == nil || !strings.Contains(err.Error(), "cannot reach waggle") {
