@@ -267,6 +267,10 @@ func TestCLIRetriesAPushWithTheSameIDs(t *testing.T) {
 	var bodies []string
 	failures := 2
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet { // does the queue exist? yes
+			w.Write([]byte(`{"name":"q"}`))
+			return
+		}
 		b, _ := io.ReadAll(r.Body)
 		bodies = append(bodies, string(b))
 		if len(bodies) <= failures {
