@@ -32,7 +32,10 @@ type Store struct {
 // Writes are not fsynced: the raft log is the durable record, and after a
 // crash the state machine replays every entry past the applied index kept
 // in the store (see raftfsm).
-func Open(dir string) (*Store, error) {
+//
+// Badger's warnings and errors go to logger when one is given (else to
+// badger's own logger on stderr).
+func Open(dir string, logger ...Logger) (*Store, error) {
 	opts := badger.DefaultOptions(dir).
 		WithLoggingLevel(badger.WARNING).
 		WithSyncWrites(false).
@@ -47,6 +50,9 @@ func Open(dir string) (*Store, error) {
 		// A damaged block or value is refused when read, never served.
 		WithChecksumVerificationMode(options.OnBlockRead).
 		WithVerifyValueChecksum(true)
+	if len(logger) > 0 && logger[0] != nil {
+		opts = opts.WithLogger(logger[0])
+	}
 	db, err := badger.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
@@ -64,6 +70,14 @@ func Open(dir string) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Logger receives badger's log lines (badger.Logger's methods).
+type Logger interface {
+	Errorf(format string, args ...any)
+	Warningf(format string, args ...any)
+	Infof(format string, args ...any)
+	Debugf(format string, args ...any)
 }
 
 // Size reports badger's on-disk sizes: the LSM tree and the value log.

@@ -188,7 +188,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		}
 		log.Warn("damaged files moved aside", "to", aside)
 	}
-	st, err := store.Open(filepath.Join(o.dataDir, "state"))
+	st, err := store.Open(filepath.Join(o.dataDir, "state"), newBadgerLogger(log))
 	if err != nil {
 		return err
 	}
@@ -202,7 +202,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		Dir:               o.dataDir,
 		Peers:             peers,
 		Join:              o.join,
-		Logger:            hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.LevelFromString(raftLogLevel(level)), Output: os.Stderr, JSONFormat: o.logFormat == "json"}),
+		Logger:            newRaftLogger(log, hclog.LevelFromString(raftLogLevel(level))),
 		SnapshotThreshold: o.snapshotThreshold,
 		TrailingLogs:      o.trailingLogs,
 	}, st)
@@ -415,7 +415,7 @@ func raftLogLevel(l slog.Level) string {
 	if l <= slog.LevelDebug {
 		return "debug"
 	}
-	return "warn" // raft's info lines are chatty; keep them for --log-level debug
+	return "info" // leadership changes, snapshots, peers; repeats are held back (logbridge.go)
 }
 
 func defaultKafkaConfig() kafka.Config { return kafka.DefaultConfig() }

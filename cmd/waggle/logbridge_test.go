@@ -1,0 +1,49 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Raft's lines come out in the node's slog format, and a message repeated
+// within the window is written once, then once more with the count of
+// those left out. (A leader with a peer down wrote ~3 ERROR lines a
+// second.)
+func TestRaftLogsThroughSlogWithRepeatsHeldBack(t *testing.T) {
+	var buf bytes.Buffer
+	l := newRaftLogger(slog.New(slog.NewJSONHandler(&buf, nil)), hclog.Info).(*hclogSlog)
+	now := time.Unix(0, 0)
+	l.limit.now = func() time.Time { return now }
+	for range 10 {
+		l.Error("failed to contact", "server-id", "2")
+		now = now.Add(time.Second)
+	}
+	l.Debug("below the level")
+	if lines := strings.Count(buf.String(), "\n"); lines != 1 || !strings.Contains(buf.String(), `"component":"raft"`) ||
+		!strings.Contains(buf.String(), `"server-id":"2"`) || !strings.Contains(buf.String(), `"level":"ERROR"`) {
+		t.Fatalf("after 10 repeats in 10 s: %d lines\n%s", lines, buf.String())
+	}
+	now = now.Add(repeatWindow)
+	l.Error("failed to contact", "server-id", "2")
+	if !strings.Contains(buf.String(), `"repeatsLeftOut":9`) {
+		t.Fatalf("the line after the window does not count the 9 left out:\n%s", buf.String())
+	}
+	l.Info("entering follower state", "follower", node("Node at 127.0.0.1:7400 [Follower]"), "servers", hclog.Fmt("%d servers", 3))
+	if !strings.Contains(buf.String(), `"follower":"Node at 127.0.0.1:7400 [Follower]"`) || !strings.Contains(buf.String(), `"servers":"3 servers"`) {
+		t.Fatalf("raft's Stringer and Fmt values are not written as text:\n%s", buf.String())
+	}
+	l.Named("snapshot").Info("snapshot complete")
+	if !strings.Contains(buf.String(), `"component":"raft.snapshot"`) {
+		t.Fatalf("a named logger's component:\n%s", buf.String())
+	}
+}
+
+// node is a raft value that prints itself (JSON would write it as {}).
+type node string
+
+func (n node) String() string { return string(n) }
