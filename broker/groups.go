@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/waggle-mq/waggle/raftfsm"
@@ -138,8 +140,12 @@ func (s *Service) OffsetGroups() ([]string, error) {
 
 // Cursor is a consumer group's committed position in one queue partition.
 type Cursor struct {
-	Queue         string
-	Partition     string
+	Queue     string
+	Partition string
+	// Positioned is false for a partition of the group's queues where the
+	// group has no position yet (GroupPartitions); Committed is then the
+	// partition's log start, where it would begin.
+	Positioned    bool
 	Committed     int64 // the next offset the group will read
 	LeaderEpoch   int32
 	Metadata      string
@@ -147,6 +153,8 @@ type Cursor struct {
 	// Expired counts messages retention dropped before the group read
 	// them (HTTP groups; see store.Cursor).
 	Expired int64
+	// InFlight counts the messages an HTTP consumer holds leased.
+	InFlight int
 }
 
 // Lag is how many messages the group has yet to read.
@@ -175,7 +183,11 @@ func (s *Service) GroupCursors(group string) ([]Cursor, error) {
 			if !ok {
 				continue // the queue was deleted
 			}
-			cur := Cursor{Queue: q.Name, Partition: c.Partition, Committed: c.Offset, LeaderEpoch: c.LeaderEpoch, Metadata: c.Metadata, Expired: c.Expired}
+			cur := Cursor{Queue: q.Name, Partition: c.Partition, Positioned: true, Committed: c.Offset, LeaderEpoch: c.LeaderEpoch,
+				Metadata: c.Metadata, Expired: c.Expired}
+			if c.Lease != nil {
+				cur.InFlight = len(c.Lease.Offsets)
+			}
 			p, err := tx.Partition(q.ID, c.Partition)
 			if err == nil {
 				cur.HighWatermark = int64(p.NextOffset)
@@ -185,6 +197,55 @@ func (s *Service) GroupCursors(group string) ([]Cursor, error) {
 			out = append(out, cur)
 		}
 		return nil
+	})
+	return out, err
+}
+
+// maxDescribedPartitions bounds the partitions GroupPartitions lists per
+// queue beyond those the group has positions in.
+const maxDescribedPartitions = 10_000
+
+// GroupPartitions is GroupCursors plus every other partition of the
+// queues the group reads, unpositioned, so a group's lag counts what it
+// has not touched yet: the lag of such a partition is everything from its
+// log start.
+func (s *Service) GroupPartitions(group string) ([]Cursor, error) {
+	cursors, err := s.GroupCursors(group)
+	if err != nil || len(cursors) == 0 {
+		return cursors, err
+	}
+	have := map[[2]string]bool{}
+	var queues []string
+	for _, c := range cursors {
+		if !slices.Contains(queues, c.Queue) {
+			queues = append(queues, c.Queue)
+		}
+		have[[2]string{c.Queue, c.Partition}] = true
+	}
+	out := cursors
+	err = s.store.View(func(tx *store.Tx) error {
+		for _, name := range queues {
+			q, err := tx.Queue(name)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			parts, err := tx.PartitionsAfter(q.ID, "", maxDescribedPartitions)
+			if err != nil {
+				return err
+			}
+			for _, p := range parts {
+				if !have[[2]string{name, p.Name}] {
+					out = append(out, Cursor{Queue: name, Partition: p.Name, Committed: int64(p.StartOffset), HighWatermark: int64(p.NextOffset)})
+				}
+			}
+		}
+		return nil
+	})
+	slices.SortStableFunc(out, func(a, b Cursor) int {
+		return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.Partition, b.Partition))
 	})
 	return out, err
 }

@@ -89,8 +89,9 @@ func (g *groupCheck) startGroupConsumers(c *cluster, wg *sync.WaitGroup, stop <-
 func committedOffset(c *cluster, n *node, group string) (int64, bool) {
 	var g struct {
 		Cursors []struct {
-			Partition string `json:"partition"`
-			Offset    int64  `json:"offset"`
+			Partition  string `json:"partition"`
+			Offset     int64  `json:"offset"`
+			Positioned bool   `json:"positioned"`
 		} `json:"cursors"`
 	}
 	select {
@@ -107,7 +108,7 @@ func committedOffset(c *cluster, n *node, group string) (int64, bool) {
 		return 0, false
 	}
 	for _, cur := range g.Cursors {
-		if cur.Partition == "0" {
+		if cur.Partition == "0" && cur.Positioned {
 			return cur.Offset, true
 		}
 	}

@@ -20,13 +20,18 @@ type cursorJSON struct {
 	Lag           int64  `json:"lag"`
 	// Expired counts messages retention dropped before the group read them.
 	Expired int64 `json:"expired"`
+	// Positioned is false for a partition the group has not read yet
+	// (offset is then its log start); InFlight counts leased messages.
+	Positioned bool `json:"positioned"`
+	InFlight   int  `json:"inFlight"`
 }
 
 func (s *Server) groupJSON(name string) (groupJSON, error) {
-	cursors, err := s.svc.GroupCursors(name)
+	cursors, err := s.svc.GroupPartitions(name)
 	out := groupJSON{Name: name, Cursors: []cursorJSON{}}
 	for _, c := range cursors {
-		out.Cursors = append(out.Cursors, cursorJSON{Queue: c.Queue, Partition: c.Partition, Offset: c.Committed, HighWatermark: c.HighWatermark, Lag: c.Lag(), Expired: c.Expired})
+		out.Cursors = append(out.Cursors, cursorJSON{Queue: c.Queue, Partition: c.Partition, Offset: c.Committed, HighWatermark: c.HighWatermark,
+			Lag: c.Lag(), Expired: c.Expired, Positioned: c.Positioned, InFlight: c.InFlight})
 	}
 	return out, err
 }

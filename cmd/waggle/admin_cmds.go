@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -116,10 +117,16 @@ func newGroupCmd(o *clientOptions) *cobra.Command {
 	cmd := &cobra.Command{Use: "group", Short: "Consumer groups (Kafka and HTTP share them)"}
 	show := func(c *cobra.Command, gs []groupInfo) error {
 		return o.print(c, gs, func(t *tableWriter) {
-			t.row("GROUP", "QUEUE", "PARTITION", "OFFSET", "HIGH WATERMARK", "LAG")
+			// A partition the group has not read yet shows "-" as its
+			// offset; its lag counts from the partition's start.
+			t.row("GROUP", "QUEUE", "PARTITION", "OFFSET", "HIGH WATERMARK", "LAG", "IN FLIGHT")
 			for _, g := range gs {
 				for _, cur := range g.Cursors {
-					t.row(g.Name, cur.Queue, cur.Partition, cur.Offset, cur.HighWatermark, cur.Lag)
+					offset := strconv.FormatInt(cur.Offset, 10)
+					if !cur.Positioned {
+						offset = "-"
+					}
+					t.row(g.Name, cur.Queue, cur.Partition, offset, cur.HighWatermark, cur.Lag, cur.InFlight)
 				}
 			}
 		})

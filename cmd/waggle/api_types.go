@@ -62,6 +62,8 @@ type groupInfo struct {
 		Offset        int64  `json:"offset"`
 		HighWatermark int64  `json:"highWatermark"`
 		Lag           int64  `json:"lag"`
+		Positioned    bool   `json:"positioned"`
+		InFlight      int    `json:"inFlight"`
 	} `json:"cursors"`
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -331,3 +332,33 @@ type fakeClock struct {
 
 func (c *fakeClock) sleep(d time.Duration) { *c.slept = append(*c.slept, d); c.t = c.t.Add(d) }
 func (c *fakeClock) now() time.Time        { return c.t }
+
+// group describe lists every partition of the group's queues, with the
+// lag of those it has not read yet and the messages it holds leased (it
+// once showed only the partitions the group had touched, so the lag
+// looked smaller than it was).
+func TestGroupDescribeShowsEveryPartition(t *testing.T) {
+	srv, _ := startServer(t)
+	for _, p := range []string{"a", "b", "c"} {
+		mustCLI(t, srv, "push", "wide", "--partition", p, `"1"`, `"2"`)
+	}
+	mustCLI(t, srv, "pop", "wide", "--group", "g", "--partition", "b", "--batch", "2")
+	out := mustCLI(t, srv, "group", "describe", "g", "-o", "json")
+	var gs []groupInfo
+	if err := json.Unmarshal([]byte(out), &gs); err != nil || len(gs) != 1 {
+		t.Fatalf("group describe -o json: %v\n%s", err, out)
+	}
+	got := map[string]string{}
+	for _, c := range gs[0].Cursors {
+		got[c.Partition] = fmt.Sprintf("positioned=%v lag=%d inFlight=%d", c.Positioned, c.Lag, c.InFlight)
+	}
+	want := map[string]string{
+		"a": "positioned=false lag=2 inFlight=0",
+		"b": "positioned=true lag=2 inFlight=2",
+		"c": "positioned=false lag=2 inFlight=0",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("group describe: %v, want %v", got, want)
+	}
+	requireContains(t, mustCLI(t, srv, "group", "describe", "g"), "IN FLIGHT")
+}
