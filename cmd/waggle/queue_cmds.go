@@ -47,8 +47,8 @@ func (f *queueOptionFlags) options(cmd *cobra.Command) map[string]any {
 
 func printQueue(o *clientOptions, cmd *cobra.Command, q queueInfo) error {
 	return o.print(cmd, q, func(t *tableWriter) {
-		t.row("QUEUE", "DEDUP WINDOW", "LEASE", "RETRIES", "KAFKA PARTITIONS", "MESSAGES")
-		t.row(q.Name, q.Options.DedupWindowSeconds, q.Options.LeaseTime, q.Options.RetryLimit, q.Options.Partitions, q.messages())
+		queueHeader(t)
+		queueRow(t, q)
 		if len(q.Partitions) > 0 {
 			t.row("")
 			t.row("PARTITION", "NEXT OFFSET", "MESSAGES")
@@ -59,21 +59,30 @@ func printQueue(o *clientOptions, cmd *cobra.Command, q queueInfo) error {
 	})
 }
 
-func listQueues(o *clientOptions, cmd *cobra.Command, onlyTopics bool) error {
+// queueHeader and queueRow are the one layout list and describe share.
+func queueHeader(t *tableWriter) {
+	t.row("NAME", "PARTITIONS", "KAFKA PARTITIONS", "MESSAGES", "DEDUP WINDOW", "LEASE", "RETRIES")
+}
+
+func queueRow(t *tableWriter, q queueInfo) {
+	t.row(q.Name, len(q.Partitions), q.Options.Partitions, q.messages(), q.Options.DedupWindowSeconds, q.Options.LeaseTime, q.Options.RetryLimit)
+}
+
+// listQueues lists every queue: Kafka clients see each one as a topic, so
+// queue list and topic list show the same.
+func listQueues(o *clientOptions, cmd *cobra.Command) error {
 	var out struct{ Queues []queueInfo }
 	if _, err := o.client().call(http.MethodGet, "/api/v1/resources/queues", nil, &out); err != nil {
 		return err
 	}
-	var qs []queueInfo
-	for _, q := range out.Queues {
-		if !onlyTopics || q.Options.DedupWindowSeconds == 0 {
-			qs = append(qs, q)
-		}
+	qs := out.Queues
+	if qs == nil {
+		qs = []queueInfo{}
 	}
 	return o.print(cmd, qs, func(t *tableWriter) {
-		t.row("NAME", "PARTITIONS", "MESSAGES", "DEDUP WINDOW")
+		queueHeader(t)
 		for _, q := range qs {
-			t.row(q.Name, len(q.Partitions), q.messages(), q.Options.DedupWindowSeconds)
+			queueRow(t, q)
 		}
 	})
 }
@@ -115,7 +124,7 @@ func newQueueCmd(o *clientOptions) *cobra.Command {
 	configure.add(configureCmd, false)
 	cmd.AddCommand(createCmd, configureCmd,
 		&cobra.Command{Use: "list", Short: "List queues", Args: cobra.NoArgs,
-			RunE: func(c *cobra.Command, _ []string) error { return listQueues(o, c, false) }},
+			RunE: func(c *cobra.Command, _ []string) error { return listQueues(o, c) }},
 		&cobra.Command{Use: "describe NAME", Short: "Show a queue and its partitions", Args: cobra.ExactArgs(1),
 			RunE: func(c *cobra.Command, args []string) error { return describeQueue(o, c, args[0]) }},
 		&cobra.Command{Use: "delete NAME", Short: "Delete a queue and its messages", Args: cobra.ExactArgs(1),
@@ -136,8 +145,8 @@ func newTopicCmd(o *clientOptions) *cobra.Command {
 		}}
 	create.add(createCmd, true)
 	cmd.AddCommand(createCmd,
-		&cobra.Command{Use: "list", Short: "List topics (queues with dedup window 0)", Args: cobra.NoArgs,
-			RunE: func(c *cobra.Command, _ []string) error { return listQueues(o, c, true) }},
+		&cobra.Command{Use: "list", Short: "List topics: every queue, as Kafka clients see them", Args: cobra.NoArgs,
+			RunE: func(c *cobra.Command, _ []string) error { return listQueues(o, c) }},
 		&cobra.Command{Use: "describe NAME", Short: "Show a topic and its partitions", Args: cobra.ExactArgs(1),
 			RunE: func(c *cobra.Command, args []string) error { return describeQueue(o, c, args[0]) }},
 		&cobra.Command{Use: "delete NAME", Short: "Delete a topic", Args: cobra.ExactArgs(1),

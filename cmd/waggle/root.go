@@ -28,6 +28,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newServeCmd(), newVerifyCmd(), newCertsCmd(), newVersionCmd(), newQueueCmd(o), newTopicCmd(o), newPushCmd(o), newPopCmd(o), newAckCmd(o),
 		newKVCmd(o), newGroupCmd(o), newClusterCmd(o), newDLQCmd(o), newBenchCmd(o),
 		newUserCmd(o), newTokenCmd(o), newBackupCmd(o), newRestoreCmd())
+	addExamples(root)
 	return root
 }
 

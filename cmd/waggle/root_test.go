@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -44,5 +45,32 @@ func TestBadEnvironmentValueIsAnError(t *testing.T) {
 	cmd.SetArgs([]string{})
 	if err := cmd.Execute(); err == nil {
 		t.Fatal("serve started with WAGGLE_NODE_ID=not-a-number")
+	}
+}
+
+// Every command a user can run shows an example in --help, and the
+// example table names no command that is gone.
+func TestEveryCommandHasAnExample(t *testing.T) {
+	root := newRootCmd()
+	used := map[string]bool{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Runnable() && !c.Hidden && c.Name() != "help" && !strings.HasPrefix(c.CommandPath(), "waggle completion") {
+			if c.Example == "" {
+				t.Errorf("%s has no example", c.CommandPath())
+			}
+		}
+		if _, ok := examples[c.CommandPath()]; ok {
+			used[c.CommandPath()] = true
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	for path := range examples {
+		if !used[path] {
+			t.Errorf("the example of %q names no command", path)
+		}
 	}
 }
