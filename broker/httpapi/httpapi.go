@@ -40,6 +40,7 @@ type Server struct {
 	auth          AuthConfig
 	inFlight      *semaphore.Weighted // request bodies being worked on (Options.InFlightBytes)
 	backupRunning atomic.Bool         // one backup at a time (backup.go)
+	routeList     []string            // "METHOD /path" of every route, in registration order
 	version       string              // Options.Version
 	started       time.Time           // when the API was made: the node's uptime
 }
@@ -102,6 +103,7 @@ func (s *Server) routes() {
 			byPath[path] = map[string]route{}
 		}
 		byPath[path][method] = route{perm, h}
+		s.routeList = append(s.routeList, method+" "+path)
 	}
 	const (
 		read, write, manage  = auth.Read, auth.Write, auth.Manage
@@ -178,6 +180,10 @@ func (s *Server) routes() {
 		writeError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path)
 	})
 }
+
+// Routes lists every route as "METHOD /path" (path patterns as
+// net/http.ServeMux writes them), for the API's documentation and its test.
+func (s *Server) Routes() []string { return s.routeList }
 
 // minBodyWeight is what a request with a body counts against the in-flight
 // budget at least: its decoded form and answer take memory too.
