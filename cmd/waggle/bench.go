@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -141,7 +142,7 @@ func newBenchCmd(o *clientOptions) *cobra.Command {
 }
 
 func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
-	var push, compressible bool
+	var push, compressible, keep bool
 	var batch, clients, size, messages int
 	var queue string
 	cmd := &cobra.Command{
@@ -157,6 +158,16 @@ func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 			}
 			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients, TLSClientConfig: o.tlsConfig()}, Timeout: 60 * time.Second}
 			base := newAPIClient(o.server).base
+			if queue == "" { // a throw-away queue, deleted afterwards unless --keep
+				queue = fmt.Sprintf("bench-%d", time.Now().UnixNano())
+				if !keep {
+					defer func() {
+						if _, err := o.client().call(http.MethodDelete, "/api/v1/resources/queues/"+queue, nil, nil); err != nil {
+							fmt.Fprintf(c.ErrOrStderr(), "could not delete the bench queue %s: %v\n", queue, err)
+						}
+					}()
+				}
+			}
 			run := &benchRun{start: time.Now()}
 			stop := make(chan struct{})
 			go run.progress(c.ErrOrStderr(), int64(messages), stop)
@@ -220,12 +231,13 @@ func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 	f.IntVar(&size, "size", 256, "payload bytes")
 	f.BoolVar(&compressible, "compressible", false, "repeat one byte instead of random, incompressible payloads")
 	f.IntVar(&messages, "messages", 200_000, "messages in all")
-	f.StringVar(&queue, "queue", "bench", "queue to push to")
+	f.StringVar(&queue, "queue", "", "queue to push to (default: a throw-away queue, deleted afterwards)")
+	f.BoolVar(&keep, "keep", false, "keep the throw-away queue")
 	return cmd
 }
 
 func newBenchKafkaCmd(o *clientOptions) *cobra.Command {
-	var produce bool
+	var produce, consume, keep, throwaway bool
 	var records, size int
 	var compressible bool
 	var acks, topic string
@@ -233,12 +245,19 @@ func newBenchKafkaCmd(o *clientOptions) *cobra.Command {
 	var useTLS bool
 	var saslMech, saslUser, saslPassword string
 	cmd := &cobra.Command{
-		Use:   "kafka --produce",
-		Short: "Produce with franz-go (idempotent, like kafka-producer-perf-test)",
+		Use:   "kafka --produce|--consume",
+		Short: "Produce (idempotent, like kafka-producer-perf-test) and/or consume (like kafka-consumer-perf-test) with franz-go",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if !produce {
-				return errors.New("say what to measure: --produce")
+			if !produce && !consume {
+				return errors.New("say what to measure: --produce, --consume or both")
+			}
+			if topic == "" {
+				if !produce {
+					return errors.New("--consume alone reads an existing topic: name it with --topic")
+				}
+				topic = fmt.Sprintf("bench-%d", time.Now().UnixNano()) // throw-away, deleted afterwards unless --keep
+				throwaway = true
 			}
 			opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(0)}
 			switch acks {
@@ -273,6 +292,12 @@ func newBenchKafkaCmd(o *clientOptions) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("cannot reach the Kafka brokers %s: %w", strings.Join(brokers, ","), err)
 			}
+			if throwaway && !keep {
+				defer deleteBenchTopic(c, opts, topic)
+			}
+			if !produce {
+				return benchConsume(c, o, opts, topic, records)
+			}
 			src := payload.New(uint64(time.Now().UnixNano()), compressible)
 			run := &benchRun{start: time.Now(), latencies: make([]time.Duration, 0, records)}
 			stop := make(chan struct{})
@@ -299,16 +324,21 @@ func newBenchKafkaCmd(o *clientOptions) *cobra.Command {
 			if err := run.report(c, o, "one produced record (send to acknowledgement)"); err != nil {
 				return err
 			}
-			return run.failed(int64(records))
+			if err := run.failed(int64(records)); err != nil || !consume {
+				return err
+			}
+			return benchConsume(c, o, opts, topic, records)
 		},
 	}
 	f := cmd.Flags()
 	f.BoolVar(&produce, "produce", false, "measure producing")
+	f.BoolVar(&consume, "consume", false, "measure consuming --records from the start of --topic (after producing them, with --produce)")
+	f.BoolVar(&keep, "keep", false, "keep the throw-away topic")
 	f.IntVar(&records, "records", 1_000_000, "records to produce")
 	f.IntVar(&size, "size", 100, "record value bytes")
 	f.BoolVar(&compressible, "compressible", false, "repeat one byte instead of random, incompressible values")
 	f.StringVar(&acks, "acks", "all", "all, 1 or 0")
-	f.StringVar(&topic, "topic", "bench", "topic (created if missing)")
+	f.StringVar(&topic, "topic", "", "topic (created if missing; default: a throw-away topic, deleted afterwards)")
 	f.StringSliceVar(&brokers, "brokers", []string{"127.0.0.1:9092"}, "bootstrap brokers")
 	f.BoolVar(&useTLS, "tls", false, "connect with TLS (trusting --ca-file)")
 	f.StringVar(&saslMech, "sasl-mechanism", "", "SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN (empty: no SASL)")
@@ -328,4 +358,60 @@ func saslMechanism(name, user, password string) (sasl.Mechanism, error) {
 		return plain.Auth{User: user, Pass: password}.AsMechanism(), nil
 	}
 	return nil, fmt.Errorf("--sasl-mechanism %q is not SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN", name)
+}
+
+// benchConsume reads n records of topic from its start with one franz-go
+// consumer and reports the rate (latency: one poll).
+func benchConsume(c *cobra.Command, o *clientOptions, opts []kgo.Opt, topic string, n int) error {
+	cl, err := kgo.NewClient(append(opts, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(cmp.Or(c.Context(), context.Background()), 10*time.Minute)
+	defer cancel()
+	run := &benchRun{start: time.Now()}
+	stop := make(chan struct{})
+	go run.progress(c.ErrOrStderr(), int64(n), stop)
+	for got := 0; got < n; {
+		t0 := time.Now()
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			close(stop)
+			return fmt.Errorf("consumed %d of %d records of %s before giving up", got, n, topic)
+		}
+		if errs := fs.Errors(); len(errs) > 0 {
+			close(stop)
+			return fmt.Errorf("consume %s: %w", topic, errs[0].Err)
+		}
+		bytes := 0
+		fs.EachRecord(func(r *kgo.Record) { bytes += len(r.Value) })
+		got += fs.NumRecords()
+		run.record(time.Since(t0), fs.NumRecords(), bytes)
+	}
+	close(stop)
+	return run.report(c, o, "one poll (fetch)")
+}
+
+// deleteBenchTopic removes the throw-away topic of a bench run.
+func deleteBenchTopic(c *cobra.Command, opts []kgo.Opt, topic string) {
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.TopicNames = []string{topic}
+	t := kmsg.NewDeleteTopicsRequestTopic()
+	t.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil && len(resp.Topics) == 1 && resp.Topics[0].ErrorCode != 0 {
+		err = fmt.Errorf("error code %d", resp.Topics[0].ErrorCode)
+	}
+	if err != nil {
+		fmt.Fprintf(c.ErrOrStderr(), "could not delete the bench topic %s: %v\n", topic, err)
+	}
 }

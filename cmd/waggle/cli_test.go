@@ -226,7 +226,14 @@ func TestCLIAgainstARealServer(t *testing.T) {
 
 	// The bench tools, small.
 	requireContains(t, mustCLI(t, srv, "bench", "http", "--push", "--messages", "2000", "--clients", "4"), "MSGS/S", "2000")
-	requireContains(t, mustCLI(t, srv, "bench", "kafka", "--produce", "--records", "5000", "--brokers", kafkaAddr), "MSGS/S", "5000")
+	requireContains(t, mustCLI(t, srv, "bench", "kafka", "--produce", "--consume", "--records", "5000", "--brokers", kafkaAddr),
+		"MSGS/S", "5000", "one produced record", "one poll")
+	// Their throw-away queue and topic are gone afterwards; --keep keeps one.
+	if out := mustCLI(t, srv, "queue", "list"); strings.Contains(out, "bench-") {
+		t.Fatalf("a bench left its queue behind:\n%s", out)
+	}
+	mustCLI(t, srv, "bench", "http", "--push", "--messages", "100", "--clients", "1", "--keep")
+	requireContains(t, mustCLI(t, srv, "queue", "list"), "bench-")
 }
 
 // A bench against nothing says why and exits non-zero (it printed "0

@@ -7,7 +7,7 @@ import "github.com/spf13/cobra"
 var examples = map[string]string{
 	"waggle backup":          "  waggle backup --server 10.0.0.1:6632 --out /backups/waggle-$(date +%F).backup",
 	"waggle bench http":      "  waggle bench http --push --messages 500000 --clients 16 --batch 100",
-	"waggle bench kafka":     "  waggle bench kafka --produce --records 2000000 --size 100 --acks all --brokers 127.0.0.1:9092",
+	"waggle bench kafka":     "  waggle bench kafka --produce --records 2000000 --size 100 --acks all --brokers 127.0.0.1:9092\n  waggle bench kafka --produce --consume --records 1000000   # then read them back",
 	"waggle certs dev":       "  waggle certs dev --out certs --nodes 3",
 	"waggle cluster add":     "  waggle serve --node-id 4 --join ... &   # on the new node first\n  waggle cluster add 4 10.0.0.4:7400",
 	"waggle cluster remove":  "  waggle cluster remove 3",
