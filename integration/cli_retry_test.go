@@ -24,10 +24,13 @@ func TestCLIPushRetriesAcrossALeaderChange(t *testing.T) {
 		"--server", follower.httpAddr, "--retry-timeout", "0"), time.Minute); err == nil || !strings.Contains(string(out), "HTTP 503") {
 		t.Fatalf("a push with no retries right after the kill: %v\n%s; want HTTP 503", err, out)
 	}
-	out, err := runWithTimeout(t, exec.Command(waggleBinary, "push", "cli-q", `"one"`, `"two"`, `"three"`,
-		"--server", follower.httpAddr, "--retry-timeout", "30s", "-o", "json"), time.Minute)
+	push := exec.Command(waggleBinary, "push", "cli-q", `"one"`, `"two"`, `"three"`,
+		"--server", follower.httpAddr, "--retry-timeout", "30s", "-o", "json")
+	var stderr strings.Builder
+	push.Stderr = &stderr // "created queue cli-q" goes there, the JSON answer to stdout
+	out, err := push.Output()
 	if err != nil {
-		t.Fatalf("push during the election: %v\n%s", err, out)
+		t.Fatalf("push during the election: %v\n%s\n%s", err, out, stderr.String())
 	}
 	var answers []struct {
 		Status        string `json:"status"`
