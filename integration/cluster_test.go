@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -250,6 +251,14 @@ func TestAddAndRemoveNode(t *testing.T) {
 	n4 := withArgs(newNode(t, 4), []string{"--join"})
 	n4.start()
 	c.nodes = append(c.nodes, n4)
+	// Not added yet, it says so instead of answering an empty member list.
+	var waiting struct{ NotAMember string }
+	waitFor(t, 10*time.Second, func() error {
+		if status := getJSON(t, n4.url("/api/v1/cluster"), &waiting); status != http.StatusOK || !strings.Contains(waiting.NotAMember, "waggle cluster add 4") {
+			return fmt.Errorf("status %d, notAMember %q", status, waiting.NotAMember)
+		}
+		return nil
+	})
 	var cl clusterAnswer
 	if status := postJSON(t, c.followers()[0].url("/api/v1/cluster/nodes"), map[string]any{"id": 4, "raftAddr": n4.raftAddr}, &cl); status != http.StatusOK {
 		t.Fatalf("add node: status %d", status)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -128,6 +129,9 @@ type clusterJSON struct {
 	// once every member reads the next one.
 	LogFormat uint32       `json:"logFormat"`
 	Members   []memberJSON `json:"members"`
+	// NotAMember is set when the node asked is not in the cluster's
+	// membership: started with --join and not added yet.
+	NotAMember string `json:"notAMember,omitempty"`
 }
 
 // peerHealthTimeout bounds how long GET /api/v1/cluster waits for each
@@ -181,6 +185,9 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 		}()
 	}
 	wg.Wait()
+	if !slices.ContainsFunc(members, func(m broker.Member) bool { return m.ID == h.NodeID }) {
+		out.NotAMember = "node " + h.NodeID + " is not a member yet: add it from a member with `waggle cluster add " + h.NodeID + " RAFT_ADDR`"
+	}
 	// The leader is the one that says so itself; a member that cannot be
 	// reached is not shown as leader, whatever this node last heard.
 	var leaderApplied *uint64

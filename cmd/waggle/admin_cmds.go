@@ -188,6 +188,9 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 		return o.print(c, cl, func(t *tableWriter) {
 			// Raised by the leader once every member reads the next format
 			// (READS FORMAT); printed ahead of the table.
+			if cl.NotAMember != "" {
+				fmt.Fprintln(c.OutOrStdout(), cl.NotAMember)
+			}
 			fmt.Fprintf(c.OutOrStdout(), "raft log format written: %d\n", max(cl.LogFormat, 1)) // 0: a node older than formats
 			t.row("NODE", "STATE", "ROLE", "TERM", "APPLIED", "LAG", "VERSION", "UPTIME", "HTTP", "KAFKA", "RAFT", "READS FORMAT")
 			var unreachable []string

@@ -68,9 +68,10 @@ type groupInfo struct {
 }
 
 type clusterInfo struct {
-	Leader    *int `json:"leader"`
-	LogFormat int  `json:"logFormat"`
-	Members   []struct {
+	Leader     *int   `json:"leader"`
+	LogFormat  int    `json:"logFormat"`
+	NotAMember string `json:"notAMember"`
+	Members    []struct {
 		ID            int     `json:"id"`
 		RaftAddr      string  `json:"raftAddr"`
 		HTTPAddr      string  `json:"httpAddr"`
