@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"slices"
 	"sync"
 	"time"
 
