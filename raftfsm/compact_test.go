@@ -118,15 +118,7 @@ func queueID(t *testing.T, f *FSM, name string) uint64 {
 func liveRecords(t *testing.T, f *FSM) map[string]string {
 	out := map[string]string{}
 	n := 0
-	err := f.store.View(func(tx *store.Tx) error {
-		q, err := tx.Queue("c")
-		if err != nil {
-			return err
-		}
-		p, err := tx.Partition(q.ID, "0")
-		if err != nil {
-			return err
-		}
+	inPartition0(t, f, "c", func(tx *store.Tx, _ store.Queue, p store.Partition) error {
 		es, err := tx.Entries(p.ID, 0, 1<<40, 1<<30)
 		for _, e := range es {
 			recs, err := recordbatch.Records(e.Batch, 1<<30)
@@ -140,9 +132,6 @@ func liveRecords(t *testing.T, f *FSM) map[string]string {
 		}
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if n != len(out) {
 		t.Fatalf("%d records for %d keys: duplicates survived", n, len(out))
 	}

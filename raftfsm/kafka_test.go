@@ -2,6 +2,7 @@ package raftfsm
 
 import (
 	"encoding/binary"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -69,8 +70,8 @@ func TestProduceStampsTheTermAsLeaderEpoch(t *testing.T) {
 	f := newFSM(t)
 	// At log format 1 batches carry 0, as release v0.1.0 stores them.
 	f.ApplyBatch(logs(1, produceCmd(1, "v1", idemBatch(-1, -1, -1, 1)), (&SetLogFormatCommand{Format: LogFormat2}).Encode()))
-	if epoch := firstBatchEpoch(t, f, "v1"); epoch != 0 {
-		t.Fatalf("a batch appended at log format 1 carries leader epoch %d, want 0", epoch)
+	if epochs := batchEpochs(t, f, "v1"); !slices.Equal(epochs, []int32{0}) {
+		t.Fatalf("a batch appended at log format 1 carries leader epochs %v, want [0]", epochs)
 	}
 	for i, term := range []uint64{3, 9} {
 		l := logs(uint64(i+3), produceCmd(int64(i+3), "t", idemBatch(-1, -1, -1, 1)))[0]
@@ -79,53 +80,21 @@ func TestProduceStampsTheTermAsLeaderEpoch(t *testing.T) {
 			t.Fatalf("produce in term %d: %+v", term, got)
 		}
 	}
-	err := f.store.View(func(tx *store.Tx) error {
-		q, err := tx.Queue("t")
-		if err != nil {
-			return err
-		}
-		p, err := tx.Partition(q.ID, "0")
-		if err != nil {
-			return err
-		}
-		entries, err := tx.Entries(p.ID, 0, 1<<20, 10)
-		if err != nil {
-			return err
-		}
-		if len(entries) != 2 {
-			t.Fatalf("%d entries, want 2", len(entries))
-		}
-		for i, want := range []int32{3, 9} {
-			if got := int32(binary.BigEndian.Uint32(entries[i].Batch[12:])); got != want {
-				t.Errorf("batch %d: leader epoch %d, want the term %d", i, got, want)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	if epochs := batchEpochs(t, f, "t"); !slices.Equal(epochs, []int32{3, 9}) {
+		t.Errorf("batches carry leader epochs %v, want the terms [3 9]", epochs)
 	}
 }
 
-func firstBatchEpoch(t *testing.T, f *FSM, topic string) (epoch int32) {
+// batchEpochs lists the partition leader epoch of every batch stored in
+// partition 0 of topic.
+func batchEpochs(t *testing.T, f *FSM, topic string) (epochs []int32) {
 	t.Helper()
-	err := f.store.View(func(tx *store.Tx) error {
-		q, err := tx.Queue(topic)
-		if err != nil {
-			return err
-		}
-		p, err := tx.Partition(q.ID, "0")
-		if err != nil {
-			return err
-		}
-		entries, err := tx.Entries(p.ID, 0, 1<<20, 1)
-		if err == nil && len(entries) == 1 {
-			epoch = int32(binary.BigEndian.Uint32(entries[0].Batch[12:]))
+	inPartition0(t, f, topic, func(tx *store.Tx, _ store.Queue, p store.Partition) error {
+		entries, err := tx.Entries(p.ID, 0, 1<<20, 10)
+		for _, e := range entries {
+			epochs = append(epochs, int32(binary.BigEndian.Uint32(e.Batch[12:])))
 		}
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return epoch
+	return epochs
 }

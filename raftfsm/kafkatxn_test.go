@@ -57,10 +57,9 @@ func endTxn(nowMs int64, id string, producer int64, epoch int16, commit, timedOu
 	return c.Encode()
 }
 
-// partitionView reads what a read_committed reader needs of partition 0
-// of topic: the high watermark, the last stable offset and the aborted
-// ranges.
-func partitionView(t *testing.T, f *FSM, topic string) (hw, lso uint64, aborted []store.AbortedTxn) {
+// inPartition0 runs fn in a read transaction over partition 0 of topic,
+// failing the test on any error.
+func inPartition0(t *testing.T, f *FSM, topic string, fn func(tx *store.Tx, q store.Queue, p store.Partition) error) {
 	t.Helper()
 	err := f.store.View(func(tx *store.Tx) error {
 		q, err := tx.Queue(topic)
@@ -71,6 +70,19 @@ func partitionView(t *testing.T, f *FSM, topic string) (hw, lso uint64, aborted 
 		if err != nil {
 			return err
 		}
+		return fn(tx, q, p)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// partitionView reads what a read_committed reader needs of partition 0
+// of topic: the high watermark, the last stable offset and the aborted
+// ranges.
+func partitionView(t *testing.T, f *FSM, topic string) (hw, lso uint64, aborted []store.AbortedTxn) {
+	t.Helper()
+	inPartition0(t, f, topic, func(tx *store.Tx, _ store.Queue, p store.Partition) (err error) {
 		hw = p.NextOffset
 		if lso, err = tx.StableOffset(p.ID, p.NextOffset); err != nil {
 			return err
@@ -78,10 +90,21 @@ func partitionView(t *testing.T, f *FSM, topic string) (hw, lso uint64, aborted 
 		aborted, err = tx.AbortedTxns(p.ID, 0, hw, 100)
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return hw, lso, aborted
+}
+
+// groupCursor reads group's cursor on partition 0 of topic.
+func groupCursor(t *testing.T, f *FSM, topic, group string) (cur store.Cursor, found bool) {
+	t.Helper()
+	inPartition0(t, f, topic, func(tx *store.Tx, q store.Queue, p store.Partition) error {
+		view, err := tx.GroupView(group, q.ID)
+		if err != nil {
+			return err
+		}
+		cur, found, err = tx.Position(view, p)
+		return err
+	})
+	return cur, found
 }
 
 // A transaction's records stay above the last stable offset until it ends;
@@ -238,30 +261,10 @@ func TestKafkaTransactionTimeout(t *testing.T) {
 
 func committedOffset(t *testing.T, f *FSM, group string) int64 {
 	t.Helper()
-	off := int64(-1)
-	err := f.store.View(func(tx *store.Tx) error {
-		q, err := tx.Queue("t")
-		if err != nil {
-			return err
-		}
-		p, err := tx.Partition(q.ID, "0")
-		if err != nil {
-			return err
-		}
-		view, err := tx.GroupView(group, q.ID)
-		if err != nil {
-			return err
-		}
-		cur, found, err := tx.Position(view, p)
-		if found {
-			off = cur.Offset
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
+	if cur, found := groupCursor(t, f, "t", group); found {
+		return cur.Offset
 	}
-	return off
+	return -1
 }
 
 func pendingOffsets(t *testing.T, f *FSM, group string) (out []store.TxnOffset) {
@@ -323,15 +326,7 @@ func TestCompactionHonoursTransactions(t *testing.T) {
 	}
 	// What a read_committed reader sees of the partition.
 	var seen []string
-	err := f.store.View(func(tx *store.Tx) error {
-		q, err := tx.Queue("c")
-		if err != nil {
-			return err
-		}
-		p, err := tx.Partition(q.ID, "0")
-		if err != nil {
-			return err
-		}
+	inPartition0(t, f, "c", func(tx *store.Tx, _ store.Queue, p store.Partition) error {
 		view, err := tx.CommittedView(p)
 		if err != nil {
 			return err
@@ -357,9 +352,6 @@ func TestCompactionHonoursTransactions(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if !slices.Equal(seen, []string{"k=committed-1", "j=committed-2"}) {
 		t.Fatalf("a read_committed reader sees %v after compaction, want k=committed-1 and j=committed-2", seen)
 	}
@@ -393,26 +385,7 @@ func TestPopPassesAbortedTransactionsWhole(t *testing.T) {
 		return apply((&PopCommand{NowMs: 9, Group: "g", Queue: "t", Batch: 10, LeaseID: lease}).Encode())[0].(PopResult)
 	}
 	cursor := func() store.Cursor {
-		var cur store.Cursor
-		err := f.store.View(func(tx *store.Tx) error {
-			q, err := tx.Queue("t")
-			if err != nil {
-				return err
-			}
-			p, err := tx.Partition(q.ID, "0")
-			if err != nil {
-				return err
-			}
-			view, err := tx.GroupView("g", q.ID)
-			if err != nil {
-				return err
-			}
-			cur, _, err = tx.Position(view, p)
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		cur, _ := groupCursor(t, f, "t", "g")
 		return cur
 	}
 	r := pop("L1")
