@@ -201,14 +201,18 @@ func (s *fetchSession) forget(k sessionKey) {
 func (s *fetchSession) request(req *kmsg.FetchRequest) *kmsg.FetchRequest {
 	full := *req
 	full.Topics = nil
+	index := map[sessionKey]int{} // a topic's place in full.Topics (partition 0 in the key)
 	for _, p := range s.parts {
-		if n := len(full.Topics); n == 0 || full.Topics[n-1].Topic != p.key.topic || full.Topics[n-1].TopicID != p.key.topicID {
+		topic := sessionKey{topic: p.key.topic, topicID: p.key.topicID}
+		i, ok := index[topic]
+		if !ok {
+			i = len(full.Topics)
+			index[topic] = i
 			t := kmsg.NewFetchRequestTopic()
 			t.Topic, t.TopicID = p.key.topic, p.key.topicID
 			full.Topics = append(full.Topics, t)
 		}
-		t := &full.Topics[len(full.Topics)-1]
-		t.Partitions = append(t.Partitions, p.req)
+		full.Topics[i].Partitions = append(full.Topics[i].Partitions, p.req)
 	}
 	return &full
 }

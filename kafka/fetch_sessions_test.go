@@ -71,3 +71,28 @@ func TestFetchSessionMergesUpdates(t *testing.T) {
 		t.Fatalf("next epoch %d, want 2", s.epoch)
 	}
 }
+
+// A session's partitions added over several fetches, topics interleaved,
+// are read as one entry per topic.
+func TestFetchSessionGroupsPartitionsByTopic(t *testing.T) {
+	fs := newFetchSessions()
+	s, _, _ := fs.resolve(sessionFetch(0, 0, 2), time.Unix(0, 0)) // t: 0, 1
+	upd := sessionFetch(s.id, 1, 0)
+	upd.Topics = nil
+	for _, add := range []struct {
+		topic     string
+		partition int32
+	}{{"u", 0}, {"t", 2}} {
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = add.topic
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = add.partition
+		rt.Partitions = append(rt.Partitions, rp)
+		upd.Topics = append(upd.Topics, rt)
+	}
+	_, read, code := fs.resolve(upd, time.Unix(1, 0))
+	if code != 0 || len(read.Topics) != 2 || read.Topics[0].Topic != "t" || len(read.Topics[0].Partitions) != 3 ||
+		read.Topics[1].Topic != "u" || len(read.Topics[1].Partitions) != 1 {
+		t.Fatalf("read %+v: want t with 3 partitions, then u with 1", read.Topics)
+	}
+}
