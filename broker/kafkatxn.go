@@ -270,18 +270,3 @@ func (s *Service) expireTxnIDs(log *slog.Logger) {
 	}
 	log.Info("forgot transactional ids unused for 7 days", "count", len(cmd.IDs))
 }
-
-// applyAs applies cmd and returns its answer as the type the command
-// declares.
-func applyAs[R any](s *Service, cmd raftfsm.Command) (R, error) {
-	var zero R
-	answer, err := s.apply(cmd)
-	if err != nil {
-		return zero, err
-	}
-	r, ok := answer.(R)
-	if !ok {
-		return zero, fmt.Errorf("broker: %T answered %T, want %T", cmd, answer, zero)
-	}
-	return r, nil
-}

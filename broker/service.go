@@ -95,6 +95,21 @@ func (s *Service) admitGrowth() error {
 // applied on this node.
 func (s *Service) apply(cmd raftfsm.Command) (any, error) { return s.applyAsync(cmd)() }
 
+// applyAs applies cmd and returns its answer as the type the command
+// declares.
+func applyAs[R any](s *Service, cmd raftfsm.Command) (R, error) {
+	var zero R
+	answer, err := s.apply(cmd)
+	if err != nil {
+		return zero, err
+	}
+	r, ok := answer.(R)
+	if !ok {
+		return zero, fmt.Errorf("broker: %T answered %T, want %T", cmd, answer, zero)
+	}
+	return r, nil
+}
+
 // applyAsync hands one command to raft and returns a function that waits
 // for its answer. Commands handed over one after another from the same
 // goroutine are appended to the log in that order, which lets a caller
