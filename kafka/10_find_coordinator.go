@@ -31,7 +31,7 @@ func handleFindCoordinator(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		switch {
 		case req.CoordinatorType != coordinatorGroup && req.CoordinatorType != coordinatorTxn:
 			*code = kerr.InvalidRequest.Code
-		case req.CoordinatorType == coordinatorTxn && c.txnDenied():
+		case req.CoordinatorType == coordinatorTxn && c.writesNowhere():
 			*code = kerr.TransactionalIDAuthorizationFailed.Code
 		case req.CoordinatorType == coordinatorGroup && c.groupDenied(auth.Read, key) != 0:
 			*code = kerr.GroupAuthorizationFailed.Code

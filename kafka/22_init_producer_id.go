@@ -20,7 +20,7 @@ func handleInitProducerID(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	switch {
-	case req.TransactionalID != nil && c.txnDenied():
+	case req.TransactionalID != nil && c.writesNowhere():
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 	case req.TransactionalID != nil && !c.s.svc.IsLeader():
 		resp.ErrorCode = kerr.NotCoordinator.Code
@@ -38,7 +38,7 @@ func handleInitProducerID(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		default:
 			resp.ProducerID, resp.ProducerEpoch = res.ProducerID, res.Epoch
 		}
-	case c.s.cfg.Auth.Enabled && !c.principal.AllowsAnyWrite():
+	case c.writesNowhere():
 		// An idempotent producer needs the right to write somewhere (KIP-679).
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 	case !c.s.svc.IsLeader():

@@ -34,7 +34,7 @@ func handleAddPartitionsToTxn(c *conn, kreq kmsg.Request) (kmsg.Response, error)
 		}
 	}
 	switch {
-	case c.txnDenied():
+	case c.writesNowhere():
 		fill(kerr.TransactionalIDAuthorizationFailed.Code)
 	case denied:
 		for i, p := range parts {

@@ -16,7 +16,7 @@ func handleAddOffsetsToTxn(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AddOffsetsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 	switch {
-	case c.txnDenied():
+	case c.writesNowhere():
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 	case c.groupDenied(auth.Read, req.Group) != 0:
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code

@@ -16,7 +16,7 @@ func handleEndTxn(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.EndTxnRequest)
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
 	switch {
-	case c.txnDenied():
+	case c.writesNowhere():
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 	case !c.s.svc.IsLeader():
 		resp.ErrorCode = kerr.NotCoordinator.Code

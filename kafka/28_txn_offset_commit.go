@@ -19,7 +19,7 @@ func handleTxnOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	code := int16(0)
 	switch {
-	case c.txnDenied():
+	case c.writesNowhere():
 		code = kerr.TransactionalIDAuthorizationFailed.Code
 	case c.groupDenied(auth.Read, req.Group) != 0:
 		code = kerr.GroupAuthorizationFailed.Code

@@ -18,7 +18,7 @@ func handleDescribeTransactions(c *conn, kreq kmsg.Request) (kmsg.Response, erro
 		ts.TransactionalID, ts.ProducerID, ts.ProducerEpoch, ts.StartTimestamp = id, -1, -1, -1
 		st, found, err := c.s.svc.Txn(id)
 		switch {
-		case c.txnDenied():
+		case c.writesNowhere():
 			ts.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		case !leader:
 			ts.ErrorCode = kerr.NotCoordinator.Code

@@ -27,7 +27,7 @@ func handleListTransactions(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		}
 	}
 	switch {
-	case c.txnDenied():
+	case c.writesNowhere():
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return resp, nil
 	case !c.s.svc.IsLeader():

@@ -32,8 +32,9 @@ func txnCallCode(err error) int16 {
 	return kerr.NotCoordinator.Code
 }
 
-// txnDenied refuses a transactional call from a principal that may write
-// nowhere (transactional ids have no ACLs of their own in waggle).
-func (c *conn) txnDenied() bool {
+// writesNowhere reports a principal that may write to no queue: it gets no
+// producer id, idempotent (KIP-679) or transactional (transactional ids
+// have no ACLs of their own in waggle).
+func (c *conn) writesNowhere() bool {
 	return c.s.cfg.Auth.Enabled && (c.principal == nil || !c.principal.AllowsAnyWrite())
 }
