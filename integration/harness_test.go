@@ -123,7 +123,7 @@ func (n *node) start() {
 	n.t.Helper()
 	if n.logPath == "" {
 		n.logPath = filepath.Join(n.dataDir, fmt.Sprintf("node-%d.log", n.id))
-		n.t.Cleanup(n.checkRaces) // runs after the node's stop, registered below
+		n.t.Cleanup(n.afterTest) // runs after the node's stop, registered below
 	}
 	logFile, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -167,14 +167,26 @@ func (n *node) done() <-chan struct{} {
 	return n.exited
 }
 
-// checkRaces fails the test when the node, built with -race, reported a
-// data race in its log.
-func (n *node) checkRaces() {
-	if !raceBuild {
+// afterTest fails the test when the node, built with -race, reported a
+// data race in its log. When the test failed it shows the end of the log
+// and, with WAGGLE_TEST_LOG_DIR set, keeps a copy of the whole log there,
+// since the data directory holding it is removed.
+func (n *node) afterTest() {
+	b, err := os.ReadFile(n.logPath)
+	if err != nil {
 		return
 	}
-	b, err := os.ReadFile(n.logPath)
-	if err == nil && bytes.Contains(b, []byte("WARNING: DATA RACE")) {
+	if n.t.Failed() {
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		n.t.Logf("node %d, the last lines of its log:\n%s", n.id, strings.Join(lines[max(0, len(lines)-15):], "\n"))
+		if dir := os.Getenv("WAGGLE_TEST_LOG_DIR"); dir != "" {
+			name := strings.NewReplacer("/", "_").Replace(n.t.Name()) + fmt.Sprintf("-node-%d.log", n.id)
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+				n.t.Log(err)
+			}
+		}
+	}
+	if raceBuild && bytes.Contains(b, []byte("WARNING: DATA RACE")) {
 		i := bytes.Index(b, []byte("WARNING: DATA RACE"))
 		n.t.Errorf("node %d reported a data race:\n%s", n.id, b[i:min(len(b), i+4000)])
 	}

@@ -47,6 +47,7 @@ func TestGroupTransactSessionExactlyOnceThroughLeaderKill(t *testing.T) {
 		kgo.RetryTimeout(60*time.Second),
 		kgo.SessionTimeout(10*time.Second),
 		kgo.FetchMaxWait(500*time.Millisecond),
+		kgoLogger(t, "eos-pipeline"),
 	)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os/exec"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,4 +112,36 @@ func newTopic(t testing.TB, addr, topic string, partitions int32, values ...stri
 		produceSync(t, cl, recs...)
 	}
 	return cl
+}
+
+// clientLog keeps the last lines a franz-go client logged at info level and
+// shows them when the test fails, so a failure seen only in CI says what
+// the client went through.
+type clientLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+// kgoLogger returns a kgo option that logs into a clientLog shown on failure.
+func kgoLogger(t testing.TB, name string) kgo.Opt {
+	l := &clientLog{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			t.Logf("client %s, its last log lines:\n%s", name, strings.Join(l.lines, "\n"))
+		}
+	})
+	return kgo.WithLogger(kgo.BasicLogger(l, kgo.LogLevelInfo, func() string { return time.Now().Format("15:04:05.000 ") }))
+}
+
+// Write keeps one log line, dropping the oldest beyond 200.
+func (l *clientLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) == 200 {
+		l.lines = slices.Delete(l.lines, 0, 1)
+	}
+	l.lines = append(l.lines, strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }
