@@ -290,20 +290,26 @@ type DeadLetter struct {
 	Queue string
 }
 
+// optionalQueueID is the id of the named queue, or 0 (every queue) when
+// queue is empty.
+func optionalQueueID(tx *store.Tx, queue string) (uint64, error) {
+	if queue == "" {
+		return 0, nil
+	}
+	q, err := tx.Queue(queue)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, fmt.Errorf("queue %q: %w", queue, ErrNotFound)
+	}
+	return q.ID, err
+}
+
 // DeadLetters lists dead letters, of one queue when queue is not empty.
 func (s *Service) DeadLetters(queue string) ([]DeadLetter, error) {
 	var out []DeadLetter
 	err := s.store.View(func(tx *store.Tx) error {
-		var qid uint64
-		if queue != "" {
-			q, err := tx.Queue(queue)
-			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("queue %q: %w", queue, ErrNotFound)
-			}
-			if err != nil {
-				return err
-			}
-			qid = q.ID
+		qid, err := optionalQueueID(tx, queue)
+		if err != nil {
+			return err
 		}
 		dls, err := tx.DeadLetters(qid, 10_000)
 		for _, d := range dls {
@@ -321,23 +327,73 @@ func (s *Service) DeadLetters(queue string) ([]DeadLetter, error) {
 	return out, err
 }
 
-// ReplayDeadLetter pushes a copy of a dead letter back to its partition.
-// The copy's transactionId is derived from the dead letter's id, so a
-// replay repeated inside the queue's dedup window answers duplicate.
+// ReplayDeadLetter pushes a copy of a dead letter back to its partition
+// and marks it replayed, in one entry. A dead letter replayed before is not
+// pushed again: the answer is the first copy, with status duplicate.
 func (s *Service) ReplayDeadLetter(id string) (PushResult, error) {
 	d, err := s.DeadLetter(id)
 	if err != nil {
 		return PushResult{}, err
 	}
-	payload := []byte(d.Payload)
-	if len(payload) == 0 {
-		payload = []byte("null")
+	if err := s.admitGrowth(); err != nil {
+		return PushResult{}, err
 	}
-	res, err := s.Push([]PushItem{{Queue: d.Queue, Partition: d.Partition, TransactionID: "dlq-replay-" + id, Payload: payload}})
+	msgID, err := uuid.NewV7()
+	if err != nil {
+		return PushResult{}, fmt.Errorf("mint message id: %w", err)
+	}
+	res, err := applyAs[raftfsm.ReplayResult](s, &raftfsm.ReplayDeadLetterCommand{NowMs: s.now().UnixMilli(), ID: d.ID, MessageID: msgID})
 	if err != nil {
 		return PushResult{}, err
 	}
-	return res[0], nil
+	if !res.Found {
+		return PushResult{}, fmt.Errorf("dead letter %q: %w", id, ErrNotFound)
+	}
+	out := []PushResult{{TransactionID: raftfsm.ReplayTransactionID(d.ID), Queue: d.Queue, Partition: d.Partition}}
+	return fillPushResults(out, []raftfsm.PushResult{res.Push})[0], nil
+}
+
+// DeleteDeadLetter removes one dead letter.
+func (s *Service) DeleteDeadLetter(id string) error {
+	d, err := s.DeadLetter(id)
+	if err != nil {
+		return err
+	}
+	n, err := applyAs[int](s, &raftfsm.DeleteDeadLettersCommand{IDs: []uint64{d.ID}})
+	if err == nil && n == 0 {
+		err = fmt.Errorf("dead letter %q: %w", id, ErrNotFound)
+	}
+	return err
+}
+
+// PurgeDeadLetters removes every dead letter, of one queue when queue is
+// not empty, in entries of at most raftfsm.MaxDeleteDeadLetters, and
+// answers how many it removed. Dead letters written while it runs may be
+// left.
+func (s *Service) PurgeDeadLetters(queue string) (int, error) {
+	total := 0
+	for {
+		var ids []uint64
+		err := s.store.View(func(tx *store.Tx) error {
+			qid, err := optionalQueueID(tx, queue)
+			if err != nil {
+				return err
+			}
+			dls, err := tx.DeadLetters(qid, raftfsm.MaxDeleteDeadLetters)
+			for _, d := range dls {
+				ids = append(ids, d.ID)
+			}
+			return err
+		})
+		if err != nil || len(ids) == 0 {
+			return total, err
+		}
+		n, err := applyAs[int](s, &raftfsm.DeleteDeadLettersCommand{IDs: ids})
+		total += n
+		if err != nil || n == 0 {
+			return total, err // n == 0: this node's view is behind; stop rather than spin
+		}
+	}
 }
 
 // DeadLetter reads one dead letter, with its queue's name, from this

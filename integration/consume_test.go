@@ -157,9 +157,13 @@ func TestExpiredLeaseRedeliversToAnotherConsumer(t *testing.T) {
 	requireAcked(t, res, 1)
 }
 
+// A message failed past the retry limit becomes a dead letter; replayed
+// twice (on a queue without dedup) it is pushed back once, listed as
+// replayed, and can be deleted.
 func TestFailedMessagesAreRetriedThenDeadLettered(t *testing.T) {
 	n := startSingle(t)
-	postJSON(t, n.url("/api/v1/configure"), map[string]any{"queue": "flaky", "options": map[string]any{"retryLimit": 2}}, nil)
+	waitLogFormat(t, n, 2) // replay and delete are format 2 entries
+	postJSON(t, n.url("/api/v1/configure"), map[string]any{"queue": "flaky", "options": map[string]any{"retryLimit": 2, "dedupWindowSeconds": 0}}, nil)
 	n.push(pushItem{Queue: "flaky", TransactionID: "bad", Payload: map[string]string{"k": "v"}})
 	for attempt := 1; attempt <= 3; attempt++ {
 		status, got := n.pop(t, "flaky", nil)
@@ -175,12 +179,7 @@ func TestFailedMessagesAreRetriedThenDeadLettered(t *testing.T) {
 	if status, _ := n.pop(t, "flaky", nil); status != http.StatusNoContent {
 		t.Fatalf("a dead letter was delivered again: %d", status)
 	}
-	var dl struct {
-		Messages []struct {
-			ID, Queue, TransactionID, Error string
-			Attempts                        int
-		}
-	}
+	var dl deadLetterList
 	getJSON(t, n.url("/api/v1/dlq?queue=flaky"), &dl)
 	if len(dl.Messages) != 1 || dl.Messages[0].TransactionID != "bad" || dl.Messages[0].Attempts != 3 || dl.Messages[0].Error != "test" {
 		t.Fatalf("dead letters: %+v", dl)
@@ -191,8 +190,64 @@ func TestFailedMessagesAreRetriedThenDeadLettered(t *testing.T) {
 	if replay.Status != "queued" || again.Status != "duplicate" || *again.Offset != *replay.Offset {
 		t.Fatalf("replays: %+v then %+v", replay, again)
 	}
-	if status, got := n.pop(t, "flaky", nil); status != http.StatusOK || string(got.Messages[0].Data) != `{"k":"v"}` {
-		t.Fatalf("the replayed copy: %d %+v", status, got)
+	if status, got := n.pop(t, "flaky", nil); status != http.StatusOK || len(got.Messages) != 1 || string(got.Messages[0].Data) != `{"k":"v"}` {
+		t.Fatalf("the replayed copy (once): %d %+v", status, got)
+	}
+	getJSON(t, n.url("/api/v1/dlq?queue=flaky"), &dl)
+	if len(dl.Messages) != 1 || dl.Messages[0].ReplayedAt == nil || dl.Messages[0].ReplayedAs == nil || dl.Messages[0].ReplayedAs.Offset != *replay.Offset {
+		t.Fatalf("the dead letter is not listed as replayed at offset %d: %+v", *replay.Offset, dl)
+	}
+	del := n.url("/api/v1/dlq/" + dl.Messages[0].ID)
+	if status := do(t, http.MethodDelete, del, nil, nil); status != http.StatusOK {
+		t.Fatalf("delete: %d", status)
+	}
+	if status := do(t, http.MethodDelete, del, nil, nil); status != http.StatusNotFound {
+		t.Fatalf("delete again: %d, want 404", status)
+	}
+	if getJSON(t, n.url("/api/v1/dlq?queue=flaky"), &dl); len(dl.Messages) != 0 {
+		t.Fatalf("dead letters after the delete: %+v", dl)
+	}
+}
+
+type deadLetterList struct {
+	Messages []struct {
+		ID, Queue, TransactionID, Error string
+		Attempts                        int
+		ReplayedAt                      *time.Time
+		ReplayedAs                      *struct{ Offset uint64 }
+	}
+}
+
+// A purge deletes one queue's dead letters, in bounded entries, and
+// leaves other queues' alone.
+func TestPurgeDeadLetters(t *testing.T) {
+	n := startSingle(t)
+	waitLogFormat(t, n, 2)
+	for _, q := range []string{"doomed", "kept"} {
+		postJSON(t, n.url("/api/v1/configure"), map[string]any{"queue": q, "options": map[string]any{"retryLimit": 0}}, nil)
+	}
+	pushN(t, n, "doomed", 1, 1500) // more than one delete entry holds
+	n.push(pushItem{Queue: "kept", TransactionID: "k", Payload: 1})
+	for _, q := range []string{"doomed", "kept"} {
+		for {
+			status, got := n.pop(t, q, map[string]string{"batch": "500"})
+			if status == http.StatusNoContent {
+				break
+			}
+			_, res := n.ackAll(t, "", got.Messages, "failed")
+			requireAcked(t, res, len(got.Messages))
+		}
+	}
+	var out struct{ Deleted int }
+	if status := do(t, http.MethodDelete, n.url("/api/v1/dlq?queue=doomed"), nil, &out); status != http.StatusOK || out.Deleted != 1500 {
+		t.Fatalf("purge: %d, deleted %d, want 1500", status, out.Deleted)
+	}
+	var dl deadLetterList
+	if getJSON(t, n.url("/api/v1/dlq"), &dl); len(dl.Messages) != 1 || dl.Messages[0].Queue != "kept" {
+		t.Fatalf("after purging queue doomed: %+v", dl)
+	}
+	if status := do(t, http.MethodDelete, n.url("/api/v1/dlq?queue=nosuch"), nil, nil); status != http.StatusNotFound {
+		t.Fatalf("purging an unknown queue: %d, want 404", status)
 	}
 }
 

@@ -67,6 +67,7 @@ func TestGroupTransactSessionExactlyOnceThroughLeaderKill(t *testing.T) {
 			}
 			if err := sess.Begin(); err != nil {
 				done <- fmt.Errorf("begin: %w", err)
+				cancel() // the pipeline is dead: stop the reader too
 				return
 			}
 			n := 0
@@ -111,6 +112,11 @@ func TestGroupTransactSessionExactlyOnceThroughLeaderKill(t *testing.T) {
 	for len(out) < inputs {
 		fs := reader.PollFetches(ctx)
 		if ctx.Err() != nil {
+			select {
+			case err := <-done:
+				t.Fatalf("the pipeline stopped: %v; read %d distinct outputs of %d (%d inputs committed)", err, len(out), inputs, progress())
+			default:
+			}
 			t.Fatalf("read %d distinct outputs of %d before the deadline (%d inputs committed by the pipeline)", len(out), inputs, progress())
 		}
 		fs.EachError(func(topic string, p int32, err error) {

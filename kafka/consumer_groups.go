@@ -202,7 +202,7 @@ func (co *coordinator) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest
 	}
 	var hold time.Time
 	if req.MemberEpoch == epochJoin {
-		hold = co.holdFor(req.Group)
+		hold = co.holdFor(req.Group, 0) // the server's session timeout applies
 	}
 	co.mu.Lock()
 	defer co.mu.Unlock()

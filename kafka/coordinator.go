@@ -89,6 +89,7 @@ type coordinator struct {
 	// (failover.go).
 	term       uint64
 	graceUntil time.Time
+	ledAt      time.Time // when it took the lead in term
 	// hasOffsets reports whether a group has committed offsets, the
 	// replicated trace of members before this leader; nil counts every
 	// group as having some.
@@ -134,7 +135,7 @@ func (co *coordinator) reset() {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	co.forgetAll()
-	co.term, co.graceUntil = 0, time.Time{}
+	co.term, co.graceUntil, co.ledAt = 0, time.Time{}, time.Time{}
 }
 
 // forgetAll drops every group; the caller holds co.mu.
@@ -166,17 +167,25 @@ func (co *coordinator) unpark(m *member, join chan *kmsg.JoinGroupResponse, sync
 	}
 }
 
+// answerJoin answers the member's waiting JoinGroup. Its session starts
+// over then, as Kafka's does when a join completes: the member was parked
+// for as long as the join phase lasted (up to the rebalance timeout) and
+// must not be expired before its SyncGroup can arrive.
 func (m *member) answerJoin(r *kmsg.JoinGroupResponse) {
 	if m.joinWaiter != nil {
 		m.joinWaiter <- r
 		m.joinWaiter = nil
+		m.lastSeen = time.Now()
 	}
 }
 
+// answerSync answers the member's waiting SyncGroup; its session starts
+// over, as with answerJoin.
 func (m *member) answerSync(a syncAnswer) {
 	if m.syncWaiter != nil {
 		m.syncWaiter <- a
 		m.syncWaiter = nil
+		m.lastSeen = time.Now()
 	}
 }
 
@@ -421,7 +430,7 @@ func (co *coordinator) join(req *kmsg.JoinGroupRequest, clientID, clientHost str
 		return fail(kerr.InconsistentGroupProtocol.Code)
 	}
 
-	hold := co.holdFor(req.Group)
+	hold := co.holdFor(req.Group, session)
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	if co.consumers[req.Group] != nil {

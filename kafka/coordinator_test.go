@@ -220,6 +220,15 @@ func TestJoinPhaseIsBoundedByTheRebalanceTimeoutNotTheSession(t *testing.T) {
 	if r := joined(t, aAgain); r.ErrorCode != 0 || r.Generation != b.Generation {
 		t.Fatalf("the rejoining member: code %d generation %d", r.ErrorCode, r.Generation)
 	}
+	// b's session starts over when its join is answered: parked 2 s,
+	// twice its session timeout, it is not expired by the reaper before
+	// its SyncGroup arrives (it was, which failed a transactional
+	// pipeline's rejoin after a failover with UNKNOWN_MEMBER_ID).
+	time.Sleep(500 * time.Millisecond) // two rounds of the reaper
+	synced(t, co, "g", a.MemberID, nil, b.Generation, map[string]string{a.MemberID: "x", b.MemberID: "y"})
+	if r := synced(t, co, "g", b.MemberID, nil, b.Generation, nil); r.ErrorCode != 0 || string(r.MemberAssignment) != "y" {
+		t.Fatalf("the member parked in the join phase, syncing: code %d assignment %q", r.ErrorCode, r.MemberAssignment)
+	}
 }
 
 // A leader that never sends its assignment does not hold the group in

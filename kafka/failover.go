@@ -40,6 +40,8 @@ const minHeldHeartbeat = 100 * time.Millisecond
 // clientRetryMargin, at most the session timeout (a member silent for
 // longer counts as gone, as it would on the old leader, and as Kafka's new
 // coordinator expires members that do not come back within their session).
+// A classic group's members bring their own session timeout, which caps
+// its hold the same way (see holdFor).
 func (cfg ConsumerGroupConfig) failoverGrace() time.Duration {
 	if cfg.FailoverGrace > 0 {
 		return cfg.FailoverGrace
@@ -60,17 +62,25 @@ func (co *coordinator) lead(term uint64) {
 	if co.term != 0 {
 		co.forgetAll()
 	}
-	co.term = term
-	co.graceUntil = co.now().Add(co.consumerCfg.failoverGrace())
+	co.term, co.ledAt = term, co.now()
+	co.graceUntil = co.ledAt.Add(co.consumerCfg.failoverGrace())
 }
 
 // holdFor is when the failover grace ends for a group formed now, or zero
 // when it would not be held: the grace is over, or the group has no
-// committed offsets. It is called without co.mu (committed offsets are
-// read from the store).
-func (co *coordinator) holdFor(group string) time.Time {
+// committed offsets. session, when not zero, is the joining classic
+// member's session timeout: the old leader's members, likely configured
+// alike, count as gone once silent that long since this node took the
+// lead, so the hold ends then if sooner (a transaction of the member
+// that straddled the failover is not held past its timeout by a grace the
+// member's own settings did not ask for). It is called without co.mu
+// (committed offsets are read from the store).
+func (co *coordinator) holdFor(group string, session time.Duration) time.Time {
 	co.mu.Lock()
 	until, now := co.graceUntil, co.now()
+	if byMember := co.ledAt.Add(session); session > 0 && byMember.Before(until) {
+		until = byMember
+	}
 	formed := co.consumers[group] != nil || (co.groups[group] != nil && len(co.groups[group].members) > 0)
 	co.mu.Unlock()
 	if formed || !now.Before(until) {

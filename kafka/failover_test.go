@@ -3,6 +3,8 @@ package kafka
 import (
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // newLeaderCoordinator is a test coordinator that just took the lead in
@@ -201,5 +203,25 @@ func TestClassicGroupReformedInGraceWaitsItOut(t *testing.T) {
 	joined(t, co3.join(joinRequest("g", f3.MemberID), "c", "h"))
 	if waited := time.Since(start); waited > time.Second {
 		t.Fatalf("without a grace the first generation took %v", waited)
+	}
+}
+
+// A classic group's hold ends by its member's session timeout when that
+// comes before the grace: members of the old leader silent that long since
+// this node took the lead count as gone anyway. (A 20 s grace outlasted a
+// transactional pipeline's 20 s transaction, which the leader then aborted,
+// fencing the producer.)
+func TestClassicGroupHoldEndsByTheMembersSession(t *testing.T) {
+	co, _ := newLeaderCoordinator() // a 4 s grace
+	req := func(id string) *kmsg.JoinGroupRequest {
+		r := joinRequest("g", id)
+		r.SessionTimeoutMillis, r.RebalanceTimeoutMillis = 1500, 60_000
+		return r
+	}
+	first := joined(t, co.join(req(""), "c", "h"))
+	start := time.Now()
+	a := joined(t, co.join(req(first.MemberID), "c", "h"))
+	if waited := time.Since(start); a.ErrorCode != 0 || waited < time.Second || waited > 3*time.Second {
+		t.Fatalf("join answered %d after %v, want 0 after about the 1.5 s session timeout", a.ErrorCode, waited)
 	}
 }

@@ -237,6 +237,14 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 		forget = append(forget, "id-"+strconv.Itoa(i))
 	}
 	h.one((&ForgetTxnsCommand{NowMs: now, IDs: forget}).Encode())
+	// Dead letters: a replay (one push and the mark), and a delete naming
+	// the most ids one entry may.
+	h.one((&ReplayDeadLetterCommand{NowMs: now, ID: 1}).Encode())
+	deadLetters := make([]uint64, MaxDeleteDeadLetters)
+	for i := range deadLetters {
+		deadLetters[i] = uint64(i + 1)
+	}
+	h.one((&DeleteDeadLettersCommand{IDs: deadLetters}).Encode())
 	if n := h.one((&DeleteOffsetsCommand{Group: "txn-g", All: true}).Encode()).(int); n != 1 {
 		t.Fatalf("the transaction's offsets were not committed: deleting its group answered %d", n)
 	}

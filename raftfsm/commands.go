@@ -55,6 +55,9 @@ const (
 	CmdEndTxn          CommandType = 33
 	CmdCompact         CommandType = 34
 	CmdForgetTxns      CommandType = 35
+	// Dead letters (deadletters.go), log format 2.
+	CmdReplayDeadLetter  CommandType = 36
+	CmdDeleteDeadLetters CommandType = 37
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.

@@ -64,6 +64,7 @@ func corpusScenario() []corpusEntry {
 		return PushItem{Queue: "orders", Partition: "p1", TransactionID: tx, MessageID: [16]byte{0xa, tag}, Payload: []byte(payload)}
 	}
 	zero, maxCount := int64(0), int64(100)
+	later, noRetries := now+7_500_000+TxnIDExpirationMs, int32(0)
 	return []corpusEntry{
 		{"configure-queue", &ConfigureQueueCommand{NowMs: now, Queue: "orders", Options: QueueOptions{DedupWindowSeconds: &window}}},
 		{"push", &PushCommand{NowMs: now + 1, Items: []PushItem{msg("tx-1", 1, `{"n":1}`), msg("tx-2", 2, `{"n":2}`)}}},
@@ -137,8 +138,24 @@ func corpusScenario() []corpusEntry {
 		{"produce-keyed", &ProduceCommand{NowMs: now + 31, Topic: "latest", Partition: 0, Batches: []ProduceBatch{batch(-1, 0, "old", "new")}}},
 		{"compact", &CompactCommand{NowMs: now + 7_400_000, QueueID: corpusCompactedQueueID, Seal: true}},
 		{"forget-txns", &ForgetTxnsCommand{NowMs: now + 7_400_000 + TxnIDExpirationMs, IDs: []string{"etl", "none"}}},
+		// A message dead-lettered (retry limit 0), replayed twice (the
+		// second answers the first copy), then deleted.
+		{"dlq-configure", &ConfigureQueueCommand{NowMs: later, Queue: "jobs", Options: QueueOptions{RetryLimit: &noRetries}}},
+		{"dlq-push", &PushCommand{NowMs: later + 1, Items: []PushItem{{Queue: "jobs", Partition: "p", TransactionID: "job-1", MessageID: [16]byte{0xc, 1}, Payload: []byte(`"work"`)}}}},
+		{"dlq-pop", &PopCommand{NowMs: later + 2, Group: "workers", Queue: "jobs", Batch: 1, LeaseID: "lease-dlq"}},
+		{"dlq-ack-failed", &AckCommand{NowMs: later + 3, Group: "workers", Acks: []Ack{{PartitionID: corpusJobsPartitionID, LeaseID: "lease-dlq", TransactionID: "job-1", Status: AckFailed, Error: "bad input"}}}},
+		{"dlq-replay", &ReplayDeadLetterCommand{NowMs: later + 4, ID: corpusDeadLetterID, MessageID: [16]byte{0xc, 2}}},
+		{"dlq-replay-again", &ReplayDeadLetterCommand{NowMs: later + 5, ID: corpusDeadLetterID, MessageID: [16]byte{0xc, 3}}},
+		{"dlq-delete", &DeleteDeadLettersCommand{IDs: []uint64{corpusDeadLetterID, 999}}},
 	}
 }
+
+// corpusJobsPartitionID and corpusDeadLetterID are the ids the scenario
+// gives queue "jobs"'s partition and its dead letter.
+const (
+	corpusJobsPartitionID = 17
+	corpusDeadLetterID    = 18
+)
 
 // txnPID is the producer id the corpus scenario's init-txn-producer gets.
 const txnPID = 12
@@ -151,8 +168,8 @@ const corpusCompactedQueueID = 13
 func corpusFor(t *testing.T, f LogFormat) (names []string, entries [][]byte) {
 	t.Helper()
 	for i, e := range corpusScenario() {
-		if (e.name == "set-log-format" || e.name == "produce-keyed" || strings.HasPrefix(e.name, "produce-transactional")) && f < LogFormat2 {
-			continue // format 1 had no such command, no compacted topics and no transactions
+		if (e.name == "set-log-format" || e.name == "produce-keyed" || strings.HasPrefix(e.name, "produce-transactional") || strings.HasPrefix(e.name, "dlq-")) && f < LogFormat2 {
+			continue // format 1 had no such command, no compacted topics, no transactions and no dead-letter commands
 		}
 		b, err := EncodeAs(e.cmd, f)
 		if err != nil {

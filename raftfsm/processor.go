@@ -106,6 +106,8 @@ func init() {
 	register(CmdEndTxn, decodeEndTxn, func(c *EndTxnCommand) int64 { return c.NowMs }, (*Processor).endTxnCommand)
 	register(CmdForgetTxns, decodeForgetTxns, func(c *ForgetTxnsCommand) int64 { return c.NowMs }, (*Processor).forgetTxns)
 	register(CmdCompact, decodeCompact, func(c *CompactCommand) int64 { return c.NowMs }, (*Processor).compact)
+	register(CmdReplayDeadLetter, decodeReplayDeadLetter, func(c *ReplayDeadLetterCommand) int64 { return c.NowMs }, (*Processor).replayDeadLetter)
+	register(CmdDeleteDeadLetters, decodeDeleteDeadLetters, nil, (*Processor).deleteDeadLetters)
 }
 
 func (p *Processor) pruneDedup(tx *store.Tx, meta *store.Meta, c *PruneDedupCommand) PruneDedupResult {

@@ -517,6 +517,15 @@ type DeadLetter struct {
 	Error         string          `json:"error"`
 	Attempts      int32           `json:"attempts"`
 	AtMs          int64           `json:"atMs"`
+	// Replayed is set once the dead letter was pushed back to its queue.
+	Replayed *Replay `json:"replayed,omitempty"`
+}
+
+// Replay records where a replayed dead letter's copy was stored.
+type Replay struct {
+	AtMs      int64    `json:"atMs"`
+	MessageID [16]byte `json:"messageId"`
+	Offset    uint64   `json:"offset"`
 }
 
 // Size bounds how many bytes the dead letter's record takes (a JSON

@@ -298,6 +298,9 @@ func (t *Tx) PutDeadLetter(d DeadLetter) error {
 	return t.set(deadLetterKey(d.ID), encodeJSONRecord(d))
 }
 
+// DeleteDeadLetter removes a dead letter.
+func (t *Tx) DeleteDeadLetter(id uint64) error { return t.del(deadLetterKey(id)) }
+
 // DeadLetterByID returns a dead letter, or ErrNotFound.
 func (t *Tx) DeadLetterByID(id uint64) (DeadLetter, error) {
 	b, err := t.get(deadLetterKey(id))

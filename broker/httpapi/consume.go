@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
 )
@@ -220,6 +221,15 @@ type deadLetterJSON struct {
 	Error         string          `json:"error"`
 	Attempts      int32           `json:"attempts"`
 	FailedAt      time.Time       `json:"failedAt"`
+	// ReplayedAt and ReplayedAs are set once the dead letter was replayed.
+	ReplayedAt *time.Time      `json:"replayedAt,omitempty"`
+	ReplayedAs *replayedAsJSON `json:"replayedAs,omitempty"`
+}
+
+// replayedAsJSON names the copy a replay pushed.
+type replayedAsJSON struct {
+	MessageID string `json:"messageId"`
+	Offset    uint64 `json:"offset"`
 }
 
 func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
@@ -236,9 +246,14 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 		if len(data) == 0 {
 			data = json.RawMessage("null")
 		}
-		out.Messages = append(out.Messages, deadLetterJSON{ID: strconv.FormatUint(d.ID, 10), Queue: d.Queue, Partition: d.Partition,
+		dj := deadLetterJSON{ID: strconv.FormatUint(d.ID, 10), Queue: d.Queue, Partition: d.Partition,
 			ConsumerGroup: d.Group, Offset: d.Offset, TransactionID: d.TransactionID, Data: data, Error: d.Error,
-			Attempts: d.Attempts, FailedAt: time.UnixMilli(d.AtMs).UTC()})
+			Attempts: d.Attempts, FailedAt: time.UnixMilli(d.AtMs).UTC()}
+		if rp := d.Replayed; rp != nil {
+			at := time.UnixMilli(rp.AtMs).UTC()
+			dj.ReplayedAt, dj.ReplayedAs = &at, &replayedAsJSON{MessageID: uuid.UUID(rp.MessageID).String(), Offset: rp.Offset}
+		}
+		out.Messages = append(out.Messages, dj)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -253,6 +268,35 @@ func (s *Server) replayDeadLetter(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, toPushAnswer(res))
+}
+
+func (s *Server) deleteDeadLetter(w http.ResponseWriter, r *http.Request) {
+	if !s.allowDeadLetter(w, r, r.PathValue("id")) {
+		return
+	}
+	if err := s.svc.DeleteDeadLetter(r.PathValue("id")); err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"deleted": 1})
+}
+
+// purgeDeadLetters deletes the dead letters of ?queue=, or all of them
+// (which needs the right to manage the cluster) when it is absent.
+func (s *Server) purgeDeadLetters(w http.ResponseWriter, r *http.Request) {
+	queue := r.URL.Query().Get("queue")
+	if queue == "" && !s.allow(w, r, auth.Manage, auth.Cluster, "") {
+		return
+	}
+	if queue != "" && !s.allow(w, r, auth.Write, auth.Queue, queue) {
+		return
+	}
+	n, err := s.svc.PurgeDeadLetters(queue)
+	if err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"deleted": n})
 }
 
 // allowLease checks the group and queue of a lease against the request's

@@ -125,6 +125,8 @@ func (s *Server) routes() {
 	handle(http.MethodPost, "/api/v1/lease/{leaseId}/extend", need(read, queue, ""), s.leaderOnly(s.extendLease))
 	handle(http.MethodGet, "/api/v1/dlq", need(read, global, ""), s.listDeadLetters)
 	handle(http.MethodPost, "/api/v1/dlq/{id}/replay", need(write, queue, ""), s.leaderOnly(s.replayDeadLetter))
+	handle(http.MethodDelete, "/api/v1/dlq/{id}", need(write, queue, ""), s.leaderOnly(s.deleteDeadLetter))
+	handle(http.MethodDelete, "/api/v1/dlq", need(write, queue, ""), s.leaderOnly(s.purgeDeadLetters))
 	handle(http.MethodPost, "/api/v1/consumer-groups/{group}/queues/{queue}/seek", need(read, group, "group"), s.leaderOnly(s.seek))
 	handle(http.MethodDelete, "/api/v1/consumer-groups/{group}", need(manage, group, "group"), s.leaderOnly(s.deleteGroup))
 	handle(http.MethodPost, "/api/v1/transaction", need(write, queue, ""), s.leaderOnly(s.transaction))

@@ -101,5 +101,10 @@ type deadLetters struct {
 		Data          json.RawMessage `json:"data"`
 		Error         string          `json:"error"`
 		Attempts      int32           `json:"attempts"`
+		ReplayedAt    string          `json:"replayedAt,omitempty"`
+		ReplayedAs    *struct {
+			MessageID string `json:"messageId"`
+			Offset    uint64 `json:"offset"`
+		} `json:"replayedAs,omitempty"`
 	} `json:"messages"`
 }

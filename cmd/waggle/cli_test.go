@@ -191,6 +191,18 @@ func TestCLIAgainstARealServer(t *testing.T) {
 		t.Fatalf("dlq list: %v\n%s", err, out)
 	}
 	requireContains(t, mustCLI(t, srv, "dlq", "replay", dl.Messages[0].ID), "queued")
+	requireContains(t, mustCLI(t, srv, "dlq", "replay", dl.Messages[0].ID), "duplicate") // replayed once only
+	requireContains(t, mustCLI(t, srv, "dlq", "list", "--queue", "orders"), "REPLAYED", "as offset")
+	if _, err := cli(t, srv, "", "dlq", "purge"); err == nil || !strings.Contains(err.Error(), "--queue") {
+		t.Fatalf("dlq purge without a queue or --all: %v", err)
+	}
+	requireContains(t, mustCLI(t, srv, "dlq", "purge", "--queue", "orders", "-o", "json"), fmt.Sprintf(`"deleted": %d`, len(dl.Messages)))
+	if out := mustCLI(t, srv, "dlq", "list", "--queue", "orders", "-o", "json"); strings.Contains(out, `"id"`) {
+		t.Fatalf("dead letters left after a purge:\n%s", out)
+	}
+	if _, err := cli(t, srv, "", "dlq", "delete", dl.Messages[0].ID); err == nil || !strings.Contains(err.Error(), "not_found") {
+		t.Fatalf("deleting a purged dead letter: %v", err)
+	}
 
 	// KV.
 	requireContains(t, mustCLI(t, srv, "kv", "put", "ns", "k", `{"v":1}`, "--forever"), `{"v":1}`)

@@ -14,6 +14,8 @@ var examples = map[string]string{
 	"waggle cluster status":  "  waggle cluster status\n  waggle cluster status -o json | jq '.members[] | select(.state != \"up\")'",
 	"waggle dlq list":        "  waggle dlq list --queue orders",
 	"waggle dlq replay":      "  waggle dlq list --queue orders -o json | jq -r '.messages[].id'\n  waggle dlq replay 42",
+	"waggle dlq delete":      "  waggle dlq delete 42 43",
+	"waggle dlq purge":       "  waggle dlq purge --queue orders\n  waggle dlq purge --all",
 	"waggle group delete":    "  waggle group delete billing",
 	"waggle group describe":  "  waggle group describe billing",
 	"waggle group list":      "  waggle group list",

@@ -186,17 +186,25 @@ func newDLQCmd(o *clientOptions) *cobra.Command {
 				return err
 			}
 			return o.print(c, out, func(t *tableWriter) {
-				t.row("ID", "QUEUE", "PARTITION", "GROUP", "OFFSET", "ATTEMPTS", "TRANSACTION ID", "ERROR")
+				t.row("ID", "QUEUE", "PARTITION", "GROUP", "OFFSET", "ATTEMPTS", "TRANSACTION ID", "ERROR", "REPLAYED")
 				for _, d := range out.Messages {
-					t.row(d.ID, d.Queue, d.Partition, d.ConsumerGroup, d.Offset, d.Attempts, d.TransactionID, d.Error)
+					replayed := "-"
+					if d.ReplayedAs != nil {
+						replayed = fmt.Sprintf("as offset %d", d.ReplayedAs.Offset)
+					}
+					t.row(d.ID, d.Queue, d.Partition, d.ConsumerGroup, d.Offset, d.Attempts, d.TransactionID, d.Error, replayed)
 				}
 			})
 		}}
 	list.Flags().StringVar(&queue, "queue", "", "only this queue's dead letters")
 	replay := &cobra.Command{Use: "replay ID", Short: "Push a copy of a dead letter back to its partition", Args: cobra.ExactArgs(1),
+		Long: `Push a copy of a dead letter back to its partition. A dead letter is
+replayed once: replaying it again answers the first copy as a duplicate,
+so a retried replay never pushes two copies.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			var out pushResult
-			if _, err := o.client().call(http.MethodPost, "/api/v1/dlq/"+url.PathEscape(args[0])+"/replay", struct{}{}, &out); err != nil {
+			// Safe to retry: a second replay answers the first copy.
+			if _, err := o.client().callRetry(http.MethodPost, "/api/v1/dlq/"+url.PathEscape(args[0])+"/replay", struct{}{}, &out); err != nil {
 				return err
 			}
 			return o.print(c, out, func(t *tableWriter) {
@@ -204,7 +212,42 @@ func newDLQCmd(o *clientOptions) *cobra.Command {
 				t.row(out.Status, out.Partition, *out.Offset, out.TransactionID)
 			})
 		}}
-	cmd.AddCommand(list, replay)
+	del := &cobra.Command{Use: "delete ID...", Short: "Delete dead letters", Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			for _, id := range args {
+				if _, err := o.client().call(http.MethodDelete, "/api/v1/dlq/"+url.PathEscape(id), nil, nil); err != nil {
+					return fmt.Errorf("dead letter %s: %w", id, err)
+				}
+				fmt.Fprintf(c.OutOrStdout(), "deleted dead letter %s\n", id)
+			}
+			return nil
+		}}
+	var purgeQueue string
+	var purgeAll bool
+	purge := &cobra.Command{Use: "purge", Short: "Delete every dead letter of a queue (or, with --all, of every queue)", Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if (purgeQueue == "") == !purgeAll {
+				return errors.New("name a queue with --queue, or purge every queue's dead letters with --all")
+			}
+			path := "/api/v1/dlq"
+			if purgeQueue != "" {
+				path += "?queue=" + url.QueryEscape(purgeQueue)
+			}
+			var out struct {
+				Deleted int `json:"deleted"`
+			}
+			// Safe to retry: a purge repeated deletes what is left.
+			if _, err := o.client().callRetry(http.MethodDelete, path, nil, &out); err != nil {
+				return err
+			}
+			return o.print(c, out, func(t *tableWriter) {
+				t.row("DELETED")
+				t.row(out.Deleted)
+			})
+		}}
+	purge.Flags().StringVar(&purgeQueue, "queue", "", "the queue whose dead letters to delete")
+	purge.Flags().BoolVar(&purgeAll, "all", false, "delete the dead letters of every queue")
+	cmd.AddCommand(list, replay, del, purge)
 	return cmd
 }
 
