@@ -249,3 +249,28 @@ func (s *Service) GroupPartitions(group string) ([]Cursor, error) {
 	})
 	return out, err
 }
+
+// KafkaGroup is a Kafka consumer group's membership as its coordinator (the
+// leader) holds it in memory: classic (JoinGroup) or consumer (KIP-848).
+type KafkaGroup struct {
+	Type         string // "classic" or "consumer"
+	State        string // Kafka's names: Stable, PreparingRebalance, Empty, …
+	ProtocolType string
+	Protocol     string // the chosen assignor
+	Generation   int32  // the generation, or a consumer group's epoch
+	Members      []KafkaGroupMember
+}
+
+// KafkaGroupMember is one member of a KafkaGroup and what it is assigned
+// (nothing known for a classic group whose protocol type is not
+// "consumer").
+type KafkaGroupMember struct {
+	MemberID, InstanceID, ClientID, ClientHost string
+	Assignment                                 []TopicPartitions
+}
+
+// TopicPartitions names partitions of one topic.
+type TopicPartitions struct {
+	Topic      string
+	Partitions []int32
+}

@@ -278,3 +278,59 @@ func TestKafkaAndHTTPGroupsShareCursors(t *testing.T) {
 		t.Fatalf("Kafka OffsetFetch after the HTTP group completed: %v %+v", err, fresp)
 	}
 }
+
+// A Kafka group's members, their assignment and the group's state show in
+// the HTTP group answer and in `waggle group describe`, asked of a follower
+// too (the membership lives on the leader, which answers).
+func TestGroupDescribeShowsKafkaMembers(t *testing.T) {
+	c := startCluster(t, 3)
+	var brokers []string
+	for _, n := range c.nodes {
+		brokers = append(brokers, n.kafkaAddr)
+	}
+	admin := kafkaClient(t, brokers)
+	createTopic(t, admin, "members-t", 3, nil)
+	produceSync(t, admin, &kgo.Record{Topic: "members-t", Value: []byte("x")})
+	consumer := kafkaClient(t, brokers, kgo.ConsumerGroup("members-g"), kgo.ConsumeTopics("members-t"),
+		kgo.ClientID("describe-me"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for got := 0; got == 0; {
+		fs := consumer.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("the group consumer read nothing")
+		}
+		got = fs.NumRecords()
+	}
+
+	follower := c.followers()[0]
+	var g struct {
+		Kafka *struct {
+			State, Protocol string
+			Members         []struct {
+				MemberID, ClientID string
+				Assignment         []struct {
+					Topic      string
+					Partitions []int32
+				}
+			}
+		}
+	}
+	waitFor(t, 20*time.Second, func() error {
+		if status := getJSON(t, follower.url("/api/v1/consumer-groups/members-g"), &g); status != http.StatusOK {
+			return fmt.Errorf("status %d", status)
+		}
+		if g.Kafka == nil || g.Kafka.State != "Stable" || len(g.Kafka.Members) != 1 {
+			return fmt.Errorf("kafka membership %+v, want one member of a Stable group", g.Kafka)
+		}
+		m := g.Kafka.Members[0]
+		if m.ClientID != "describe-me" || len(m.Assignment) != 1 || m.Assignment[0].Topic != "members-t" || len(m.Assignment[0].Partitions) != 3 {
+			return fmt.Errorf("member %+v, want client describe-me assigned members-t's 3 partitions", m)
+		}
+		return nil
+	})
+	out, err := runWithTimeout(t, exec.Command(waggleBinary, "--server", follower.httpAddr, "group", "describe", "members-g"), 30*time.Second)
+	if err != nil || !strings.Contains(string(out), "Kafka classic group: Stable") || !strings.Contains(string(out), "members-t[0 1 2]") {
+		t.Fatalf("group describe: %v\n%s", err, out)
+	}
+}

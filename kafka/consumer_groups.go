@@ -889,7 +889,7 @@ const (
 // encodings, so tools written for classic groups can read them. The caller
 // holds co.mu.
 func (g *cgroup) classicView(withMembers bool) groupView {
-	v := groupView{name: g.name, state: g.state(), protocolType: "consumer", protocol: g.assignor, groupType: groupTypeConsumer}
+	v := groupView{name: g.name, state: g.state(), protocolType: "consumer", protocol: g.assignor, groupType: groupTypeConsumer, generation: g.epoch}
 	if !withMembers {
 		return v
 	}

@@ -692,6 +692,7 @@ func (co *coordinator) checkOffsetCommit(group, memberID string, instanceID *str
 type groupView struct {
 	name, state, protocolType, protocol string
 	groupType                           string // "classic", or "consumer" for a KIP-848 group (ListGroups v5)
+	generation                          int32  // a consumer group's epoch
 	members                             []memberView
 }
 
@@ -706,7 +707,7 @@ type memberView struct {
 // withMembers. The byte slices are shared, not copied: the coordinator only
 // ever replaces them, never writes into them.
 func (g *group) view(withMembers bool) groupView {
-	v := groupView{name: g.name, state: g.state, protocolType: g.protocolType, protocol: g.protocol, groupType: groupTypeClassic}
+	v := groupView{name: g.name, state: g.state, protocolType: g.protocolType, protocol: g.protocol, groupType: groupTypeClassic, generation: g.generation}
 	if !withMembers {
 		return v
 	}

@@ -10,6 +10,45 @@ import (
 type groupJSON struct {
 	Name    string       `json:"name"`
 	Cursors []cursorJSON `json:"cursors"`
+	// Kafka is the group's Kafka membership, in a group's own answer
+	// when Kafka clients are members.
+	Kafka *kafkaGroupJSON `json:"kafka,omitempty"`
+}
+
+type kafkaGroupJSON struct {
+	Type         string            `json:"type"`
+	State        string            `json:"state"`
+	ProtocolType string            `json:"protocolType"`
+	Protocol     string            `json:"protocol"`
+	Generation   int32             `json:"generation"`
+	Members      []kafkaMemberJSON `json:"members"`
+}
+
+type kafkaMemberJSON struct {
+	MemberID   string                `json:"memberId"`
+	InstanceID string                `json:"instanceId,omitempty"`
+	ClientID   string                `json:"clientId"`
+	ClientHost string                `json:"clientHost"`
+	Assignment []topicPartitionsJSON `json:"assignment"`
+}
+
+type topicPartitionsJSON struct {
+	Topic      string  `json:"topic"`
+	Partitions []int32 `json:"partitions"`
+}
+
+func toKafkaGroupJSON(g broker.KafkaGroup) *kafkaGroupJSON {
+	out := &kafkaGroupJSON{Type: g.Type, State: g.State, ProtocolType: g.ProtocolType, Protocol: g.Protocol,
+		Generation: g.Generation, Members: []kafkaMemberJSON{}}
+	for _, m := range g.Members {
+		mj := kafkaMemberJSON{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID, ClientHost: m.ClientHost,
+			Assignment: []topicPartitionsJSON{}}
+		for _, tp := range m.Assignment {
+			mj.Assignment = append(mj.Assignment, topicPartitionsJSON{Topic: tp.Topic, Partitions: tp.Partitions})
+		}
+		out.Members = append(out.Members, mj)
+	}
+	return out
 }
 
 type cursorJSON struct {
@@ -57,12 +96,18 @@ func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// getGroup answers one group's cursors and lag per partition.
+// getGroup answers one group's cursors and lag per partition, and its
+// Kafka membership. It runs on the leader, which holds the membership.
 func (s *Server) getGroup(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("group")
 	g, err := s.groupJSON(name)
-	if err == nil && len(g.Cursors) == 0 {
-		err = fmt.Errorf("consumer group %q has no committed positions: %w", name, broker.ErrNotFound)
+	if s.kafkaGroups != nil {
+		if kg, found := s.kafkaGroups(name); found {
+			g.Kafka = toKafkaGroupJSON(kg)
+		}
+	}
+	if err == nil && len(g.Cursors) == 0 && g.Kafka == nil {
+		err = fmt.Errorf("consumer group %q has no committed positions and no Kafka members: %w", name, broker.ErrNotFound)
 	}
 	if err != nil {
 		s.writeBrokerError(w, err)

@@ -38,11 +38,12 @@ type Server struct {
 	metrics       *metrics.Metrics
 	peers         peerLinks
 	auth          AuthConfig
-	inFlight      *semaphore.Weighted // request bodies being worked on (Options.InFlightBytes)
-	backupRunning atomic.Bool         // one backup at a time (backup.go)
-	routeList     []string            // "METHOD /path" of every route, in registration order
-	version       string              // Options.Version
-	started       time.Time           // when the API was made: the node's uptime
+	inFlight      *semaphore.Weighted                    // request bodies being worked on (Options.InFlightBytes)
+	backupRunning atomic.Bool                            // one backup at a time (backup.go)
+	routeList     []string                               // "METHOD /path" of every route, in registration order
+	version       string                                 // Options.Version
+	started       time.Time                              // when the API was made: the node's uptime
+	kafkaGroups   func(string) (broker.KafkaGroup, bool) // Options.KafkaGroups
 }
 
 // Options are the HTTP API's optional parts.
@@ -61,6 +62,9 @@ type Options struct {
 	InFlightBytes int64
 	// Version is the binary's version, reported by /health.
 	Version string
+	// KafkaGroups describes a Kafka consumer group's membership, which the
+	// Kafka listener holds on the leader; nil: none.
+	KafkaGroups func(group string) (broker.KafkaGroup, bool)
 }
 
 // New returns the HTTP API over svc.
@@ -69,7 +73,7 @@ func New(svc *broker.Service, log *slog.Logger, opts Options) *Server {
 		opts.InFlightBytes = DefaultInFlightBytes
 	}
 	s := &Server{svc: svc, mux: http.NewServeMux(), log: log, metrics: opts.Metrics, peers: newPeerLinks(opts.PeerTLS), auth: opts.Auth,
-		inFlight: semaphore.NewWeighted(opts.InFlightBytes), version: opts.Version, started: time.Now()}
+		inFlight: semaphore.NewWeighted(opts.InFlightBytes), version: opts.Version, started: time.Now(), kafkaGroups: opts.KafkaGroups}
 	s.routes()
 	return s
 }
@@ -139,7 +143,7 @@ func (s *Server) routes() {
 	handle(http.MethodGet, "/api/v1/timers/{queue}", need(read, queue, "queue"), s.listTimers)
 	handle(http.MethodDelete, "/api/v1/timers/{queue}/{timerKey}", need(write, queue, "queue"), s.leaderOnly(s.cancelTimer))
 	handle(http.MethodGet, "/api/v1/consumer-groups", need(read, global, ""), s.listGroups)
-	handle(http.MethodGet, "/api/v1/consumer-groups/{group}", need(read, group, "group"), s.getGroup)
+	handle(http.MethodGet, "/api/v1/consumer-groups/{group}", need(read, group, "group"), s.leaderOnly(s.getGroup))
 	handle(http.MethodGet, "/api/v1/cluster", need(read, global, ""), s.cluster)
 	handle(http.MethodPost, "/api/v1/cluster/nodes", need(manage, global, ""), s.leaderOnly(s.addNode))
 	handle(http.MethodDelete, "/api/v1/cluster/nodes/{id}", need(manage, global, ""), s.leaderOnly(s.removeNode))

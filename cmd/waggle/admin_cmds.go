@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -113,6 +114,23 @@ func newKVCmd(o *clientOptions) *cobra.Command {
 	return cmd
 }
 
+// showKafkaMembers prints a group's Kafka state and members under its
+// cursors.
+func showKafkaMembers(c *cobra.Command, g groupInfo) error {
+	k := g.Kafka
+	fmt.Fprintf(c.OutOrStdout(), "\nKafka %s group: %s, protocol %s, generation %d, %d members\n", k.Type, k.State, k.Protocol, k.Generation, len(k.Members))
+	t := newTable(c.OutOrStdout())
+	t.row("MEMBER", "INSTANCE", "CLIENT", "HOST", "ASSIGNMENT")
+	for _, m := range k.Members {
+		var parts []string
+		for _, a := range m.Assignment {
+			parts = append(parts, fmt.Sprintf("%s%v", a.Topic, a.Partitions))
+		}
+		t.row(m.MemberID, cmp.Or(m.InstanceID, "-"), m.ClientID, m.ClientHost, cmp.Or(strings.Join(parts, " "), "-"))
+	}
+	return t.flush()
+}
+
 func newGroupCmd(o *clientOptions) *cobra.Command {
 	cmd := &cobra.Command{Use: "group", Short: "Consumer groups (Kafka and HTTP share them)"}
 	show := func(c *cobra.Command, gs []groupInfo) error {
@@ -145,7 +163,10 @@ func newGroupCmd(o *clientOptions) *cobra.Command {
 			if _, err := o.client().call(http.MethodGet, "/api/v1/consumer-groups/"+url.PathEscape(args[0]), nil, &g); err != nil {
 				return err
 			}
-			return show(c, []groupInfo{g})
+			if err := show(c, []groupInfo{g}); err != nil || g.Kafka == nil || o.output == "json" {
+				return err
+			}
+			return showKafkaMembers(c, g)
 		}}
 	var toEnd bool
 	var offset, timestamp int64

@@ -65,6 +65,22 @@ type groupInfo struct {
 		Positioned    bool   `json:"positioned"`
 		InFlight      int    `json:"inFlight"`
 	} `json:"cursors"`
+	Kafka *struct {
+		Type       string `json:"type"`
+		State      string `json:"state"`
+		Protocol   string `json:"protocol"`
+		Generation int32  `json:"generation"`
+		Members    []struct {
+			MemberID   string `json:"memberId"`
+			InstanceID string `json:"instanceId"`
+			ClientID   string `json:"clientId"`
+			ClientHost string `json:"clientHost"`
+			Assignment []struct {
+				Topic      string  `json:"topic"`
+				Partitions []int32 `json:"partitions"`
+			} `json:"assignment"`
+		} `json:"members"`
+	} `json:"kafka,omitempty"`
 }
 
 type clusterInfo struct {
