@@ -154,6 +154,34 @@ func (c *openAPICheck) exchange(token, method, path string, body any, mode, want
 	return answer
 }
 
+// outside sends a request the document has no operation for (a method a
+// path does not take, a path no route serves) and requires status want
+// with the document's Error schema.
+func (c *openAPICheck) outside(method, path string, want int) {
+	c.t.Helper()
+	req, err := http.NewRequest(method, c.n.url(path), nil)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if _, _, err := c.router.FindRoute(req); err == nil {
+		c.t.Fatalf("%s %s: the document has an operation for it", method, path)
+	}
+	req.Header.Set("Authorization", "Bearer "+bootstrapToken)
+	resp, err := client.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	var body any
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != want {
+		c.t.Fatalf("%s %s: status %d, want %d; body: %v", method, path, resp.StatusCode, want, err)
+	}
+	if err := c.doc.Components.Schemas["Error"].Value.VisitJSON(body); err != nil {
+		c.t.Errorf("%s %s: status %d answer is not the document's Error: %v", method, path, want, err)
+	}
+	c.total++
+}
+
 // decode reads an answer the test needs values from.
 func (c *openAPICheck) decode(raw []byte, out any) {
 	c.t.Helper()
@@ -199,6 +227,8 @@ func TestOpenAPIDocumentMatchesTheServer(t *testing.T) {
 	c.call("GET", "/api/v1/cluster", nil, 200)
 	c.call("GET", "/api/v1/auth/whoami", nil, 200)
 	c.exchange("", "GET", "/api/v1/resources/queues", nil, validRequest, 401)
+	c.outside("PUT", "/api/v1/push", 405)
+	c.outside("GET", "/api/v1/no-such-route", 404)
 
 	// Queues.
 	c.call("POST", "/api/v1/configure", map[string]any{"queue": "oa.orders", "options": map[string]any{"dedupWindowSeconds": 3600, "retryLimit": 1}}, 200)
