@@ -16,6 +16,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // openAPICheck sends requests to a node and holds each request and answer
@@ -394,4 +395,43 @@ func TestOpenAPIDocumentMatchesTheServer(t *testing.T) {
 	c.call("DELETE", "/api/v1/resources/queues/oa.orders", nil, 200)
 	c.call("DELETE", "/api/v1/resources/queues/oa.orders", nil, 404)
 	c.call("GET", "/api/v1/resources/queues/oa.orders", nil, 404)
+}
+
+// Records produced over Kafka read over HTTP with their key and headers,
+// a value that is not JSON in its base64 envelope: fetch, pop and dead
+// letters as the document describes them.
+func TestOpenAPIDocumentMatchesKafkaRecords(t *testing.T) {
+	n := startSingle(t)
+	c := newOpenAPICheck(t, n)
+	defer func() { t.Logf("validated %d requests and answers", c.total) }()
+	cl := newTopic(t, n.kafkaAddr, "oa.kafka", 1)
+	produceSync(t, cl,
+		&kgo.Record{Key: []byte("k1"), Value: []byte(`{"json":true}`), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("v")}, {Key: "empty"}}},
+		&kgo.Record{Value: []byte("not json")},
+		&kgo.Record{Key: []byte("tombstone")},
+	)
+	var f struct {
+		Entries []struct {
+			Records []struct {
+				Key     []byte          `json:"key"`
+				Headers []any           `json:"headers"`
+				Payload json.RawMessage `json:"payload"`
+			} `json:"records"`
+		} `json:"entries"`
+	}
+	c.decode(c.call("POST", "/api/v1/fetch", map[string]any{"entries": []map[string]any{{"queue": "oa.kafka", "partition": "0"}}}, 200), &f)
+	if len(f.Entries) != 1 || len(f.Entries[0].Records) != 3 {
+		t.Fatalf("fetch: %+v", f)
+	}
+	if r := f.Entries[0].Records; string(r[0].Key) != "k1" || len(r[0].Headers) != 2 || !strings.Contains(string(r[1].Payload), `"value"`) {
+		t.Fatalf("fetched Kafka records without their key, headers or envelope: %+v", r)
+	}
+	var pop popAnswer
+	c.decode(c.call("GET", "/api/v1/pop/queue/oa.kafka?batch=3", nil, 200), &pop)
+	acks := []map[string]any{}
+	for _, m := range pop.Messages {
+		acks = append(acks, map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID, "leaseId": m.LeaseID, "status": "dlq"})
+	}
+	c.call("POST", "/api/v1/ack/batch", map[string]any{"acknowledgments": acks}, 200)
+	c.call("GET", "/api/v1/dlq?queue=oa.kafka", nil, 200)
 }
