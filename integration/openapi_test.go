@@ -391,6 +391,15 @@ func TestOpenAPIDocumentMatchesTheServer(t *testing.T) {
 	c.call("GET", "/api/v1/auth/tokens", nil, 200)
 	c.call("DELETE", "/api/v1/auth/tokens/oa-token", nil, 200)
 
+	// More client mistakes: each a 400, none a 500.
+	c.call("POST", "/api/v1/consumer-groups/billing/queues/oa.orders/seek", map[string]any{"toEnd": true, "offset": 1}, 400)
+	c.refused("POST", "/api/v1/lease/"+pop.LeaseID+"/extend", map[string]any{"seconds": 0}, 400)
+	c.refused("DELETE", "/api/v1/cluster/nodes/abc", nil, 400)
+	c.call("GET", "/api/v1/kv/__waggle/x", nil, 400)
+	c.call("POST", "/api/v1/fetch", map[string]any{"entries": []map[string]any{{"queue": "no spaces"}}}, 400)
+	c.call("GET", "/api/v1/pop/queue/no%20spaces", nil, 400)
+	c.refused("POST", "/api/v1/configure", map[string]any{"queue": "oa.orders", "options": map[string]any{"partitions": 0}}, 400)
+
 	// A queue deleted, then gone.
 	c.call("DELETE", "/api/v1/resources/queues/oa.orders", nil, 200)
 	c.call("DELETE", "/api/v1/resources/queues/oa.orders", nil, 404)
