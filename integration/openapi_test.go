@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -443,4 +444,29 @@ func TestOpenAPIDocumentMatchesKafkaRecords(t *testing.T) {
 	}
 	c.call("POST", "/api/v1/ack/batch", map[string]any{"acknowledgments": acks}, 200)
 	c.call("GET", "/api/v1/dlq?queue=oa.kafka", nil, 200)
+}
+
+// A node started with --join and not added yet knows no leader: its
+// /health is a 503 with the health body, /api/v1/cluster says it is not a
+// member, and a write is a 503 no_leader with Retry-After.
+func TestOpenAPIDocumentMatchesANodeWithoutLeader(t *testing.T) {
+	n := withArgs(newNode(t, 2), []string{"--join"})
+	n.start()
+	waitFor(t, 10*time.Second, func() error {
+		if status := getJSON(t, n.url("/health"), nil); status != http.StatusServiceUnavailable {
+			return fmt.Errorf("health status %d", status)
+		}
+		return nil
+	}, n.logTail)
+	c := newOpenAPICheck(t, n)
+	defer func() { t.Logf("validated %d requests and answers", c.total) }()
+	c.call("GET", "/health", nil, 503)
+	var cl struct {
+		NotAMember string `json:"notAMember"`
+	}
+	c.decode(c.call("GET", "/api/v1/cluster", nil, 200), &cl)
+	if cl.NotAMember == "" {
+		t.Fatal("a node not added yet does not say so")
+	}
+	c.call("POST", "/api/v1/push", map[string]any{"items": []map[string]any{{"queue": "oa.orders", "payload": 1}}}, 503)
 }
