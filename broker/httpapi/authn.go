@@ -10,11 +10,12 @@ import (
 	"github.com/waggle-mq/waggle/auth"
 )
 
-// AuthConfig turns authentication on for every route but /health and the
-// dashboard's page. Callers present "Authorization: Bearer <token>": a
-// token made by `waggle token create`, a JWT when JWT is set, or the
-// bootstrap token. A client certificate the cluster's CA signed (other
-// nodes present theirs) is an admin.
+// AuthConfig turns authentication on for every route but /health, the
+// dashboard's page and the API's description (/api/v1/openapi.json).
+// Callers present "Authorization: Bearer <token>": a token made by `waggle
+// token create`, a JWT when JWT is set, or the bootstrap token. A client
+// certificate the cluster's CA signed (other nodes present theirs) is an
+// admin.
 type AuthConfig struct {
 	Enabled bool
 	// BootstrapToken, when set, is an admin token given in the node's

@@ -158,6 +158,7 @@ func (s *Server) routes() {
 	handle(http.MethodDelete, "/api/v1/auth/tokens/{name}", need(manage, global, ""), s.leaderOnly(s.deleteToken))
 	handle(http.MethodGet, "/api/v1/auth/whoami", need(read, global, ""), s.whoami)
 	handle(http.MethodGet, "/health", public, s.health)
+	handle(http.MethodGet, "/api/v1/openapi.json", public, s.openAPI)
 
 	handle(http.MethodGet, "/{$}", public, s.dashboard)
 	if s.metrics != nil {
