@@ -294,7 +294,13 @@ func TestOpenAPIDocumentMatchesTheServer(t *testing.T) {
 	}
 	c.call("GET", "/api/v1/dlq", nil, 200)
 	c.call("POST", "/api/v1/dlq/"+dl.Messages[0].ID+"/replay", nil, 200)
+	c.call("POST", "/api/v1/dlq/"+dl.Messages[0].ID+"/replay", nil, 200) // the first copy, as a duplicate
+	c.call("GET", "/api/v1/dlq?queue=oa.orders", nil, 200)                // listed as replayed
 	c.call("POST", "/api/v1/dlq/999999/replay", nil, 404)
+	c.call("DELETE", "/api/v1/dlq/"+dl.Messages[0].ID, nil, 200)
+	c.call("DELETE", "/api/v1/dlq/"+dl.Messages[0].ID, nil, 404)
+	c.call("DELETE", "/api/v1/dlq?queue=oa.orders", nil, 200)
+	c.call("DELETE", "/api/v1/dlq?queue=oa.nosuch", nil, 404)
 
 	// Consumer groups.
 	c.call("GET", "/api/v1/consumer-groups", nil, 200)
@@ -444,6 +450,29 @@ func TestOpenAPIDocumentMatchesKafkaRecords(t *testing.T) {
 	}
 	c.call("POST", "/api/v1/ack/batch", map[string]any{"acknowledgments": acks}, 200)
 	c.call("GET", "/api/v1/dlq?queue=oa.kafka", nil, 200)
+
+	// A Kafka group member: the group's answer carries its membership.
+	consumer := kafkaClient(t, []string{n.kafkaAddr}, kgo.ConsumerGroup("oa.kgroup"), kgo.ConsumeTopics("oa.kafka"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for consumer.PollFetches(ctx).NumRecords() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the Kafka group member read nothing")
+		}
+	}
+	var g struct {
+		Kafka *struct {
+			Members []struct{} `json:"members"`
+		} `json:"kafka"`
+	}
+	waitFor(t, 20*time.Second, func() error {
+		c.decode(c.call("GET", "/api/v1/consumer-groups/oa.kgroup", nil, 200), &g)
+		if g.Kafka == nil || len(g.Kafka.Members) != 1 {
+			return fmt.Errorf("the group's answer lacks its Kafka member: %+v", g.Kafka)
+		}
+		return nil
+	})
 }
 
 // A node started with --join and not added yet knows no leader: its
