@@ -295,7 +295,7 @@ func TestOpenAPIDocumentMatchesTheServer(t *testing.T) {
 	c.call("GET", "/api/v1/dlq", nil, 200)
 	c.call("POST", "/api/v1/dlq/"+dl.Messages[0].ID+"/replay", nil, 200)
 	c.call("POST", "/api/v1/dlq/"+dl.Messages[0].ID+"/replay", nil, 200) // the first copy, as a duplicate
-	c.call("GET", "/api/v1/dlq?queue=oa.orders", nil, 200)                // listed as replayed
+	c.call("GET", "/api/v1/dlq?queue=oa.orders", nil, 200)               // listed as replayed
 	c.call("POST", "/api/v1/dlq/999999/replay", nil, 404)
 	c.call("DELETE", "/api/v1/dlq/"+dl.Messages[0].ID, nil, 200)
 	c.call("DELETE", "/api/v1/dlq/"+dl.Messages[0].ID, nil, 404)
