@@ -153,7 +153,7 @@ func (s *Service) RegisterNode(a NodeAddrs) error {
 		}
 	}
 	cmd := raftfsm.RegisterNodeCommand{Node: store.Node{ID: a.ID, HTTPAddr: a.HTTPAddr, KafkaAddr: a.KafkaAddr, LogFormat: a.LogFormat}}
-	_, err := s.apply(&cmd)
+	_, err := apply(s, &cmd)
 	return err
 }
 
@@ -198,7 +198,7 @@ func (s *Service) RemoveNode(id string) error {
 	}
 	forget := func() error {
 		cmd := raftfsm.ForgetNodeCommand{ID: id}
-		_, err := s.apply(&cmd)
+		_, err := apply(s, &cmd)
 		return err
 	}
 	remove := func() error {

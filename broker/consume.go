@@ -85,11 +85,10 @@ func (s *Service) Pop(ctx context.Context, r PopRequest) ([]PoppedMessage, error
 		}
 		cmd := raftfsm.PopCommand{NowMs: s.now().UnixMilli(), Group: r.Group, Queue: r.Queue, Partition: r.Partition,
 			Batch: r.Batch, LeaseMs: r.LeaseSeconds * 1000, FromNew: r.FromNew, LeaseID: uuid.NewString()}
-		answer, err := s.apply(&cmd)
+		res, err := apply(s, &cmd)
 		if err != nil {
 			return nil, err
 		}
-		res := answer.(raftfsm.PopResult)
 		if res.Error != "" {
 			return nil, fmt.Errorf("queue %q: %w", r.Queue, ErrNotFound)
 		}
@@ -213,11 +212,11 @@ func (s *Service) Ack(group string, acks []AckRequest) ([]AckResult, error) {
 	if len(cmd.Acks) == 0 {
 		return out, nil
 	}
-	answer, err := s.apply(&cmd)
+	answer, err := apply(s, &cmd)
 	if err != nil {
 		return nil, err
 	}
-	for j, r := range answer.([]AckResult) {
+	for j, r := range answer {
 		out[index[j]] = r
 	}
 	return out, nil
@@ -229,11 +228,7 @@ func (s *Service) ExtendLease(leaseID string, seconds int64) (raftfsm.ExtendLeas
 		return raftfsm.ExtendLeaseResult{}, fmt.Errorf("%w: seconds must be between 1 and %d", ErrInvalid, maxLeaseSeconds)
 	}
 	cmd := raftfsm.ExtendLeaseCommand{NowMs: s.now().UnixMilli(), LeaseID: leaseID, Seconds: seconds}
-	answer, err := s.apply(&cmd)
-	if err != nil {
-		return raftfsm.ExtendLeaseResult{}, err
-	}
-	return answer.(raftfsm.ExtendLeaseResult), nil
+	return apply(s, &cmd)
 }
 
 // SeekRequest moves a group's cursors on a queue: exactly one of ToEnd,
@@ -265,11 +260,11 @@ func (s *Service) Seek(group, queue string, r SeekRequest) error {
 	if set != 1 {
 		return fmt.Errorf("%w: give exactly one of toEnd, offset or timestamp", ErrInvalid)
 	}
-	answer, err := s.apply(&cmd)
+	answer, err := apply(s, &cmd)
 	if err != nil {
 		return err
 	}
-	if answer.(TopicOutcome) == TopicUnknown {
+	if answer == TopicUnknown {
 		return fmt.Errorf("queue %q: %w", queue, ErrNotFound)
 	}
 	return nil
@@ -342,7 +337,7 @@ func (s *Service) ReplayDeadLetter(id string) (PushResult, error) {
 	if err != nil {
 		return PushResult{}, fmt.Errorf("mint message id: %w", err)
 	}
-	res, err := applyAs[raftfsm.ReplayResult](s, &raftfsm.ReplayDeadLetterCommand{NowMs: s.now().UnixMilli(), ID: d.ID, MessageID: msgID})
+	res, err := apply(s, &raftfsm.ReplayDeadLetterCommand{NowMs: s.now().UnixMilli(), ID: d.ID, MessageID: msgID})
 	if err != nil {
 		return PushResult{}, err
 	}
@@ -359,7 +354,7 @@ func (s *Service) DeleteDeadLetter(id string) error {
 	if err != nil {
 		return err
 	}
-	n, err := applyAs[int](s, &raftfsm.DeleteDeadLettersCommand{IDs: []uint64{d.ID}})
+	n, err := apply(s, &raftfsm.DeleteDeadLettersCommand{IDs: []uint64{d.ID}})
 	if err == nil && n == 0 {
 		err = fmt.Errorf("dead letter %q: %w", id, ErrNotFound)
 	}
@@ -388,7 +383,7 @@ func (s *Service) PurgeDeadLetters(queue string) (int, error) {
 		if err != nil || len(ids) == 0 {
 			return total, err
 		}
-		n, err := applyAs[int](s, &raftfsm.DeleteDeadLettersCommand{IDs: ids})
+		n, err := apply(s, &raftfsm.DeleteDeadLettersCommand{IDs: ids})
 		total += n
 		if err != nil || n == 0 {
 			return total, err // n == 0: this node's view is behind; stop rather than spin

@@ -78,11 +78,11 @@ func (s *Service) CommitOffsets(group string, offsets []OffsetCommit) ([]TopicOu
 	var out []TopicOutcome
 	for _, chunk := range offsetChunks(group, offsets) {
 		cmd := raftfsm.CommitOffsetsCommand{NowMs: s.now().UnixMilli(), Group: group, Offsets: chunk}
-		answer, err := s.apply(&cmd)
+		answer, err := apply(s, &cmd)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, answer.([]TopicOutcome)...)
+		out = append(out, answer...)
 	}
 	return out, nil
 }
@@ -104,11 +104,11 @@ func (s *Service) DeleteOffsets(group string, all bool, offsets []OffsetCommit) 
 	n := 0
 	for _, chunk := range chunks {
 		cmd := raftfsm.DeleteOffsetsCommand{Group: group, All: all, Offsets: chunk}
-		answer, err := s.apply(&cmd)
+		answer, err := apply(s, &cmd)
 		if err != nil {
 			return n, err
 		}
-		n += answer.(int)
+		n += answer
 	}
 	return n, nil
 }

@@ -49,7 +49,7 @@ func (s *Service) InitTxnProducer(id string, timeoutMs int32, producerID int64, 
 	}
 	cmd := raftfsm.InitTxnProducerCommand{NowMs: s.now().UnixMilli(), TransactionalID: id, TimeoutMs: timeoutMs,
 		ProducerID: producerID, Epoch: epoch}
-	return applyAs[raftfsm.TxnProducerResult](s, &cmd)
+	return apply(s, &cmd)
 }
 
 // AddToTxn adds partitions and consumer groups to a producer's transaction.
@@ -67,7 +67,7 @@ func (s *Service) AddToTxn(id string, producerID int64, epoch int16, parts []Txn
 	}
 	cmd := raftfsm.AddToTxnCommand{NowMs: s.now().UnixMilli(), TransactionalID: id, ProducerID: producerID, Epoch: epoch,
 		Partitions: parts, Groups: groups}
-	return applyAs[raftfsm.AddToTxnResult](s, &cmd)
+	return apply(s, &cmd)
 }
 
 // TxnOffsetCommit stages a group's offsets in a producer's transaction;
@@ -84,7 +84,7 @@ func (s *Service) TxnOffsetCommit(id string, producerID int64, epoch int16, grou
 	}
 	cmd := raftfsm.TxnOffsetCommitCommand{NowMs: s.now().UnixMilli(), TransactionalID: id, ProducerID: producerID,
 		Epoch: epoch, Group: group, Offsets: offsets}
-	return applyAs[[]TopicOutcome](s, &cmd)
+	return apply(s, &cmd)
 }
 
 // EndTxn commits or aborts a producer's transaction.
@@ -93,7 +93,7 @@ func (s *Service) EndTxn(id string, producerID int64, epoch int16, commit bool) 
 		return 0, err
 	}
 	cmd := raftfsm.EndTxnCommand{NowMs: s.now().UnixMilli(), TransactionalID: id, ProducerID: producerID, Epoch: epoch, Commit: commit}
-	return applyAs[TopicOutcome](s, &cmd)
+	return apply(s, &cmd)
 }
 
 // Now is the time the leader stamps into entries.
@@ -231,7 +231,7 @@ func (s *Service) abortExpiredTxns(log *slog.Logger) {
 	for _, st := range due {
 		cmd := raftfsm.EndTxnCommand{NowMs: now, TransactionalID: st.TransactionalID, ProducerID: st.ProducerID,
 			Epoch: st.Epoch, TimedOut: true}
-		if _, err := s.apply(&cmd); err != nil {
+		if _, err := apply(s, &cmd); err != nil {
 			log.Debug("abort expired transaction", "id", st.TransactionalID, "err", err)
 			return
 		}
@@ -264,7 +264,7 @@ func (s *Service) expireTxnIDs(log *slog.Logger) {
 	if len(cmd.IDs) == 0 {
 		return
 	}
-	if _, err := s.apply(&cmd); err != nil {
+	if _, err := apply(s, &cmd); err != nil {
 		log.Debug("forget expired transactional ids", "err", err)
 		return
 	}

@@ -123,11 +123,7 @@ func addsKV(ops []KVOp) bool {
 // applyKV applies validated KV ops in one raft entry.
 func (s *Service) applyKV(ops []KVOp) (KVCallResult, error) {
 	cmd := raftfsm.KVCommand{NowMs: s.now().UnixMilli(), Ops: ops}
-	answer, err := s.apply(&cmd)
-	if err != nil {
-		return KVCallResult{}, err
-	}
-	return answer.(KVCallResult), nil
+	return apply(s, &cmd)
 }
 
 // KVGet reads one row from this node's store, judged by the replicated
@@ -173,11 +169,7 @@ func (s *Service) Timers(ops []TimerOp) ([]TimerResult, error) {
 		}
 	}
 	cmd := raftfsm.TimersCommand{NowMs: s.now().UnixMilli(), Ops: ops}
-	answer, err := s.apply(&cmd)
-	if err != nil {
-		return nil, err
-	}
-	return answer.([]TimerResult), nil
+	return apply(s, &cmd)
 }
 
 func validateTimerOp(i int, op *TimerOp) error {
@@ -335,11 +327,11 @@ func (s *Service) Transaction(r TransactionRequest) (TransactionResult, error) {
 			return TransactionResult{}, err
 		}
 	}
-	answer, err := s.apply(&cmd)
+	answer, err := apply(s, &cmd)
 	if err != nil {
 		return TransactionResult{}, err
 	}
-	out := TransactionResult{TransactionResult: answer.(raftfsm.TransactionResult), TransactionID: cmd.TxnID}
+	out := TransactionResult{TransactionResult: answer, TransactionID: cmd.TxnID}
 	if out.Success {
 		out.Pushed = make([][]PushResult, len(r.Ops))
 		for i, op := range out.Ops {

@@ -19,7 +19,7 @@ func (s *Service) RaiseLogFormat(f raftfsm.LogFormat) error {
 	if f <= s.LogFormat() {
 		return nil
 	}
-	_, err := s.apply(&raftfsm.SetLogFormatCommand{Format: f})
+	_, err := apply(s, &raftfsm.SetLogFormatCommand{Format: f})
 	return err
 }
 

@@ -34,12 +34,12 @@ func (s *Service) RunMaintenance(ctx context.Context, period time.Duration, log 
 		// also move the replicated clock that leases and KV expiry read.
 		for range 10 {
 			cmd := raftfsm.PruneDedupCommand{NowMs: s.now().UnixMilli(), Limit: raftfsm.MaxPruneLimit}
-			answer, err := s.apply(&cmd)
+			answer, err := apply(s, &cmd)
 			if err != nil {
 				log.Debug("prune dedup", "err", err)
 				break
 			}
-			if answer.(raftfsm.PruneDedupResult).Removed < cmd.Limit {
+			if answer.Removed < cmd.Limit {
 				break
 			}
 		}
@@ -51,12 +51,12 @@ func (s *Service) RunMaintenance(ctx context.Context, period time.Duration, log 
 		// Expired KV rows and due timers, through the log.
 		for range 10 {
 			cmd := raftfsm.TickCommand{NowMs: s.now().UnixMilli(), Limit: 1000}
-			answer, err := s.apply(&cmd)
+			answer, err := apply(s, &cmd)
 			if err != nil {
 				log.Debug("tick", "err", err)
 				break
 			}
-			if r := answer.(raftfsm.TickResult); r.PrunedKV < cmd.Limit && r.Fired < cmd.Limit && !r.More {
+			if r := answer; r.PrunedKV < cmd.Limit && r.Fired < cmd.Limit && !r.More {
 				break
 			}
 		}
@@ -71,12 +71,12 @@ func (s *Service) cleanUp(log *slog.Logger) {
 	}
 	for range 10 {
 		cmd := raftfsm.CleanupCommand{MaxWrites: raftfsm.MaxCleanupWrites}
-		answer, err := s.apply(&cmd)
+		answer, err := apply(s, &cmd)
 		if err != nil {
 			log.Debug("cleanup", "err", err)
 			return
 		}
-		if !answer.(raftfsm.CleanupResult).More {
+		if !answer.More {
 			return
 		}
 	}
@@ -169,7 +169,7 @@ func (s *Service) retain(log *slog.Logger) {
 		return
 	}
 	for _, cmd := range cmds {
-		if _, err := s.apply(&cmd); err != nil {
+		if _, err := apply(s, &cmd); err != nil {
 			log.Debug("retain", "err", err)
 			return
 		}
@@ -258,12 +258,11 @@ func (s *Service) compact(log *slog.Logger) {
 	for _, cmd := range cmds {
 		for sent < compactEntriesPerTick {
 			sent++
-			answer, err := s.apply(&cmd)
+			res, err := apply(s, &cmd)
 			if err != nil {
 				log.Debug("compact", "err", err)
 				return
 			}
-			res := answer.(raftfsm.CompactResult)
 			if res.Finished {
 				s.cleanUp(log) // drop the segments the pass emptied
 			}

@@ -63,11 +63,11 @@ func (s *Service) Push(items []PushItem) ([]PushResult, error) {
 		return nil, err
 	}
 	cmd := raftfsm.PushCommand{NowMs: s.now().UnixMilli(), Items: stamped}
-	answer, err := s.apply(&cmd)
+	answer, err := apply(s, &cmd)
 	if err != nil {
 		return nil, err
 	}
-	return fillPushResults(results, answer.([]raftfsm.PushResult)), nil
+	return fillPushResults(results, answer), nil
 }
 
 // checkTargets refuses items that reach more distinct partitions than one

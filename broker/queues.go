@@ -71,11 +71,11 @@ func (s *Service) Configure(queue string, opts QueueOptions) (QueueInfo, error) 
 		return QueueInfo{}, fmt.Errorf("%w: partitions must be between 1 and 10000", ErrInvalid)
 	}
 	cmd := raftfsm.ConfigureQueueCommand{NowMs: s.now().UnixMilli(), Queue: queue, Options: opts}
-	answer, err := s.apply(&cmd)
+	answer, err := apply(s, &cmd)
 	if err != nil {
 		return QueueInfo{}, err
 	}
-	q := answer.(raftfsm.ConfigureQueueResult).Queue
+	q := answer.Queue
 	var info QueueInfo
 	err = s.store.View(func(tx *store.Tx) error {
 		info, err = queueInfo(tx, q, s.KafkaRetentionMs)

@@ -91,30 +91,38 @@ func (s *Service) admitGrowth() error {
 }
 
 // apply commits one command through raft and returns the state machine's
-// answer, which exists only once the entry is committed by a majority and
-// applied on this node.
-func (s *Service) apply(cmd raftfsm.Command) (any, error) { return s.applyAsync(cmd)() }
-
-// applyAs applies cmd and returns its answer as the type the command
-// declares.
-func applyAs[R any](s *Service, cmd raftfsm.Command) (R, error) {
-	var zero R
-	answer, err := s.apply(cmd)
-	if err != nil {
-		return zero, err
-	}
-	r, ok := answer.(R)
-	if !ok {
-		return zero, fmt.Errorf("broker: %T answered %T, want %T", cmd, answer, zero)
-	}
-	return r, nil
-}
+// answer, typed as the command declares it (raftfsm.Answering). The answer
+// exists only once the entry is committed by a majority and applied on
+// this node.
+func apply[R any](s *Service, cmd raftfsm.Answering[R]) (R, error) { return applyAsync(s, cmd)() }
 
 // applyAsync hands one command to raft and returns a function that waits
 // for its answer. Commands handed over one after another from the same
 // goroutine are appended to the log in that order, which lets a caller
 // pipeline writes whose order matters.
-func (s *Service) applyAsync(cmd raftfsm.Command) func() (any, error) {
+func applyAsync[R any](s *Service, cmd raftfsm.Answering[R]) func() (R, error) {
+	wait := s.propose(cmd)
+	return func() (R, error) {
+		var zero R
+		answer, err := wait()
+		if err != nil {
+			return zero, err
+		}
+		// raft hands the answer over as any. The state machine's apply
+		// function returns R (register checks that at compile time),
+		// so only a nil interface answer (R itself an interface) or a
+		// broken registration is not an R here.
+		r, ok := answer.(R)
+		if !ok && answer != nil {
+			return zero, fmt.Errorf("broker: %T answered %T, want %T", cmd, answer, zero)
+		}
+		return r, nil
+	}
+}
+
+// propose appends cmd to the raft log and returns a function that waits
+// for the state machine's untyped answer.
+func (s *Service) propose(cmd raftfsm.Command) func() (any, error) {
 	if s.node.Raft.State() != raft.Leader {
 		return func() (any, error) { return nil, ErrNotLeader }
 	}

@@ -163,22 +163,14 @@ func (s *Service) CreateTopic(name string, partitions int32, settings []raftfsm.
 			cmd.Settings = append(cmd.Settings, st) // log format 2 (ErrUpgradeInProgress before)
 		}
 	}
-	answer, err := s.apply(&cmd)
-	if err != nil {
-		return 0, err
-	}
-	return answer.(TopicOutcome), nil
+	return apply(s, &cmd)
 }
 
 // AlterTopic changes a topic's configs live; the caller has checked each
 // value (a value of 0 returns a config to its default). The cluster must
 // be at log format 2 (ErrUpgradeInProgress before).
 func (s *Service) AlterTopic(name string, settings []raftfsm.TopicSetting) (TopicOutcome, error) {
-	answer, err := s.apply(&raftfsm.AlterTopicCommand{Name: name, Settings: settings})
-	if err != nil {
-		return 0, err
-	}
-	return answer.(TopicOutcome), nil
+	return apply(s, &raftfsm.AlterTopicCommand{Name: name, Settings: settings})
 }
 
 // DeleteRecords moves partitions' log start offsets forward, all in one
@@ -196,31 +188,19 @@ func (s *Service) DeleteRecords(topic string, before []raftfsm.RecordsBefore) ([
 		}
 		seen[b.Partition] = true
 	}
-	answer, err := s.apply(&raftfsm.DeleteRecordsCommand{Topic: topic, Partitions: before})
-	if err != nil {
-		return nil, err
-	}
-	return answer.([]raftfsm.DeleteRecordsResult), nil
+	return apply(s, &raftfsm.DeleteRecordsCommand{Topic: topic, Partitions: before})
 }
 
 // AddPartitions grows a topic to count partitions.
 func (s *Service) AddPartitions(name string, count int32) (TopicOutcome, error) {
 	cmd := raftfsm.AddPartitionsCommand{Name: name, Count: count}
-	answer, err := s.apply(&cmd)
-	if err != nil {
-		return 0, err
-	}
-	return answer.(TopicOutcome), nil
+	return apply(s, &cmd)
 }
 
 // DeleteTopic deletes a queue and its partitions.
 func (s *Service) DeleteTopic(name string) (TopicOutcome, error) {
 	cmd := raftfsm.DeleteQueueCommand{Name: name}
-	answer, err := s.apply(&cmd)
-	if err != nil {
-		return 0, err
-	}
-	return answer.(TopicOutcome), nil
+	return apply(s, &cmd)
 }
 
 // ProduceResult answers a produce to one partition.
@@ -242,13 +222,13 @@ func (s *Service) ProduceAsync(topic string, partition, autoCreate int32, batche
 			Raw: b.Raw,
 		})
 	}
-	wait := s.applyAsync(&cmd)
+	wait := applyAsync(s, &cmd)
 	return func() (ProduceResult, error) {
 		answer, err := wait()
 		if err != nil {
 			return ProduceResult{}, err
 		}
-		return answer.(ProduceResult), nil
+		return answer, nil
 	}
 }
 
@@ -450,9 +430,5 @@ func firstAtOrAfter(e store.Entry, ts int64, offset, found *int64) error {
 // NewProducerID allocates a Kafka producer id from the replicated counter.
 func (s *Service) NewProducerID() (int64, error) {
 	cmd := raftfsm.NewProducerIDCommand{}
-	answer, err := s.apply(&cmd)
-	if err != nil {
-		return 0, err
-	}
-	return answer.(int64), nil
+	return apply(s, &cmd)
 }

@@ -53,10 +53,14 @@ type handler func(p *Processor, tx *store.Tx, meta *store.Meta, data []byte) any
 var handlers = map[CommandType]handler{}
 
 // register adds a command type: its decoder, the leader-stamped time in it
-// (nil for commands that carry none) and what applying it does. A type
-// registered twice panics at start-up.
-func register[C, R any](t CommandType, decode func([]byte) (*C, error), stamp func(*C) int64,
-	apply func(*Processor, *store.Tx, *store.Meta, *C) R) {
+// (nil for commands that carry none) and what applying it does, which
+// returns the answer the command declares (Answering). A type registered
+// twice panics at start-up.
+func register[C, R any, PC interface {
+	*C
+	Answering[R]
+}](t CommandType, decode func([]byte) (PC, error), stamp func(PC) int64,
+	apply func(*Processor, *store.Tx, *store.Meta, PC) R) {
 	if _, dup := handlers[t]; dup {
 		panic(fmt.Sprintf("raftfsm: command type %d registered twice", t))
 	}
