@@ -52,6 +52,10 @@ type handler func(p *Processor, tx *store.Tx, meta *store.Meta, data []byte) any
 // handlers is every command type's handler, registered once in init.
 var handlers = map[CommandType]handler{}
 
+// decoders is every command type's decoder (the entry without its type
+// byte), registered with its handler; the fuzz tests reach them all here.
+var decoders = map[CommandType]func([]byte) (Command, error){}
+
 // register adds a command type: its decoder, the leader-stamped time in it
 // (nil for commands that carry none) and what applying it does, which
 // returns the answer the command declares (Answering). A type registered
@@ -63,6 +67,13 @@ func register[C, R any, PC interface {
 	apply func(*Processor, *store.Tx, *store.Meta, PC) R) {
 	if _, dup := handlers[t]; dup {
 		panic(fmt.Sprintf("raftfsm: command type %d registered twice", t))
+	}
+	decoders[t] = func(b []byte) (Command, error) {
+		cmd, err := decode(b)
+		if err != nil {
+			return nil, err
+		}
+		return cmd, nil
 	}
 	handlers[t] = func(p *Processor, tx *store.Tx, meta *store.Meta, data []byte) any {
 		cmd, err := decode(data[1:])
