@@ -43,6 +43,8 @@ type Server struct {
 	routeList     []string            // "METHOD /path" of every route, in registration order
 	version       string              // Options.Version
 	started       time.Time           // when the API was made: the node's uptime
+
+	diskUsage func() (used, total uint64, err error) // Options.DiskUsage
 }
 
 // Options are the HTTP API's optional parts.
@@ -61,6 +63,9 @@ type Options struct {
 	InFlightBytes int64
 	// Version is the binary's version, reported by /health.
 	Version string
+	// DiskUsage reports the bytes used and the size of the file system
+	// that holds the node's data, for /health; nil: not reported.
+	DiskUsage func() (used, total uint64, err error)
 }
 
 // New returns the HTTP API over svc.
@@ -70,6 +75,7 @@ func New(svc *broker.Service, log *slog.Logger, opts Options) *Server {
 	}
 	s := &Server{svc: svc, mux: http.NewServeMux(), log: log, metrics: opts.Metrics, peers: newPeerLinks(opts.PeerTLS), auth: opts.Auth,
 		inFlight: semaphore.NewWeighted(opts.InFlightBytes), version: opts.Version, started: time.Now()}
+	s.diskUsage = opts.DiskUsage
 	s.routes()
 	return s
 }
