@@ -55,14 +55,15 @@ func TestMetricsExposition(t *testing.T) {
 }
 
 // The dashboard, driven by headless Chromium: a pushed message's queue
-// appears with the right count.
+// appears with its partition and message counts, and the leader is named.
 func TestDashboardShowsQueuesInABrowser(t *testing.T) {
 	n := startSingle(t)
 	n.push(pushItem{Queue: "dash-q", Payload: 1}, pushItem{Queue: "dash-q", Payload: 2}, pushItem{Queue: "dash-q", Payload: 3})
 	cl := kafkaClient(t, []string{n.kafkaAddr}, kgo.DefaultProduceTopic("dash-t"))
 	createTopic(t, cl, "dash-t", 1, nil)
 
-	want := `<td>dash-q</td><td>Default</td><td class="n">3</td>`
+	// The queue's row: 1 partition, 3 messages.
+	want := `data-queue="dash-q"><td><a href="#queue=dash-q">dash-q</a></td><td class="n">1</td><td class="n">3</td>`
 	waitFor(t, 60*time.Second, func() error {
 		out, err := renderPage(t, n.url("/"))
 		if err != nil {
@@ -87,7 +88,7 @@ func TestDashboardWithAuthTakesAToken(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if !strings.Contains(out, `<form id="login">`) || strings.Contains(out, "dash-secure") {
+		if !strings.Contains(out, `<form id="login">`) || !strings.Contains(out, `<main id="content" hidden="">`) || strings.Contains(out, "dash-secure") {
 			return fmt.Errorf("without a token the page shows no token form, or shows data:\n%.2000s", out)
 		}
 		return nil
@@ -97,7 +98,7 @@ func TestDashboardWithAuthTakesAToken(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if !strings.Contains(out, "<td>dash-secure</td>") || !strings.Contains(out, `<form id="login" hidden="">`) {
+		if !strings.Contains(out, `>dash-secure</a></td>`) || !strings.Contains(out, `<form id="login" hidden="">`) || !strings.Contains(out, `<main id="content">`) {
 			return fmt.Errorf("with a token the page lacks the queue, or still asks:\n%.2000s", out)
 		}
 		return nil
@@ -105,8 +106,15 @@ func TestDashboardWithAuthTakesAToken(t *testing.T) {
 }
 
 // renderPage loads url in headless Chromium and returns the DOM after its
-// scripts ran.
+// scripts ran (5 s of the page's time: two or three polls).
 func renderPage(t *testing.T, url string) (string, error) {
+	out, err := runChromium(t, "--virtual-time-budget=5000", "--dump-dom", url)
+	return string(out), err
+}
+
+// runChromium runs headless Chromium with a throw-away profile and the
+// given arguments, and returns its standard output.
+func runChromium(t *testing.T, args ...string) ([]byte, error) {
 	chromium, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Fatal("chromium is not installed (apt-get install -y chromium; .ci/run does this)")
@@ -116,9 +124,7 @@ func renderPage(t *testing.T, url string) (string, error) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(profile)
-	cmd := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--user-data-dir="+profile,
-		"--virtual-time-budget=5000", "--dump-dom", url)
-	out, err := cmd.Output()
-	return string(out), err
+	cmd := exec.Command(chromium, append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--user-data-dir=" + profile}, args...)...)
+	return cmd.Output()
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	rtmetrics "runtime/metrics"
 	"slices"
 	"sync"
 	"time"
@@ -121,6 +122,9 @@ type memberJSON struct {
 	// registered it, or else as its /health says (1 from a binary older
 	// than formats); null when neither is known.
 	LogFormat *uint32 `json:"logFormat"`
+	// The member's resources as its /health reports them; null when
+	// unknown (unreachable, or a binary that does not report them).
+	resourcesJSON
 }
 
 type clusterJSON struct {
@@ -163,6 +167,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 			mj.State, mj.Role, mj.Term, mj.Applied = "up", h.Role, ptr(h.Term), ptr(h.Applied)
 			mj.Version, mj.UptimeSeconds = s.version, ptr(int64(time.Since(s.started).Seconds()))
 			mj.LogFormat = ptr(uint32(raftfsm.MaxLogFormat))
+			mj.resourcesJSON = s.resources()
 			continue
 		}
 		if m.HTTPAddr == "" {
@@ -179,6 +184,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 			}
 			mj.State, mj.Role, mj.Term, mj.Applied = "up", peer.Raft.Role, ptr(peer.Raft.Term), ptr(peer.Raft.Applied)
 			mj.Version, mj.UptimeSeconds = peer.Version, ptr(peer.UptimeSeconds)
+			mj.resourcesJSON = peer.resourcesJSON
 			if mj.LogFormat == nil {
 				mj.LogFormat = ptr(max(peer.LogFormat, 1))
 			}
@@ -353,6 +359,34 @@ type healthJSON struct {
 	// Version is the node's binary; UptimeSeconds how long it has served.
 	Version       string `json:"version"`
 	UptimeSeconds int64  `json:"uptimeSeconds"`
+	resourcesJSON
+}
+
+// resourcesJSON is what a node uses of its machine. DiskUsedBytes and
+// DiskTotalBytes are of the file system holding its data directory (null
+// when unknown); MemoryBytes is the memory the Go runtime holds from the
+// operating system (mapped, less what it has given back; memory-mapped
+// badger files are not counted).
+type resourcesJSON struct {
+	DiskUsedBytes  *uint64 `json:"diskUsedBytes"`
+	DiskTotalBytes *uint64 `json:"diskTotalBytes"`
+	MemoryBytes    *uint64 `json:"memoryBytes"`
+}
+
+// resources measures this node's resourcesJSON.
+func (s *Server) resources() resourcesJSON {
+	var out resourcesJSON
+	if s.diskUsage != nil {
+		if used, total, err := s.diskUsage(); err == nil {
+			out.DiskUsedBytes, out.DiskTotalBytes = ptr(used), ptr(total)
+		}
+	}
+	sample := []rtmetrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	rtmetrics.Read(sample)
+	if sample[0].Value.Kind() == rtmetrics.KindUint64 && sample[1].Value.Kind() == rtmetrics.KindUint64 {
+		out.MemoryBytes = ptr(sample[0].Value.Uint64() - sample[1].Value.Uint64())
+	}
+	return out
 }
 
 // Node ids are numbers; leader is null while none is known.
@@ -380,6 +414,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		LogFormat:     uint32(raftfsm.MaxLogFormat),
 		Version:       s.version,
 		UptimeSeconds: int64(time.Since(s.started).Seconds()),
+		resourcesJSON: s.resources(),
 	}
 	status := http.StatusOK
 	if h.LeaderID == "" {

@@ -44,6 +44,7 @@ type Server struct {
 	version       string                                 // Options.Version
 	started       time.Time                              // when the API was made: the node's uptime
 	kafkaGroups   func(string) (broker.KafkaGroup, bool) // Options.KafkaGroups
+	diskUsage     func() (used, total uint64, err error) // Options.DiskUsage
 }
 
 // Options are the HTTP API's optional parts.
@@ -65,6 +66,9 @@ type Options struct {
 	// KafkaGroups describes a Kafka consumer group's membership, which the
 	// Kafka listener holds on the leader; nil: none.
 	KafkaGroups func(group string) (broker.KafkaGroup, bool)
+	// DiskUsage reports the bytes used and the size of the file system
+	// that holds the node's data, for /health; nil: not reported.
+	DiskUsage func() (used, total uint64, err error)
 }
 
 // New returns the HTTP API over svc.
@@ -73,7 +77,8 @@ func New(svc *broker.Service, log *slog.Logger, opts Options) *Server {
 		opts.InFlightBytes = DefaultInFlightBytes
 	}
 	s := &Server{svc: svc, mux: http.NewServeMux(), log: log, metrics: opts.Metrics, peers: newPeerLinks(opts.PeerTLS), auth: opts.Auth,
-		inFlight: semaphore.NewWeighted(opts.InFlightBytes), version: opts.Version, started: time.Now(), kafkaGroups: opts.KafkaGroups}
+		inFlight: semaphore.NewWeighted(opts.InFlightBytes), version: opts.Version, started: time.Now(),
+		kafkaGroups: opts.KafkaGroups, diskUsage: opts.DiskUsage}
 	s.routes()
 	return s
 }

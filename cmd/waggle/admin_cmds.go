@@ -213,7 +213,7 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 				fmt.Fprintln(c.OutOrStdout(), cl.NotAMember)
 			}
 			fmt.Fprintf(c.OutOrStdout(), "raft log format written: %d\n", max(cl.LogFormat, 1)) // 0: a node older than formats
-			t.row("NODE", "STATE", "ROLE", "TERM", "APPLIED", "LAG", "VERSION", "UPTIME", "HTTP", "KAFKA", "RAFT", "READS FORMAT")
+			t.row("NODE", "STATE", "ROLE", "TERM", "APPLIED", "LAG", "VERSION", "UPTIME", "DISK", "MEM", "HTTP", "KAFKA", "RAFT", "READS FORMAT")
 			var unreachable []string
 			for _, m := range cl.Members {
 				state, uptime := cmp.Or(m.State, "-"), "-"
@@ -224,7 +224,7 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 					unreachable = append(unreachable, fmt.Sprintf("node %d: %s", m.ID, m.Error))
 				}
 				t.row(m.ID, state, cmp.Or(m.Role, "-"), orDash(m.Term), orDash(m.Applied), orDash(m.Lag), cmp.Or(m.Version, "-"), uptime,
-					m.HTTPAddr, m.KafkaAddr, m.RaftAddr, orDash(m.LogFormat))
+					diskShare(m.DiskUsedBytes, m.DiskTotalBytes), bytesOrDash(m.MemoryBytes), m.HTTPAddr, m.KafkaAddr, m.RaftAddr, orDash(m.LogFormat))
 			}
 			defer func() {
 				for _, u := range unreachable {
@@ -296,6 +296,34 @@ func newVersionCmd() *cobra.Command {
 }
 
 // orDash prints *v, or "-" when nil.
+// diskShare shows disk use as "12.0 GiB/50.0 GiB (24%)", or "-".
+func diskShare(used, total *uint64) string {
+	if used == nil || total == nil || *total == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s/%s (%d%%)", humanBytes(*used), humanBytes(*total), *used*100 / *total)
+}
+
+// bytesOrDash shows a byte count in binary units, or "-".
+func bytesOrDash(b *uint64) string {
+	if b == nil {
+		return "-"
+	}
+	return humanBytes(*b)
+}
+
+// humanBytes shows b in the largest binary unit that keeps it at least 1.
+func humanBytes(b uint64) string {
+	if b < 1024 {
+		return fmt.Sprintf("%d B", b)
+	}
+	v, unit := float64(b)/1024, 0
+	for v >= 1024 && unit < 4 {
+		v, unit = v/1024, unit+1
+	}
+	return fmt.Sprintf("%.1f %ciB", v, "KMGTP"[unit])
+}
+
 func orDash[T any](v *T) string {
 	if v == nil {
 		return "-"

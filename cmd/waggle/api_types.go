@@ -103,6 +103,11 @@ type clusterInfo struct {
 		Version       string  `json:"version"`
 		UptimeSeconds *int64  `json:"uptimeSeconds"`
 		LogFormat     *int    `json:"logFormat"`
+		// The member's disk (its data directory's file system) and Go
+		// runtime memory; null when unknown.
+		DiskUsedBytes  *uint64 `json:"diskUsedBytes"`
+		DiskTotalBytes *uint64 `json:"diskTotalBytes"`
+		MemoryBytes    *uint64 `json:"memoryBytes"`
 	} `json:"members"`
 }
 

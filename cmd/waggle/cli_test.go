@@ -221,7 +221,9 @@ func TestCLIAgainstARealServer(t *testing.T) {
 	}
 
 	// Cluster.
-	requireContains(t, mustCLI(t, srv, "cluster", "status"), "up", "leader", kafkaAddr)
+	// DISK is "used/total (n%)" of the data directory's file system; MEM
+	// the Go runtime's memory, in MiB for any live node.
+	requireContains(t, mustCLI(t, srv, "cluster", "status"), "up", "leader", kafkaAddr, "DISK", "MEM", "iB/", "%)", " MiB")
 	if _, err := cli(t, srv, "", "cluster", "remove", "9"); err == nil || !strings.Contains(err.Error(), "not_found") {
 		t.Fatalf("removing an unknown node: %v", err)
 	}

@@ -31,6 +31,17 @@ func freeBytes(dir string) (uint64, error) {
 	return fs.Bavail * uint64(fs.Bsize), nil
 }
 
+// diskUsage is the bytes in use and the size of dir's file system, as df
+// counts them (used includes the blocks reserved for root).
+func diskUsage(dir string) (used, total uint64, err error) {
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fs); err != nil {
+		return 0, 0, err
+	}
+	total = fs.Blocks * uint64(fs.Bsize)
+	return total - fs.Bfree*uint64(fs.Bsize), total, nil
+}
+
 // checkFreeSpace reports an error when dir has less than min bytes free.
 func checkFreeSpace(dir string, min uint64) error {
 	free, err := freeBytes(dir)

@@ -249,7 +249,8 @@ func serve(ctx context.Context, o serveOptions) error {
 	defer ks.Close()
 	diskLow := watchFreeSpace(ctx, o.dataDir, minFree, o.storageMinFreeMiB<<20, 250*time.Millisecond,
 		storageFull(svc, nodeClient(peerTLS, authConf.BootstrapToken), scheme, log), log)
-	srv := &http.Server{Handler: httpapi.New(svc, log, httpapi.Options{Metrics: m, PeerTLS: peerTLS, Auth: authConf, Version: version, KafkaGroups: ks.DescribeGroup}), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: httpapi.New(svc, log, httpapi.Options{Metrics: m, PeerTLS: peerTLS, Auth: authConf, Version: version,
+		KafkaGroups: ks.DescribeGroup, DiskUsage: func() (uint64, uint64, error) { return diskUsage(o.dataDir) }}), ReadHeaderTimeout: 10 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
 	go func() {
