@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -25,7 +26,18 @@ import (
 // waggleBinary is the waggle binary built once for the whole package.
 var waggleBinary string
 
+// smokeTests is the slice of this suite `go test -short` runs (unless -run
+// names others): one real-process check of each main path, for a
+// contributor's inner loop. CI runs everything.
+const smokeTests = `^(TestPushQueuesThenAnswersRetryAsDuplicate|TestKillNineKeepsAcknowledgedMessagesAndDedup|` +
+	`TestPopAckRoundTrip|TestTransactionsOnceAndTimersAcrossFailover|TestFailoverAnswersRetryAsDuplicate|` +
+	`TestKafkaProduceConsumeKeyedRecordsWithHeaders|TestHTTPAndKafkaReadEachOther|TestBadInputIsRefusedAndWritesNothing)$`
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() && flag.Lookup("test.run").Value.String() == "" {
+		flag.Set("test.run", smokeTests)
+	}
 	dir, err := os.MkdirTemp("", "waggle-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
