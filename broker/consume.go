@@ -109,18 +109,29 @@ func (s *Service) Pop(ctx context.Context, r PopRequest) ([]PoppedMessage, error
 		if res.More {
 			wait, rounds = min(wait, time.Second), 0
 		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-appended:
-			timer.Stop()
-		case <-timer.C:
-			if !res.More {
-				return nil, nil
-			}
-		case <-ctx.Done():
-			timer.Stop()
+		if !s.waitForAppend(ctx, appended, wait) && !res.More {
 			return nil, nil
 		}
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+	}
+}
+
+// waitForAppend waits up to wait for appended to close, counted as a long
+// poll while it does (tests wait on that gauge to know a pop is parked);
+// it reports whether the append came.
+func (s *Service) waitForAppend(ctx context.Context, appended <-chan struct{}, wait time.Duration) bool {
+	defer s.Metrics.LongPoll("pop")()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-appended:
+		return true
+	case <-timer.C:
+		return false
+	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -162,6 +162,8 @@ type Health struct {
 	Applied    uint64
 	// LastSnapshotIndex is the raft index of this node's newest snapshot.
 	LastSnapshotIndex uint64
+	// ClockMs is the replicated clock as of the last applied entry.
+	ClockMs int64
 }
 
 // Health reports this node's raft state.
@@ -176,6 +178,7 @@ func (s *Service) Health() Health {
 		Term:       r.CurrentTerm(),
 		Commit:     r.CommitIndex(),
 		Applied:    s.node.FSM.AppliedIndex(),
+		ClockMs:    s.node.FSM.ClockMs(),
 	}
 	h.LastSnapshotIndex, _ = strconv.ParseUint(r.Stats()["last_snapshot_index"], 10, 64)
 	if id != "" {

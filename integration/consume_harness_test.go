@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
+	"time"
 )
 
 type poppedMessage struct {
@@ -80,4 +82,19 @@ func pushN(t testing.TB, n *node, queue string, partitions, count int) {
 		}
 		n.push(items...)
 	}
+}
+
+// waitLongPolls waits until n reports want requests of kind ("pop" or
+// "fetch") parked waiting for data (the waggle_long_polls_waiting gauge), so
+// a test appends only once its reader is really waiting: the wake-up path
+// is then what it tests.
+func waitLongPolls(t testing.TB, n *node, kind string, want int) {
+	t.Helper()
+	line := fmt.Sprintf("waggle_long_polls_waiting{kind=%q} %d\n", kind, want)
+	waitFor(t, 20*time.Second, func() error {
+		if !strings.Contains(metricsText(t, n), line) {
+			return fmt.Errorf("the metrics lack %q", strings.TrimSpace(line))
+		}
+		return nil
+	})
 }

@@ -284,7 +284,7 @@ func TestLongPollPopReturnsSoonAfterPush(t *testing.T) {
 		}
 		close(got)
 	}()
-	time.Sleep(500 * time.Millisecond) // the pop is waiting
+	waitLongPolls(t, n, "pop", 1)
 	n.push(pushItem{Queue: "lp", TransactionID: "now", Payload: 1})
 	pushed := time.Now()
 	at, ok := <-got

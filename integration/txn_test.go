@@ -230,6 +230,30 @@ func scheduleTimer(t testing.TB, n *node, key string, delayMs int) {
 	}
 }
 
+// replicatedClock is n's replicated clock (Unix ms) as of its last applied
+// entry.
+func replicatedClock(t testing.TB, n *node) int64 {
+	t.Helper()
+	var h struct {
+		Raft struct {
+			ClockMs int64 `json:"clockMs"`
+		} `json:"raft"`
+	}
+	getJSON(t, n.url("/health"), &h)
+	return h.Raft.ClockMs
+}
+
+// waitReplicatedClock waits until n's replicated clock reaches atMs.
+func waitReplicatedClock(t testing.TB, n *node, atMs int64) {
+	t.Helper()
+	waitFor(t, 20*time.Second, func() error {
+		if now := replicatedClock(t, n); now < atMs {
+			return fmt.Errorf("replicated clock at %d, waiting for %d", now, atMs)
+		}
+		return nil
+	})
+}
+
 func timerFirings(t testing.TB, n *node, key string) int {
 	var f fetchAnswer
 	postJSON(t, n.url("/api/v1/fetch"), map[string]any{"entries": []map[string]any{{"queue": "reminders", "offset": 0}}}, &f)
@@ -249,6 +273,7 @@ func TestTimerFiresOnceAndCancelledNever(t *testing.T) {
 	scheduled := time.Now()
 	scheduleTimer(t, n, "soon", 300)
 	scheduleTimer(t, n, "cancelled", 1500)
+	clock := replicatedClock(t, n) // at least the time the schedule was stamped with
 	var c struct{ Status string }
 	if do(t, http.MethodDelete, n.url("/api/v1/timers/reminders/cancelled"), nil, &c); c.Status != "cancelled" {
 		t.Fatalf("cancel: %+v", c)
@@ -262,7 +287,10 @@ func TestTimerFiresOnceAndCancelledNever(t *testing.T) {
 	if time.Since(scheduled) < 300*time.Millisecond {
 		t.Fatal("the timer fired early")
 	}
-	time.Sleep(2500 * time.Millisecond) // past the cancelled one's due time, and more ticks
+	// Timers fire by the replicated clock, on the leader's ticks (every
+	// second): once it is 2 s past the cancelled one's due time, ticks
+	// stamped after that time have been applied.
+	waitReplicatedClock(t, n, clock+1500+2000)
 	if got := timerFirings(t, n, "soon"); got != 1 {
 		t.Fatalf("the timer fired %d times", got)
 	}
@@ -305,7 +333,9 @@ func TestTransactionsOnceAndTimersAcrossFailover(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(1500 * time.Millisecond)
+	// More ticks, by the replicated clock, after the firing: none fires it
+	// again.
+	waitReplicatedClock(t, c.leader(), replicatedClock(t, c.leader())+2000)
 	for _, n := range c.live() {
 		c.waitCaughtUp(n)
 		if got := timerFirings(t, n, "across"); got != 1 {

@@ -42,7 +42,7 @@ func TestPopFindsAMessageBeyondTheFirstThousandPartitions(t *testing.T) {
 		_, got := n.pop(t, "wide", map[string]string{"consumerGroup": "g", "wait": "true", "timeout": "20000"})
 		done <- got
 	}()
-	time.Sleep(200 * time.Millisecond) // let the pop start waiting (a later push is found either way)
+	waitLongPolls(t, n, "pop", 1) // the pop is parked: the push must wake it
 	pushedAt := time.Now()
 	n.push(pushItem{Queue: "wide", Partition: "p-02500", TransactionID: "new-2", Payload: 2})
 	select {

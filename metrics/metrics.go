@@ -24,6 +24,7 @@ type Metrics struct {
 	applyLatency  prometheus.Histogram
 	leaderChanges prometheus.Counter
 	kafkaThrottle prometheus.Counter
+	longPolls     *prometheus.GaugeVec
 }
 
 // New creates the instruments in a fresh registry, with Go runtime and
@@ -57,8 +58,12 @@ func New() *Metrics {
 		kafkaThrottle: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "waggle_kafka_throttle_seconds_total", Help: "Time Kafka connections went unread because the in-flight request budget was full.",
 		}),
+		longPolls: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "waggle_long_polls_waiting", Help: "Requests waiting for data to arrive, by kind (pop: HTTP pops, fetch: Kafka fetches).",
+		}, []string{"kind"}),
 	}
-	r.MustRegister(m.httpRequests, m.httpLatency, m.kafkaRequests, m.kafkaLatency, m.pushOutcomes, m.applyLatency, m.leaderChanges, m.kafkaThrottle)
+	r.MustRegister(m.httpRequests, m.httpLatency, m.kafkaRequests, m.kafkaLatency, m.pushOutcomes, m.applyLatency, m.leaderChanges,
+		m.kafkaThrottle, m.longPolls)
 	return m
 }
 
@@ -118,4 +123,15 @@ func (m *Metrics) LeaderChanged() {
 	if m != nil {
 		m.leaderChanges.Inc()
 	}
+}
+
+// LongPoll counts a request of kind that starts waiting for data; the
+// function it returns counts it done.
+func (m *Metrics) LongPoll(kind string) (done func()) {
+	if m == nil {
+		return func() {}
+	}
+	g := m.longPolls.WithLabelValues(kind)
+	g.Inc()
+	return g.Dec
 }

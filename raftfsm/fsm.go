@@ -129,6 +129,15 @@ func (f *FSM) AppliedIndex() uint64 {
 	return f.meta.AppliedIndex
 }
 
+// ClockMs is the replicated clock (Unix ms) as of the last applied entry:
+// the latest time a leader stamped into one. Timers, leases and dedup
+// windows expire by it.
+func (f *FSM) ClockMs() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.meta.ClockMs
+}
+
 // Apply implements raft.FSM.
 func (f *FSM) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 

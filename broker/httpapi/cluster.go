@@ -399,6 +399,9 @@ type raftJSON struct {
 	Commit            uint64       `json:"commit"`
 	Applied           uint64       `json:"applied"`
 	LastSnapshotIndex uint64       `json:"lastSnapshotIndex"`
+	// ClockMs is the replicated clock (Unix ms) as of the last applied
+	// entry, by which timers, leases and dedup windows expire.
+	ClockMs int64 `json:"clockMs"`
 }
 
 // health answers 200 while this node knows a leader, 503 otherwise, so a
@@ -409,7 +412,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		Status: "healthy",
 		NodeID: json.Number(h.NodeID),
 		Raft: raftJSON{Role: h.Role, LeaderAddr: h.LeaderRaft, LeaderHTTP: h.LeaderHTTP, Term: h.Term,
-			Commit: h.Commit, Applied: h.Applied, LastSnapshotIndex: h.LastSnapshotIndex},
+			Commit: h.Commit, Applied: h.Applied, LastSnapshotIndex: h.LastSnapshotIndex, ClockMs: h.ClockMs},
 		StorageFull:   s.svc.StorageFull(),
 		LogFormat:     uint32(raftfsm.MaxLogFormat),
 		Version:       s.version,
