@@ -108,6 +108,10 @@ type Node struct {
 	stop      chan struct{} // ends watchLogBytes
 }
 
+// RaftAddr is the address this node's peers dial: the advertised one, with
+// the port bound when it was configured as 0.
+func (n *Node) RaftAddr() string { return string(n.transport.LocalAddr()) }
+
 // StartNode opens the raft log and snapshots under cfg.Dir, catches the
 // store up to the newest snapshot if it fell behind, and starts raft. A node
 // with no raft state bootstraps the configured cluster (itself alone when
@@ -162,6 +166,7 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.RaftAdvertise = n.RaftAddr() // with port 0, the port the system picked
 
 	rc := raftConfig(cfg)
 	exists, err := raft.HasExistingState(cached, logs, snaps)

@@ -65,6 +65,9 @@ func newTransport(bind, advertise string, tlsConf *tlsconf.Config, logger hclog.
 	if err != nil {
 		return nil, fmt.Errorf("raft listener on %s: %w", bind, err)
 	}
+	if adv.Port == 0 { // bound to a port the system picked: advertise it
+		adv = &net.TCPAddr{IP: adv.IP, Port: ln.Addr().(*net.TCPAddr).Port, Zone: adv.Zone}
+	}
 	layer := &streamLayer{Listener: ln, advertise: adv, tls: tlsConf}
 	if tlsConf != nil {
 		layer.Listener = tls.NewListener(ln, tlsConf.Peer)

@@ -27,15 +27,18 @@ func freePort(t *testing.T) string {
 }
 
 // startServer runs a real single node (raft over TCP, badger on disk) in
-// this process and returns its HTTP and Kafka addresses.
+// this process and returns its HTTP and Kafka addresses. It binds port 0
+// and is told the ports the system picked (no free-port guess to race
+// with other tests).
 func startServer(t *testing.T) (httpAddr, kafkaAddr string) {
 	t.Helper()
-	httpAddr, kafkaAddr = freePort(t), freePort(t)
+	bound := make(chan [2]string, 1)
 	// The data directory is made before the cleanup that stops the server
 	// is registered, so it is removed after the server stopped (cleanups
 	// run last-registered first).
-	opts := serveOptions{dataDir: t.TempDir(), nodeID: 1, httpAddr: httpAddr, kafkaAddr: kafkaAddr,
-		raftAddr: freePort(t), logLevel: "error", logFormat: "text", kafka: defaultKafkaConfig()}
+	opts := serveOptions{dataDir: t.TempDir(), nodeID: 1, httpAddr: "127.0.0.1:0", kafkaAddr: "127.0.0.1:0",
+		raftAddr: "127.0.0.1:0", logLevel: "error", logFormat: "text", kafka: defaultKafkaConfig(),
+		listening: func(h, k, _ string) { bound <- [2]string{h, k} }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- serve(ctx, opts) }()
@@ -43,6 +46,14 @@ func startServer(t *testing.T) (httpAddr, kafkaAddr string) {
 		cancel()
 		<-done
 	})
+	select {
+	case addrs := <-bound:
+		httpAddr, kafkaAddr = addrs[0], addrs[1]
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the server did not start listening")
+	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		resp, err := http.Get("http://" + httpAddr + "/health")

@@ -55,6 +55,11 @@ type serveOptions struct {
 
 	tls tlsconf.Files
 
+	// listening, when set, is told the bound HTTP, Kafka and raft
+	// addresses once the node serves (a port 0 is then the one the system
+	// picked): in-process tests bind :0 instead of guessing a free port.
+	listening func(httpAddr, kafkaAddr, raftAddr string)
+
 	authOn             bool
 	bootstrapTokenFile string
 	jwtHS256KeyFile    string
@@ -259,7 +264,10 @@ func serve(ctx context.Context, o serveOptions) error {
 		}
 	}()
 	log.Info("waggle serving", "node", id, "http", ln.Addr().String(), "kafka", kln.Addr().String(),
-		"raft", o.raftAddr, "data", o.dataDir, "peers", len(peers))
+		"raft", node.RaftAddr(), "data", o.dataDir, "peers", len(peers))
+	if o.listening != nil {
+		o.listening(ln.Addr().String(), kln.Addr().String(), node.RaftAddr())
+	}
 
 	self := registration{ID: id, HTTPAddr: orDefault(o.advertiseHTTP, ln.Addr().String()), KafkaAddr: o.kafka.AdvertisedAddr}
 	go registerSelf(ctx, scheme+"://"+ln.Addr().String(), nodeClient(peerTLS, authConf.BootstrapToken), self, wonElection(ctx, node, id), log)
