@@ -32,7 +32,7 @@ const DefaultInFlightBytes = 32 << 20
 
 // Server routes HTTP requests to a broker.
 type Server struct {
-	svc           *broker.Service
+	svc           Broker
 	mux           *http.ServeMux
 	log           *slog.Logger
 	metrics       *metrics.Metrics
@@ -71,8 +71,8 @@ type Options struct {
 	DiskUsage func() (used, total uint64, err error)
 }
 
-// New returns the HTTP API over svc.
-func New(svc *broker.Service, log *slog.Logger, opts Options) *Server {
+// New returns the HTTP API over svc (a *broker.Service outside tests).
+func New(svc Broker, log *slog.Logger, opts Options) *Server {
 	if opts.InFlightBytes <= 0 {
 		opts.InFlightBytes = DefaultInFlightBytes
 	}

@@ -1,0 +1,78 @@
+package httpapi
+
+import (
+	"context"
+
+	"github.com/waggle-mq/waggle/auth"
+	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/store"
+)
+
+// Broker is what the HTTP API asks of the broker: exactly the methods of
+// *broker.Service it calls, so that its handlers can be tested against a
+// fake. The methods keep broker.Service's meaning (see there); their
+// errors are the broker's (broker.ErrNotFound, ...), which writeBrokerError
+// maps to statuses. The answers are the broker's plain data types.
+type Broker interface {
+	// Leadership, membership and the node (cluster.go, backup.go).
+	IsLeader() bool
+	AwaitLeaderHTTPAddr(ctx context.Context) (addr string, local bool, err error)
+	NodeID() string
+	Health() broker.Health
+	LogFormat() raftfsm.LogFormat
+	StorageFull() bool
+	Members() ([]broker.Member, error)
+	AddVoter(id, raftAddr string) error
+	AddNonvoter(id, raftAddr string) error
+	RemoveNode(id string) error
+	RegisterNode(a broker.NodeAddrs) error
+	Snapshot() (uint64, error)
+	Backup() (*raftfsm.Backup, error)
+
+	// Messages (messages.go).
+	Push(items []broker.PushItem) ([]broker.PushResult, error)
+	Fetch(reqs []broker.FetchRequest) ([]broker.FetchResult, error)
+
+	// Queues and topics (queues.go).
+	Configure(queue string, opts broker.QueueOptions) (broker.QueueInfo, error)
+	Queue(name string) (broker.QueueInfo, error)
+	Queues() ([]broker.QueueInfo, error)
+	DeleteTopic(name string) (broker.TopicOutcome, error)
+
+	// Consuming: pop, ack, leases, seek, dead letters (consume.go).
+	Pop(ctx context.Context, r broker.PopRequest) ([]broker.PoppedMessage, error)
+	Ack(group string, acks []broker.AckRequest) ([]broker.AckResult, error)
+	ExtendLease(leaseID string, seconds int64) (raftfsm.ExtendLeaseResult, error)
+	LeaseOwner(leaseID string) (group, queue string, found bool, err error)
+	Seek(group, queue string, r broker.SeekRequest) error
+	DeleteGroup(group string) error
+	DeadLetter(id string) (broker.DeadLetter, error)
+	DeadLetters(queue string) ([]broker.DeadLetter, error)
+	ReplayDeadLetter(id string) (broker.PushResult, error)
+	DeleteDeadLetter(id string) error
+	PurgeDeadLetters(queue string) (int, error)
+
+	// Consumer groups (groups.go).
+	GroupPartitions(group string) ([]broker.Cursor, error)
+	OffsetGroups() ([]string, error)
+
+	// Transactions, KV and timers (transaction.go, kv.go).
+	Transaction(r broker.TransactionRequest) (broker.TransactionResult, error)
+	KV(ops []broker.KVOp) (broker.KVCallResult, error)
+	KVGet(ns, key string) (broker.KVResult, error)
+	Once(ns, key string, ttlSeconds int64, forever bool) (bool, error)
+	Timers(ops []broker.TimerOp) ([]broker.TimerResult, error)
+	ListTimers(queue string) ([]store.Timer, error)
+
+	// Users and tokens (users.go, authn.go).
+	TokenPrincipal(token string) (auth.Principal, bool, error)
+	Users() ([]auth.Principal, error)
+	PutUser(p auth.Principal, password string) error
+	DeleteUser(name string) (bool, error)
+	Tokens() ([]auth.Principal, error)
+	CreateToken(p auth.Principal) (string, error)
+	DeleteToken(name string) (bool, error)
+}
+
+var _ Broker = (*broker.Service)(nil)
