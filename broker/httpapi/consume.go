@@ -30,7 +30,7 @@ type poppedJSON struct {
 func (s *Server) pop(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	req := broker.PopRequest{Queue: r.PathValue("queue"), Partition: r.PathValue("partition"), Group: q.Get("consumerGroup")}
-	if req.Group != "" && !s.allow(w, r, auth.Read, auth.Group, req.Group) {
+	if !s.allowGroup(w, r, req.Group) {
 		return
 	}
 	var err error
@@ -143,8 +143,15 @@ func (s *Server) answerAcks(w http.ResponseWriter, r *http.Request, group string
 	if group == "" && len(acks) > 0 {
 		group = acks[0].ConsumerGroup
 	}
-	if !s.allow(w, r, auth.Read, auth.Group, group) {
+	if !s.allowGroup(w, r, group) {
 		return
+	}
+	if queueMode(group) { // no group to check: each lease's queue is
+		for _, a := range acks {
+			if !s.allowLease(w, r, a.LeaseID) {
+				return
+			}
+		}
 	}
 	reqs := make([]broker.AckRequest, len(acks))
 	for i, a := range acks {
@@ -310,7 +317,19 @@ func (s *Server) allowLease(w http.ResponseWriter, r *http.Request, leaseID stri
 		s.writeBrokerError(w, err)
 		return false
 	}
-	return !found || (s.allow(w, r, auth.Read, auth.Group, group) && s.allow(w, r, auth.Read, auth.Queue, queue))
+	return !found || (s.allowGroup(w, r, group) && s.allow(w, r, auth.Read, auth.Queue, queue))
+}
+
+// queueMode reports whether group names no consumer group: a pop, ack or
+// lease of the queue itself (broker.DefaultGroup).
+func queueMode(group string) bool { return group == "" || group == broker.DefaultGroup }
+
+// allowGroup checks a consumer group against the request's principal. In
+// queue mode there is no group anyone is scoped to, so the queue's
+// permission alone decides (a group-scoped principal could lease messages
+// in queue mode and then never ack or extend them).
+func (s *Server) allowGroup(w http.ResponseWriter, r *http.Request, group string) bool {
+	return queueMode(group) || s.allow(w, r, auth.Read, auth.Group, group)
 }
 
 // allowDeadLetter checks the queue a dead letter would be replayed into

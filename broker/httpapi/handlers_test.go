@@ -141,11 +141,20 @@ func TestAuthorization(t *testing.T) {
 		{"scoped acks for another group", "POST", "/api/v1/ack", `{"transactionId":"t","consumerGroup":"h"}`, "Bearer scoped", 403, "Ack"},
 		{"scoped extends a lease on another queue", "POST", "/api/v1/lease/L-b/extend", `{"seconds":30}`, "Bearer scoped", 403, "ExtendLease"},
 		{"scoped extends a lease on its queue", "POST", "/api/v1/lease/L-a1/extend", `{"seconds":30}`, "Bearer scoped", 200, "ExtendLease"},
+		// Queue mode (no consumer group): the lease's queue decides, for a
+		// group-scoped principal too (it could pop and then never ack).
+		{"scoped pops its queue in queue mode", "GET", "/api/v1/pop/queue/a1", "", "Bearer scoped", 204, "Pop"},
+		{"scoped acks in queue mode on its queue", "POST", "/api/v1/ack", `{"transactionId":"t","partitionId":"1","leaseId":"Q-a1"}`, "Bearer scoped", 200, "Ack"},
+		{"scoped acks in queue mode on another queue", "POST", "/api/v1/ack", `{"transactionId":"t","partitionId":"1","leaseId":"Q-b"}`, "Bearer scoped", 403, "Ack"},
+		{"scoped extends a queue-mode lease on its queue", "POST", "/api/v1/lease/Q-a1/extend", `{"seconds":30}`, "Bearer scoped", 200, "ExtendLease"},
 		{"bootstrap token pushes anywhere", "POST", "/api/v1/push", items, "Bearer boot", 201, "Push"},
 		{"public route without a token", "GET", "/api/v1/openapi.json", "", "", 200, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeBroker{tokens: tokens, leaseOwner: func(id string) (string, string, bool, error) {
+				if queue, ok := strings.CutPrefix(id, "Q-"); ok {
+					return broker.DefaultGroup, queue, true, nil // a queue-mode lease
+				}
 				return "g", strings.TrimPrefix(id, "L-"), true, nil
 			}}
 			s := newTestServer(f, Options{Auth: AuthConfig{Enabled: true, BootstrapToken: "boot"}})
