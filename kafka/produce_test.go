@@ -144,6 +144,9 @@ func TestProduceValidationOrder(t *testing.T) {
 			if p.ErrorCode != tc.want {
 				t.Fatalf("error %s, want %s", codeName(p.ErrorCode), codeName(tc.want))
 			}
+			if tc.want != 0 && p.BaseOffset != -1 {
+				t.Errorf("refused with base offset %d, want -1", p.BaseOffset)
+			}
 			if asked := len(fb.produced) > 0; asked != tc.wantBroker {
 				t.Fatalf("broker asked to append: %v, want %v", asked, tc.wantBroker)
 			}
