@@ -12,6 +12,7 @@ import (
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/raftfsm"
 	"github.com/waggle-mq/waggle/recordbatch"
 	"github.com/waggle-mq/waggle/store"
 )
@@ -145,6 +146,29 @@ func (f *fakeBroker) ReadPartition(topic string, partition int32, offset int64, 
 	f.reads = append(f.reads, topic)
 	f.mu.Unlock()
 	return f.read(topic, partition, offset)
+}
+
+// OffsetForTime answers the first offset at or after timestampMs, with
+// one record a millisecond from offset 0 at time 1000.
+func (f *fakeBroker) OffsetForTime(topic string, partition int32, timestampMs int64) (int64, int64, broker.TopicOutcome, error) {
+	if _, ok := f.topics[topic]; !ok {
+		return -1, -1, broker.TopicUnknown, nil
+	}
+	return max(timestampMs-1000, 0), max(timestampMs, 1000), broker.TopicOK, nil
+}
+
+// CreateTopic creates a topic in topics (auto-creation from Metadata).
+func (f *fakeBroker) CreateTopic(name string, partitions int32, settings []raftfsm.TopicSetting) (broker.TopicOutcome, error) {
+	if !f.IsLeader() {
+		return 0, broker.ErrNotLeader
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.topics[name]; ok {
+		return broker.TopicExists, nil
+	}
+	f.topics[name] = broker.TopicInfo{ID: uint64(100 + len(f.topics)), Name: name, Partitions: partitions}
+	return broker.TopicOK, nil
 }
 
 func (f *fakeBroker) CommitOffsets(group string, offsets []broker.OffsetCommit) ([]broker.TopicOutcome, error) {
