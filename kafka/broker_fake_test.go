@@ -145,6 +145,9 @@ func (f *fakeBroker) ReadPartition(topic string, partition int32, offset int64, 
 	f.mu.Lock()
 	f.reads = append(f.reads, topic)
 	f.mu.Unlock()
+	if f.read == nil {
+		panic("fakeBroker: ReadPartition called by a test that set no read")
+	}
 	return f.read(topic, partition, offset)
 }
 
