@@ -53,7 +53,7 @@ func handleProduce(c *conn, kreq kmsg.Request) (reply, error) {
 				code = c.checkProduce(req.Acks, name)
 			}
 			if code != 0 {
-				p.ErrorCode = code
+				p.ErrorCode, p.BaseOffset = code, -1 // as every other refusal, and Kafka
 				continue
 			}
 			if wait := c.producePartition(name, rp, p); wait != nil {

@@ -4,5 +4,5 @@
 // Kafka error codes. Requests are decoded and encoded with franz-go's kmsg.
 //
 // It holds no state and touches no storage: every request becomes calls on
-// broker.Service.
+// the Broker (broker.Service in waggle serve).
 package kafka

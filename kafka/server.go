@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/waggle-mq/waggle/auth"
-	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/metrics"
 )
 
@@ -85,7 +84,7 @@ func DefaultConfig() Config {
 
 // Server accepts Kafka connections and serves them from a broker.
 type Server struct {
-	svc *broker.Service
+	svc Broker
 	cfg Config
 	log *slog.Logger
 
@@ -100,8 +99,8 @@ type Server struct {
 	conns  map[net.Conn]struct{}
 }
 
-// New returns a listener over svc.
-func New(svc *broker.Service, cfg Config, log *slog.Logger) *Server {
+// New returns a listener over svc (a *broker.Service, or a fake in tests).
+func New(svc Broker, cfg Config, log *slog.Logger) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	if cfg.InFlightBytes <= 0 {
 		cfg.InFlightBytes = DefaultConfig().InFlightBytes

@@ -1,0 +1,67 @@
+package kafka
+
+import (
+	"time"
+
+	"github.com/waggle-mq/waggle/auth"
+	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/recordbatch"
+	"github.com/waggle-mq/waggle/store"
+)
+
+// Broker is what the listener needs of the broker: exactly the methods of
+// *broker.Service this package calls, and nothing else. `waggle serve`
+// passes the service; unit tests pass a fake (broker_fake_test.go), so
+// request handling (validation order, error codes, authorization) is tested
+// without raft or storage. The meaning of each method is documented on
+// broker.Service.
+type Broker interface {
+	// Cluster and leadership.
+	IsLeader() bool
+	LeaderTerm() (term uint64, leading bool)
+	LeaderEpoch() int32
+	LeaderWithID() (addr, id string)
+	LeaderCaughtUp() bool
+	NodeID() string
+	Members() ([]broker.Member, error)
+	LogFormat() raftfsm.LogFormat
+	Now() time.Time
+
+	// Authentication (SASL).
+	User(name string) (auth.User, bool, error)
+
+	// Topics.
+	Topics(names []string) ([]broker.TopicInfo, error)
+	TopicDefaults() broker.TopicInfo
+	CreateTopic(name string, partitions int32, settings []raftfsm.TopicSetting) (broker.TopicOutcome, error)
+	AlterTopic(name string, settings []raftfsm.TopicSetting) (broker.TopicOutcome, error)
+	AddPartitions(name string, count int32) (broker.TopicOutcome, error)
+	DeleteTopic(name string) (broker.TopicOutcome, error)
+	DeleteRecords(topic string, before []raftfsm.RecordsBefore) ([]raftfsm.DeleteRecordsResult, error)
+	PartitionSizes(topic broker.TopicInfo) ([]int64, error)
+
+	// Records.
+	ProduceAsync(topic string, partition, autoCreate int32, batches []recordbatch.Batch) func() (broker.ProduceResult, error)
+	ReadPartition(topic string, partition int32, offset int64, maxBytes int, readCommitted bool) (broker.PartitionLog, error)
+	OffsetForTime(topic string, partition int32, timestampMs int64) (offset, foundTimestamp int64, outcome broker.TopicOutcome, err error)
+	NewProducerID() (int64, error)
+	PartitionProducers(topic string, partition int32) (out []broker.ActiveProducer, outcome broker.TopicOutcome, complete bool, err error)
+
+	// Committed offsets of consumer groups.
+	CommitOffsets(group string, offsets []broker.OffsetCommit) ([]broker.TopicOutcome, error)
+	GroupOffsets(group string) ([]broker.OffsetCommit, error)
+	DeleteOffsets(group string, all bool, offsets []broker.OffsetCommit) (int, error)
+	OffsetGroups() ([]string, error)
+
+	// Transactions (KIP-98).
+	InitTxnProducer(id string, timeoutMs int32, producerID int64, epoch int16) (raftfsm.TxnProducerResult, error)
+	AddToTxn(id string, producerID int64, epoch int16, parts []broker.TxnPartition, groups []string) (raftfsm.AddToTxnResult, error)
+	TxnOffsetCommit(id string, producerID int64, epoch int16, group string, offsets []broker.OffsetCommit) ([]broker.TopicOutcome, error)
+	EndTxn(id string, producerID int64, epoch int16, commit bool) (broker.TopicOutcome, error)
+	Txn(id string) (st broker.TxnState, found bool, err error)
+	EachTxn(fn func(broker.TxnState)) error
+	PendingTxnOffsets(group string) ([]store.TxnOffset, error)
+}
+
+var _ Broker = (*broker.Service)(nil)
