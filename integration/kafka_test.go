@@ -110,7 +110,7 @@ func TestKafkaLongPollFetchWakesOnAppend(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(time.Second) // let the consumer's fetch settle into its long wait
+	waitLongPolls(t, n, "fetch", 1) // the consumer's fetch waits: the append must wake it
 	sent := time.Now()
 	produceSync(t, producer, &kgo.Record{Value: []byte("wake up")})
 	at := <-got

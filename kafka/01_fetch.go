@@ -63,8 +63,9 @@ func handleFetch(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 }
 
 // waitAny waits until one of the signals fires (true), the timeout passes
-// or the server closes (false).
+// or the server closes (false), counted as a long poll meanwhile.
 func waitAny(c *conn, signals []<-chan struct{}, timeout time.Duration) bool {
+	defer c.s.cfg.Metrics.LongPoll("fetch")()
 	woken := make(chan struct{}, 1)
 	done := make(chan struct{})
 	defer close(done)
