@@ -69,8 +69,23 @@ func (r *benchRun) record(d time.Duration, msgs, bytes int) {
 	r.bytes.Add(int64(bytes))
 }
 
-// progress prints a live line to w every second until stop closes.
-func (r *benchRun) progress(w io.Writer, total int64, stop <-chan struct{}) {
+// progress prints a live line to w every second until the returned stop
+// is called; stop returns once the printer is done with w, so the caller
+// may write to w after it.
+func (r *benchRun) progress(w io.Writer, total int64) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		r.printProgress(w, total, quit)
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(quit) })
+		<-done
+	}
+}
+
+func (r *benchRun) printProgress(w io.Writer, total int64, stop <-chan struct{}) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -169,8 +184,8 @@ func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 				}
 			}
 			run := &benchRun{start: time.Now()}
-			stop := make(chan struct{})
-			go run.progress(c.ErrOrStderr(), int64(messages), stop)
+			stop := run.progress(c.ErrOrStderr(), int64(messages))
+			defer stop() // on an early return too; stop may be called twice
 			var next atomic.Int64
 			var wg sync.WaitGroup
 			nonce := time.Now().UnixNano()
@@ -217,7 +232,7 @@ func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 				}()
 			}
 			wg.Wait()
-			close(stop)
+			stop()
 			if err := run.report(c, o, fmt.Sprintf("one push of %d messages", batch)); err != nil {
 				return err
 			}
@@ -300,8 +315,8 @@ func newBenchKafkaCmd(o *clientOptions) *cobra.Command {
 			}
 			src := payload.New(uint64(time.Now().UnixNano()), compressible)
 			run := &benchRun{start: time.Now(), latencies: make([]time.Duration, 0, records)}
-			stop := make(chan struct{})
-			go run.progress(c.ErrOrStderr(), int64(records), stop)
+			stop := run.progress(c.ErrOrStderr(), int64(records))
+			defer stop() // on an early return too; stop may be called twice
 			var wg sync.WaitGroup
 			ctx := c.Context()
 			if ctx == nil {
@@ -320,7 +335,7 @@ func newBenchKafkaCmd(o *clientOptions) *cobra.Command {
 				})
 			}
 			wg.Wait()
-			close(stop)
+			stop()
 			if err := run.report(c, o, "one produced record (send to acknowledgement)"); err != nil {
 				return err
 			}
@@ -371,17 +386,17 @@ func benchConsume(c *cobra.Command, o *clientOptions, opts []kgo.Opt, topic stri
 	ctx, cancel := context.WithTimeout(cmp.Or(c.Context(), context.Background()), 10*time.Minute)
 	defer cancel()
 	run := &benchRun{start: time.Now()}
-	stop := make(chan struct{})
-	go run.progress(c.ErrOrStderr(), int64(n), stop)
+	stop := run.progress(c.ErrOrStderr(), int64(n))
+	defer stop() // on an early return too; stop may be called twice
 	for got := 0; got < n; {
 		t0 := time.Now()
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			close(stop)
+			stop()
 			return fmt.Errorf("consumed %d of %d records of %s before giving up", got, n, topic)
 		}
 		if errs := fs.Errors(); len(errs) > 0 {
-			close(stop)
+			stop()
 			return fmt.Errorf("consume %s: %w", topic, errs[0].Err)
 		}
 		bytes := 0
@@ -389,7 +404,7 @@ func benchConsume(c *cobra.Command, o *clientOptions, opts []kgo.Opt, topic stri
 		got += fs.NumRecords()
 		run.record(time.Since(t0), fs.NumRecords(), bytes)
 	}
-	close(stop)
+	stop()
 	return run.report(c, o, "one poll (fetch)")
 }
 
