@@ -601,3 +601,38 @@ func TestSmallListingsAndMeta(t *testing.T) {
 		return nil
 	})
 }
+
+// ConsumerGroups returns every group when there are at most limit (a
+// group with both a cursor and a subscription counted once), and none,
+// with complete false, when there are more.
+func TestConsumerGroupsAtTheLimit(t *testing.T) {
+	s := openTest(t)
+	write(t, s, func(tx *Tx) error {
+		for _, g := range []string{"b", "a", "a\x00"} {
+			if err := tx.PutCursor(g, Cursor{QueueID: 1, Partition: "0", Offset: 1}, 1); err != nil {
+				return err
+			}
+		}
+		for _, g := range []string{"a", "c"} {
+			if err := tx.PutSubscription(g, 1, Subscription{}, 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	view(t, s, func(tx *Tx) error {
+		want := []string{"a", "a\x00", "b", "c"}
+		for limit := len(want); limit <= len(want)+1; limit++ {
+			if got, complete, err := tx.ConsumerGroups(limit); err != nil || !complete || !slices.Equal(got, want) {
+				t.Errorf("ConsumerGroups(%d) = %q complete %v, %v; want %q", limit, got, complete, err, want)
+			}
+		}
+		if got, complete, err := tx.ConsumerGroups(len(want) - 1); err != nil || complete || got != nil {
+			t.Errorf("ConsumerGroups(%d) = %q complete %v, %v; want none, incomplete", len(want)-1, got, complete, err)
+		}
+		if g, c, err := tx.LeaseCursor("no-such-lease"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("LeaseCursor of an unknown lease = %q %+v, %v", g, c, err)
+		}
+		return nil
+	})
+}

@@ -310,8 +310,8 @@ func (t *Tx) DeadLetterByID(id uint64) (DeadLetter, error) {
 	return decodeJSONRecord[DeadLetter](b)
 }
 
-// DeadLetters lists dead letters in id order, those of one queue when
-// queueID is not zero.
+// DeadLetters lists up to limit dead letters in id order, those of one
+// queue when queueID is not zero (it reads the others to skip them).
 func (t *Tx) DeadLetters(queueID uint64, limit int) ([]DeadLetter, error) {
 	var out []DeadLetter
 	err := t.scan([]byte{familyDeadLetter}, nil, func(_, v []byte) (bool, error) {
