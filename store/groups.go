@@ -367,9 +367,10 @@ func (t *Tx) firstAppendedAfter(part Partition, gen uint64) (int64, error) {
 }
 
 // ConsumerGroups lists, in order, the groups with a cursor or a
-// subscription, up to limit of them; complete is false when there are
-// more. It visits one key per group and family, not every cursor (a
-// deleted group still being cleaned up is listed).
+// subscription when there are at most limit of them; when there are more,
+// it returns none and complete is false. It visits one key per group and
+// family, not every cursor (a deleted group still being cleaned up is
+// listed).
 func (t *Tx) ConsumerGroups(limit int) (groups []string, complete bool, err error) {
 	seen := map[string]bool{}
 	for _, family := range []byte{familyCursor, familySubscr} {

@@ -109,7 +109,7 @@ func (t *Tx) KVPrefix(ns, prefix, after string, limit int) ([]KVRow, error) {
 	var out []KVRow
 	p := nsKey(familyKV, ns, prefix)
 	seek := p
-	if after > prefix {
+	if after != "" && after >= prefix {
 		seek = append(nsKey(familyKV, ns, after), 0)
 	}
 	err := t.scan(p, seek, func(k, v []byte) (bool, error) {

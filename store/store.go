@@ -310,8 +310,8 @@ func (t *Tx) DeadLetterByID(id uint64) (DeadLetter, error) {
 	return decodeJSONRecord[DeadLetter](b)
 }
 
-// DeadLetters lists dead letters in id order, those of one queue when
-// queueID is not zero.
+// DeadLetters lists up to limit dead letters in id order, those of one
+// queue when queueID is not zero (it reads the others to skip them).
 func (t *Tx) DeadLetters(queueID uint64, limit int) ([]DeadLetter, error) {
 	var out []DeadLetter
 	err := t.scan([]byte{familyDeadLetter}, nil, func(_, v []byte) (bool, error) {
@@ -487,7 +487,9 @@ func (t *Tx) indexEntry(partitionID, offset uint64, v []byte, body bool) (Entry,
 }
 
 // EntryAt returns the entry holding offset: a direct read when an entry
-// starts there (every HTTP message does), else the batch around it.
+// starts there (every HTTP message does), else the batch around it; found
+// is false when no entry holds it (a gap, say, that compaction or
+// retention left).
 // Direct reads matter inside the state machine: a badger iterator on a
 // write transaction first sorts all the transaction's pending writes.
 func (t *Tx) EntryAt(partitionID, offset uint64) (Entry, bool, error) {
@@ -503,8 +505,10 @@ func (t *Tx) entryAt(partitionID, offset uint64, body bool) (Entry, bool, error)
 	if !errors.Is(err, ErrNotFound) {
 		return Entry{}, false, err
 	}
+	// entries starts at the entry holding offset, or at the next one when
+	// none holds it (offset in a gap): that one is not found.
 	entries, err := t.entries(partitionID, offset, 1, 1, body)
-	if err != nil || len(entries) == 0 || entries[0].Offset+uint64(entries[0].Count) <= offset {
+	if err != nil || len(entries) == 0 || entries[0].Offset > offset || entries[0].Offset+uint64(entries[0].Count) <= offset {
 		return Entry{}, false, err
 	}
 	return entries[0], true, nil

@@ -196,7 +196,8 @@ func (t *Tx) Txn(id string) (TxnState, error) {
 }
 
 // PutTxn stores a transactional id's state and the producer id's way back
-// to it.
+// to it. The id must be valid UTF-8 (the broker checks): the state is JSON,
+// which would store another id in TransactionalID.
 func (t *Tx) PutTxn(st TxnState) error {
 	if err := t.set(txnKey(st.TransactionalID), encodeJSONRecord(st)); err != nil {
 		return err
