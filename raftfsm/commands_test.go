@@ -2,6 +2,7 @@ package raftfsm
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -448,4 +449,344 @@ func TestFSM_AlterTopic(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+func TestFSM_DeleteQueue(t *testing.T) {
+	h := newCmdFSM(t)
+	h.apply(push(1000, item("q", "p", "a", 1), item("q", "p", "b", 2), item("q", "r", "c", 3)))
+	pop := requirePop(t, h.one(popCmd(1001, "g", "L", 10, 60_000)), []int64{0, 1}, nil)
+	old := h.queue("q")
+	nextID := h.meta().NextID
+
+	if r := run(h, &DeleteQueueCommand{Name: "q"}); r != TopicOK {
+		t.Fatalf("delete: %d", r)
+	}
+	h.view(func(tx *store.Tx) error {
+		if _, err := tx.Queue("q"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("the deleted queue reads by name: %v", err)
+		}
+		if _, err := tx.QueueByID(old.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("the deleted queue reads by id: %v", err)
+		}
+		return nil
+	})
+	ts := h.tombstones()
+	if len(ts) != 1 || ts[0].Kind != store.TombstoneQueue || ts[0].QueueID != old.ID || ts[0].Queue != "q" || ts[0].Seq != nextID {
+		t.Fatalf("tombstones %+v, want one for queue %d at sequence %d", ts, old.ID, nextID)
+	}
+	if m := h.meta(); m.NextID != nextID+1 {
+		t.Fatalf("id counter %d after a delete, want %d (the tombstone took one)", m.NextID, nextID+1)
+	}
+
+	// Deleting again, or a queue that never was, is unknown and files nothing.
+	for _, name := range []string{"q", "never"} {
+		if r := run(h, &DeleteQueueCommand{Name: name}); r != TopicUnknown {
+			t.Fatalf("deleting %q: %d, want unknown", name, r)
+		}
+	}
+	if n := len(h.tombstones()); n != 1 {
+		t.Fatalf("%d tombstones after deleting unknown queues", n)
+	}
+
+	// What consumers of the old queue hold is gone with it.
+	ack := h.one(ackCmd(1002, "g", Ack{PartitionID: pop.PartitionID, LeaseID: "L", TransactionID: "a", Status: AckCompleted})).([]AckResult)[0]
+	if ack.Success || ack.Error != "the queue was deleted" {
+		t.Fatalf("an ack in the deleted queue: %+v", ack)
+	}
+	if r := run(h, &ExtendLeaseCommand{NowMs: 1003, LeaseID: "L", Seconds: 60}); r.Success {
+		t.Fatalf("a lease in the deleted queue was extended: %+v", r)
+	}
+	if r := h.one(popCmd(1004, "g", "L1", 10, 60_000)).(PopResult); r.Error != "unknown queue" || len(r.Offsets) != 0 {
+		t.Fatalf("a pop of the deleted queue: %+v", r)
+	}
+
+	// The name is free at once: a new, empty queue with a new id, where
+	// the old queue's transactionIds are no duplicates.
+	requireResult(t, pushResults(t, h.one(push(1005, item("q", "p", "a", 9))))[0], PushQueued, 0, 9)
+	if q := h.queue("q"); q.ID <= old.ID {
+		t.Fatalf("the new queue has id %d, the deleted one had %d", q.ID, old.ID)
+	}
+	requirePop(t, h.one(popCmd(1006, "g", "L2", 10, 60_000)), []int64{0}, []int32{1})
+
+	// Cleanup removes everything the old queue left and nothing of the
+	// new one: the keys are those of a store that only ever saw the new
+	// queue.
+	h.cleanUp()
+	if ts := h.tombstones(); len(ts) != 0 {
+		t.Fatalf("tombstones left after cleanup: %+v", ts)
+	}
+	h.view(func(tx *store.Tx) error {
+		if _, err := tx.PartitionByID(pop.PartitionID); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("the old queue's partition is still there: %v", err)
+		}
+		if _, found, err := tx.Dedup(pop.PartitionID, "a"); found || err != nil {
+			t.Errorf("the old queue's dedup record is still there (%v)", err)
+		}
+		return nil
+	})
+	fresh := newCmdFSM(t)
+	fresh.apply(push(1005, item("q", "p", "a", 9)), popCmd(1006, "g", "L2", 10, 60_000))
+	var got, want map[byte]int
+	h.view(func(tx *store.Tx) (err error) { got, err = tx.KeysByFamily(); return err })
+	fresh.view(func(tx *store.Tx) (err error) { want, err = tx.KeysByFamily(); return err })
+	if !maps.Equal(got, want) {
+		t.Fatalf("keys by family after cleanup %v, want those of the new queue alone %v", got, want)
+	}
+	if c, found := h.cursor("g", "q", "p"); !found || c.Lease == nil || c.Lease.ID != "L2" {
+		t.Fatalf("the new queue's cursor after cleanup: %+v (found %v)", c, found)
+	}
+}
+
+func TestFSM_CommitOffsets(t *testing.T) {
+	h := newCmdFSM(t)
+	if r := run(h, &CreateTopicCommand{NowMs: 1000, Name: "t", Partitions: 2}); r != TopicOK {
+		t.Fatalf("create topic: %d", r)
+	}
+	out := run(h, &CommitOffsetsCommand{NowMs: 2000, Group: "g", Offsets: []OffsetCommit{
+		{Topic: "t", Partition: 0, Offset: 5, LeaderEpoch: 3, Metadata: "m0"},
+		{Topic: "t", Partition: 1, Offset: 7},
+		{Topic: "t", Partition: 2, Offset: 1},
+		{Topic: "t", Partition: -1, Offset: 1},
+		{Topic: "nope", Partition: 0, Offset: 1},
+	}})
+	if want := []TopicOutcome{TopicOK, TopicOK, TopicUnknownPartition, TopicUnknownPartition, TopicUnknown}; !slices.Equal(out, want) {
+		t.Fatalf("outcomes %v, want %v", out, want)
+	}
+	requirePositions(t, h, "g", "t", map[string]int64{"0": 5, "1": 7})
+	c0, _ := h.cursor("g", "t", "0")
+	if c0.LeaderEpoch != 3 || c0.Metadata != "m0" || c0.UpdatedMs != 2000 {
+		t.Fatalf("partition 0's commit reads %+v", c0)
+	}
+	h.view(func(tx *store.Tx) error {
+		if _, err := tx.Queue("nope"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("a commit to an unknown topic created it: %v", err)
+		}
+		if groups, err := tx.CursorGroups(); !slices.Equal(groups, []string{"g"}) || err != nil {
+			t.Errorf("groups with positions: %v, %v", groups, err)
+		}
+		return nil
+	})
+
+	// A later commit replaces offset, epoch and metadata, even backwards
+	// (Kafka allows it), and leaves the other partition alone; repeating
+	// it changes nothing.
+	for range 2 {
+		if out := run(h, &CommitOffsetsCommand{NowMs: 3000, Group: "g", Offsets: []OffsetCommit{{Topic: "t", Partition: 0, Offset: 2, LeaderEpoch: 4}}}); !slices.Equal(out, []TopicOutcome{TopicOK}) {
+			t.Fatalf("second commit: %v", out)
+		}
+		requirePositions(t, h, "g", "t", map[string]int64{"0": 2, "1": 7})
+		c0, _ = h.cursor("g", "t", "0")
+		c1, _ := h.cursor("g", "t", "1")
+		if c0.LeaderEpoch != 4 || c0.Metadata != "" || c0.UpdatedMs != 3000 || c1.UpdatedMs != 2000 {
+			t.Fatalf("after the second commit: partition 0 %+v, partition 1 %+v", c0, c1)
+		}
+	}
+	// Another group's commits are its own.
+	run(h, &CommitOffsetsCommand{NowMs: 3001, Group: "g2", Offsets: []OffsetCommit{{Topic: "t", Partition: 1, Offset: 1}}})
+	requirePositions(t, h, "g2", "t", map[string]int64{"1": 1})
+	requirePositions(t, h, "g", "t", map[string]int64{"0": 2, "1": 7})
+
+	// A Kafka commit sets the offset and keeps what else the cursor
+	// holds: an HTTP consumer's lease on the partition stays live.
+	h.apply(push(4000, item("q", "0", "x", 1), item("q", "0", "y", 2)))
+	requirePop(t, h.one(popCmd(4001, "g", "L", 10, 60_000)), []int64{0, 1}, nil)
+	if out := run(h, &CommitOffsetsCommand{NowMs: 4002, Group: "g", Offsets: []OffsetCommit{{Topic: "q", Partition: 0, Offset: 1}}}); !slices.Equal(out, []TopicOutcome{TopicOK}) {
+		t.Fatalf("commit on an HTTP queue: %v", out)
+	}
+	if c, _ := h.cursor("g", "q", "0"); c.Offset != 1 || c.Lease == nil || c.Lease.ID != "L" || !slices.Equal(c.Lease.Offsets, []int64{0, 1}) {
+		t.Fatalf("cursor after a commit under a lease: %+v", c)
+	}
+	if r := run(h, &ExtendLeaseCommand{NowMs: 4003, LeaseID: "L", Seconds: 120}); !r.Success {
+		t.Fatal("the lease did not survive the commit")
+	}
+
+	// A commit after a seek counts over the reset.
+	run(h, &SeekCommand{NowMs: 4004, Group: "g", Queue: "t", ToEnd: true})
+	requirePositions(t, h, "g", "t", map[string]int64{"0": 0, "1": 0})
+	run(h, &CommitOffsetsCommand{NowMs: 4005, Group: "g", Offsets: []OffsetCommit{{Topic: "t", Partition: 1, Offset: 4}}})
+	requirePositions(t, h, "g", "t", map[string]int64{"0": 0, "1": 4})
+}
+
+func TestFSM_DeleteOffsets(t *testing.T) {
+	h := newCmdFSM(t)
+	run(h, &CreateTopicCommand{NowMs: 1000, Name: "t", Partitions: 3})
+	run(h, &CommitOffsetsCommand{NowMs: 1001, Group: "g", Offsets: []OffsetCommit{{Topic: "t", Partition: 0, Offset: 5}, {Topic: "t", Partition: 1, Offset: 6}, {Topic: "t", Partition: 2, Offset: 7}}})
+	run(h, &CommitOffsetsCommand{NowMs: 1001, Group: "g2", Offsets: []OffsetCommit{{Topic: "t", Partition: 0, Offset: 9}}})
+
+	// Per partition: the named positions go, an unknown topic counts none.
+	if n := run(h, &DeleteOffsetsCommand{Group: "g", Offsets: []OffsetCommit{{Topic: "t", Partition: 0}, {Topic: "nope", Partition: 0}}}); n != 1 {
+		t.Fatalf("deleted %d positions, want 1", n)
+	}
+	requirePositions(t, h, "g", "t", map[string]int64{"1": 6, "2": 7})
+	requirePositions(t, h, "g2", "t", map[string]int64{"0": 9})
+
+	// In a queue the group reset, a partition without a cursor of its own
+	// is where the reset puts it: deleting its offset leaves it with no
+	// position, not back at the reset's.
+	run(h, &SeekCommand{NowMs: 1002, Group: "g3", Queue: "t", Offset: 0})
+	requirePositions(t, h, "g3", "t", map[string]int64{"0": 0, "1": 0, "2": 0})
+	if n := run(h, &DeleteOffsetsCommand{Group: "g3", Offsets: []OffsetCommit{{Topic: "t", Partition: 1}}}); n != 1 {
+		t.Fatalf("deleted %d positions of a reset group, want 1", n)
+	}
+	requirePositions(t, h, "g3", "t", map[string]int64{"0": 0, "2": 0})
+
+	// The whole group: gone at once, answered 1, a tombstone for cleanup.
+	if n := run(h, &DeleteOffsetsCommand{Group: "g", All: true}); n != 1 {
+		t.Fatalf("deleting group g answered %d, want 1", n)
+	}
+	requirePositions(t, h, "g", "t", map[string]int64{})
+	requirePositions(t, h, "g2", "t", map[string]int64{"0": 9})
+	h.view(func(tx *store.Tx) error {
+		if groups, err := tx.CursorGroups(); !slices.Equal(groups, []string{"g2", "g3"}) || err != nil {
+			t.Errorf("groups with positions after deleting g: %v, %v", groups, err)
+		}
+		return nil
+	})
+	if ts := h.tombstones(); len(ts) != 1 || ts[0].Kind != store.TombstoneGroup || ts[0].Group != "g" {
+		t.Fatalf("tombstones %+v, want one for group g", ts)
+	}
+	// Again, or a group that never was: 0, and no tombstone.
+	for _, g := range []string{"g", "never"} {
+		if n := run(h, &DeleteOffsetsCommand{Group: g, All: true}); n != 0 {
+			t.Fatalf("deleting group %s answered %d, want 0", g, n)
+		}
+	}
+	if n := len(h.tombstones()); n != 1 {
+		t.Fatalf("%d tombstones after deleting groups without positions", n)
+	}
+
+	// The name is free at once; cleanup leaves the new positions alone.
+	run(h, &CommitOffsetsCommand{NowMs: 1003, Group: "g", Offsets: []OffsetCommit{{Topic: "t", Partition: 2, Offset: 1}}})
+	requirePositions(t, h, "g", "t", map[string]int64{"2": 1})
+	h.cleanUp()
+	if ts := h.tombstones(); len(ts) != 0 {
+		t.Fatalf("tombstones left after cleanup: %+v", ts)
+	}
+	requirePositions(t, h, "g", "t", map[string]int64{"2": 1})
+	requirePositions(t, h, "g2", "t", map[string]int64{"0": 9})
+}
+
+func TestFSM_ExtendLease(t *testing.T) {
+	h := newCmdFSM(t)
+	h.apply(push(1000, item("q", "p", "a", 1), item("q", "p", "b", 2)))
+	pop := requirePop(t, h.one(popCmd(1000, "g", "L", 2, 10_000)), []int64{0, 1}, nil)
+	if pop.ExpiresAtMs != 11_000 {
+		t.Fatalf("lease expires at %d, want 11000", pop.ExpiresAtMs)
+	}
+	leaseExpiry := func() int64 {
+		var exp int64
+		h.view(func(tx *store.Tx) error {
+			g, c, err := tx.LeaseCursor("L")
+			if err != nil || g != "g" || c.Lease == nil {
+				t.Fatalf("lease L reads group %q, %+v, %v", g, c.Lease, err)
+			}
+			exp = c.Lease.ExpiresAtMs
+			return nil
+		})
+		return exp
+	}
+
+	if r := run(h, &ExtendLeaseCommand{NowMs: 2000, LeaseID: "L", Seconds: 30}); r != (ExtendLeaseResult{Success: true, ExpiresAtMs: 32_000}) {
+		t.Fatalf("extend by 30 s at 2000: %+v", r)
+	}
+	if exp := leaseExpiry(); exp != 32_000 {
+		t.Fatalf("stored expiry %d, want 32000", exp)
+	}
+	// Never shorter: a smaller extension keeps the later expiry.
+	if r := run(h, &ExtendLeaseCommand{NowMs: 3000, LeaseID: "L", Seconds: 5}); r != (ExtendLeaseResult{Success: true, ExpiresAtMs: 32_000}) {
+		t.Fatalf("extend by 5 s at 3000: %+v", r)
+	}
+	// Past the first expiry the partition is still leased.
+	requirePop(t, h.one(popCmd(20_000, "g", "M", 2, 10_000)), nil, nil)
+	if r := run(h, &ExtendLeaseCommand{NowMs: 20_001, LeaseID: "nope", Seconds: 30}); r != (ExtendLeaseResult{}) {
+		t.Fatalf("an unknown lease: %+v", r)
+	}
+
+	// At its expiry the lease cannot be extended, and the next pop
+	// delivers its messages again.
+	if r := run(h, &ExtendLeaseCommand{NowMs: 32_000, LeaseID: "L", Seconds: 30}); r != (ExtendLeaseResult{}) {
+		t.Fatalf("an expired lease: %+v", r)
+	}
+	if exp := leaseExpiry(); exp != 32_000 {
+		t.Fatalf("a refused extension moved the expiry to %d", exp)
+	}
+	m := requirePop(t, h.one(popCmd(32_001, "g", "M2", 2, 10_000)), []int64{0, 1}, []int32{2, 2})
+	if r := run(h, &ExtendLeaseCommand{NowMs: 32_002, LeaseID: "L", Seconds: 30}); r.Success {
+		t.Fatalf("a lease settled by the next pop: %+v", r)
+	}
+
+	// A stamp behind the replicated clock counts from the clock.
+	if r := run(h, &ExtendLeaseCommand{NowMs: 1, LeaseID: "M2", Seconds: 60}); r != (ExtendLeaseResult{Success: true, ExpiresAtMs: 32_002 + 60_000}) {
+		t.Fatalf("extend stamped behind the clock: %+v", r)
+	}
+	// A released lease (every message acked) is gone.
+	acks := h.one(ackCmd(32_003, "g",
+		Ack{PartitionID: m.PartitionID, LeaseID: "M2", TransactionID: "a", Status: AckCompleted},
+		Ack{PartitionID: m.PartitionID, LeaseID: "M2", TransactionID: "b", Status: AckCompleted})).([]AckResult)
+	if !acks[1].LeaseReleased {
+		t.Fatalf("acks %+v", acks)
+	}
+	if r := run(h, &ExtendLeaseCommand{NowMs: 32_004, LeaseID: "M2", Seconds: 60}); r.Success {
+		t.Fatalf("a released lease was extended: %+v", r)
+	}
+}
+
+func TestFSM_Seek(t *testing.T) {
+	h := newCmdFSM(t)
+	for i := range 5 { // offsets 0-4 of p and r, stamped 1000-5000
+		h.apply(push(int64(1000*(i+1)), item("q", "p", fmt.Sprint("m", i), byte(i)), item("q", "r", fmt.Sprint("n", i), byte(10+i))))
+	}
+	requirePop(t, h.one(popCmd(6000, "g", "L", 2, 60_000)), []int64{0, 1}, nil)
+	seek := func(c SeekCommand) {
+		t.Helper()
+		c.Group, c.Queue = "g", "q"
+		if r := run(h, &c); r != TopicOK {
+			t.Fatalf("seek %+v: %d", c, r)
+		}
+	}
+	if r := run(h, &SeekCommand{NowMs: 6000, Group: "g", Queue: "nope", ToEnd: true}); r != TopicUnknown {
+		t.Fatalf("seek in an unknown queue: %d", r)
+	}
+
+	// To the end: every partition; the lease goes with the old cursor.
+	seek(SeekCommand{NowMs: 6001, ToEnd: true})
+	requirePositions(t, h, "g", "q", map[string]int64{"p": 5, "r": 5})
+	if r := run(h, &ExtendLeaseCommand{NowMs: 6002, LeaseID: "L", Seconds: 60}); r.Success {
+		t.Fatal("a lease from before the seek was extended")
+	}
+	requirePop(t, h.one(popCmd(6003, "g", "L2", 10, 60_000)), nil, nil)
+	h.apply(push(7000, item("q", "p", "m5", 5)))
+	requirePop(t, h.one(popCmd(7001, "g", "L3", 10, 60_000)), []int64{5}, []int32{1})
+
+	// To an offset, held between each partition's start and end.
+	seek(SeekCommand{NowMs: 7002, Offset: 2})
+	requirePositions(t, h, "g", "q", map[string]int64{"p": 2, "r": 2})
+	seek(SeekCommand{NowMs: 7003, Offset: 99})
+	requirePositions(t, h, "g", "q", map[string]int64{"p": 6, "r": 5})
+	seek(SeekCommand{NowMs: 7004, Offset: -5})
+	requirePositions(t, h, "g", "q", map[string]int64{"p": 0, "r": 0})
+
+	// To a time: the first message stamped at or after it, or the end.
+	seek(SeekCommand{NowMs: 7005, TimestampMs: 2500})
+	requirePositions(t, h, "g", "q", map[string]int64{"p": 2, "r": 2})
+	seek(SeekCommand{NowMs: 7006, TimestampMs: 99_999})
+	requirePositions(t, h, "g", "q", map[string]int64{"p": 6, "r": 5})
+	seek(SeekCommand{NowMs: 7007, TimestampMs: 4000})
+	requirePositions(t, h, "g", "q", map[string]int64{"p": 3, "r": 3})
+	// Delivery goes on from there, first deliveries again.
+	p := run(h, &PopCommand{NowMs: 7008, Group: "g", Queue: "q", Partition: "p", Batch: 10, LeaseMs: 60_000, LeaseID: "L4"})
+	if !slices.Equal(p.Offsets, []int64{3, 4, 5}) || !slices.Equal(p.Attempts, []int32{1, 1, 1}) {
+		t.Fatalf("pop after the time seek: %v (attempts %v)", p.Offsets, p.Attempts)
+	}
+
+	// A group that never read is placed too; other groups are untouched.
+	requirePop(t, h.one(popCmd(7009, "g2", "K", 1, 60_000)), []int64{0}, nil)
+	if r := run(h, &SeekCommand{NowMs: 7010, Group: "g3", Queue: "q", ToEnd: true}); r != TopicOK {
+		t.Fatalf("seek of a new group: %d", r)
+	}
+	requirePositions(t, h, "g3", "q", map[string]int64{"p": 6, "r": 5})
+	if c, found := h.cursor("g2", "q", "p"); !found || c.Offset != 0 || c.Lease == nil || c.Lease.ID != "K" {
+		t.Fatalf("another group's cursor after a seek: %+v", c)
+	}
+
 }
