@@ -1,12 +1,15 @@
 package raftfsm
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/waggle-mq/waggle/store"
 )
@@ -789,4 +792,352 @@ func TestFSM_Seek(t *testing.T) {
 		t.Fatalf("another group's cursor after a seek: %+v", c)
 	}
 
+}
+
+// messages lists a partition's messages from offset 0.
+func (h *cmdFSM) messages(queue, partition string) []store.Message {
+	h.t.Helper()
+	var out []store.Message
+	h.view(func(tx *store.Tx) error {
+		q, err := tx.Queue(queue)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		part, err := tx.Partition(q.ID, partition)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		es, err := tx.Entries(part.ID, 0, 1<<20, 100)
+		for _, e := range es {
+			out = append(out, *e.Message)
+		}
+		return err
+	})
+	return out
+}
+
+func TestFSM_Timers(t *testing.T) {
+	h := newCmdFSM(t)
+	sched := func(key string, delayMs int64) TimerOp {
+		return TimerOp{Op: TimerSchedule, Queue: "q", TimerKey: key, DelayMs: delayMs, Payload: json.RawMessage(`{"k":"` + key + `"}`)}
+	}
+	cancel := func(key string) TimerOp { return TimerOp{Op: TimerCancel, Queue: "q", TimerKey: key} }
+	res := run(h, &TimersCommand{NowMs: 1000, Ops: []TimerOp{sched("a", 5000), sched("b", 1000), cancel("never")}})
+	want := []TimerResult{{OK: true, Status: "scheduled", DeliverAtMs: 6000}, {OK: true, Status: "scheduled", DeliverAtMs: 2000}, {OK: true, Status: "absent"}}
+	if !slices.Equal(res, want) {
+		t.Fatalf("schedule: %+v, want %+v", res, want)
+	}
+	timers := func() []store.Timer {
+		var out []store.Timer
+		h.view(func(tx *store.Tx) (err error) {
+			out, err = tx.Timers("q", 10)
+			return err
+		})
+		return out
+	}
+	if ts := timers(); len(ts) != 2 || ts[0].Key != "a" || ts[0].DueAtMs != 6000 || string(ts[0].Payload) != `{"k":"a"}` || ts[1].Key != "b" || ts[1].DueAtMs != 2000 {
+		t.Fatalf("timers stored: %+v", ts)
+	}
+
+	// Scheduling a key again replaces its timer and due time; cancelling
+	// removes it.
+	res = run(h, &TimersCommand{NowMs: 1500, Ops: []TimerOp{sched("a", 10_000), cancel("b")}})
+	want = []TimerResult{{OK: true, Status: "rescheduled", DeliverAtMs: 11_500}, {OK: true, Status: "cancelled"}}
+	if !slices.Equal(res, want) {
+		t.Fatalf("reschedule and cancel: %+v, want %+v", res, want)
+	}
+	if ts := timers(); len(ts) != 1 || ts[0].Key != "a" || ts[0].DueAtMs != 11_500 {
+		t.Fatalf("timers after reschedule and cancel: %+v", ts)
+	}
+	if r := run(h, &TimersCommand{NowMs: 1600, Ops: []TimerOp{cancel("b")}}); !slices.Equal(r, []TimerResult{{OK: true, Status: "absent"}}) {
+		t.Fatalf("cancelling twice: %+v", r)
+	}
+
+	// Ticks fire nothing before the due time: not at b's, nor at a's old one.
+	for _, now := range []int64{2000, 6000, 11_499} {
+		if r := run(h, &TickCommand{NowMs: now, Limit: 10}); r.Fired != 0 {
+			t.Fatalf("tick at %d fired %d", now, r.Fired)
+		}
+	}
+	if ms := h.messages("q", "Default"); len(ms) != 0 {
+		t.Fatalf("messages before any timer was due: %+v", ms)
+	}
+	if r := run(h, &TickCommand{NowMs: 11_500, Limit: 10}); r != (TickResult{Fired: 1}) {
+		t.Fatalf("tick at a's due time: %+v", r)
+	}
+	ms := h.messages("q", "Default")
+	wantID := timerMessageID(store.Timer{Queue: "q", Key: "a", DueAtMs: 11_500})
+	if len(ms) != 1 || ms[0].TransactionID != "timer:q:a" || string(ms[0].Payload) != `{"k":"a"}` || ms[0].TimestampMs != 11_500 || ms[0].ID != wantID {
+		t.Fatalf("fired messages %+v, want a's payload as timer:q:a, id %x", ms, wantID)
+	}
+	if ts := timers(); len(ts) != 0 {
+		t.Fatalf("timers left after firing: %+v", ts)
+	}
+	if r := run(h, &TickCommand{NowMs: 20_000, Limit: 10}); r.Fired != 0 || len(h.messages("q", "Default")) != 1 {
+		t.Fatalf("a fired timer fired again: %+v", r)
+	}
+
+	// A timer with its own partition and transactionId; a second one with
+	// the same id inside the queue's dedup window fires as a duplicate.
+	own := TimerOp{Op: TimerSchedule, Queue: "q", TimerKey: "c", Partition: "x", Txn: "once", DelayMs: 100}
+	run(h, &TimersCommand{NowMs: 20_000, Ops: []TimerOp{own}})
+	if r := run(h, &TickCommand{NowMs: 20_100, Limit: 10}); r.Fired != 1 {
+		t.Fatalf("tick fired %d, want c", r.Fired)
+	}
+	own.TimerKey = "d"
+	run(h, &TimersCommand{NowMs: 20_200, Ops: []TimerOp{own}})
+	if r := run(h, &TickCommand{NowMs: 20_300, Limit: 10}); r.Fired != 1 {
+		t.Fatalf("tick fired %d, want d", r.Fired)
+	}
+	if ms := h.messages("q", "x"); len(ms) != 1 || ms[0].TransactionID != "once" || string(ms[0].Payload) != "null" || ms[0].TimestampMs != 20_100 {
+		t.Fatalf("partition x holds %+v, want c's message alone (payload null)", ms)
+	}
+
+	// Limit bounds one tick; the rest fire in the next.
+	run(h, &TimersCommand{NowMs: 30_000, Ops: []TimerOp{sched("e", 0), sched("f", 0), sched("g", 0)}})
+	if r := run(h, &TickCommand{NowMs: 30_000, Limit: 2}); r.Fired != 2 || len(timers()) != 1 {
+		t.Fatalf("a tick of limit 2 fired %d, left %d", r.Fired, len(timers()))
+	}
+	if r := run(h, &TickCommand{NowMs: 30_000, Limit: 2}); r.Fired != 1 || len(timers()) != 0 || len(h.messages("q", "Default")) != 4 {
+		t.Fatalf("the next tick fired %d, left %d", r.Fired, len(timers()))
+	}
+}
+
+// noop applies an entry that is not a command: it moves the applied index
+// as a command entry does, and nothing else.
+func (h *cmdFSM) noop() {
+	h.index++
+	h.f.ApplyBatch([]*raft.Log{{Index: h.index, Term: 1, Type: raft.LogNoop}})
+}
+
+func TestFSM_Transaction(t *testing.T) {
+	v := json.RawMessage(`"v"`)
+	var pop PopResult
+	// setup: two messages of q leased to g as L, a KV row "taken", and
+	// (committed) a transaction that acks in1, pushes o1 to out, writes KV
+	// row "fresh" and schedules a timer.
+	setup := func() *cmdFSM {
+		h := newCmdFSM(t)
+		h.apply(push(1000, item("q", "p", "in1", 1), item("q", "p", "in2", 2)))
+		pop = requirePop(t, h.one(popCmd(1001, "g", "L", 2, 60_000)), []int64{0, 1}, nil)
+		h.one(kvCmd(1002, KVOp{Op: KVPut, NS: "n", Key: "taken", Value: v, Forever: true}))
+		res := run(h, &TransactionCommand{NowMs: 1003, TxnID: "T1",
+			Ops: []TxnOp{
+				{Type: "ack", Group: "g", Ack: &Ack{PartitionID: pop.PartitionID, LeaseID: "L", TransactionID: "in1", Status: AckCompleted}},
+				{Type: "push", Items: []PushItem{item("out", "0", "o1", 7), item("out", "0", "o1", 8)}},
+			},
+			KV:     []KVOp{{Op: KVPut, NS: "n", Key: "fresh", Value: v, Forever: true}},
+			Timers: []TimerOp{{Op: TimerSchedule, Queue: "out", TimerKey: "t1", DelayMs: 1000}},
+		})
+		if !res.Success || res.Reason != "" || len(res.Ops) != 2 || res.Ops[0].Ack == nil || !res.Ops[0].Ack.Success || res.Ops[0].Ack.LeaseReleased {
+			t.Fatalf("commit: %+v", res)
+		}
+		push := res.Ops[1].Push
+		if len(push) != 2 {
+			t.Fatalf("commit's push results %+v", push)
+		}
+		requireResult(t, push[0], PushQueued, 0, 7)
+		requireResult(t, push[1], PushDuplicate, 0, 7) // repeated inside the transaction: stored once
+		if len(res.KV) != 1 || !res.KV[0].Applied || res.KV[0].Version != 1 {
+			t.Fatalf("commit's KV results %+v", res.KV)
+		}
+		if !slices.Equal(res.Timers, []TimerResult{{OK: true, Status: "scheduled", DeliverAtMs: 2003}}) {
+			t.Fatalf("commit's timer results %+v", res.Timers)
+		}
+		return h
+	}
+
+	// Commit: every part is in the state.
+	h := setup()
+	if ms := h.messages("out", "0"); len(ms) != 1 || ms[0].TransactionID != "o1" {
+		t.Fatalf("out holds %+v, want o1 once", ms)
+	}
+	if c, _ := h.cursor("g", "q", "p"); c.Lease == nil || c.Lease.Acks[0] != AckCompleted || c.Lease.Acks[1] != "" {
+		t.Fatalf("lease after the commit: %+v", c.Lease)
+	}
+	h.view(func(tx *store.Tx) error {
+		if r, found, err := tx.KV("n", "fresh"); !found || r.Version != 1 || err != nil {
+			t.Errorf("KV row fresh: %+v, %v, %v", r, found, err)
+		}
+		if tm, found, err := tx.Timer("out", "t1"); !found || tm.DueAtMs != 2003 || err != nil {
+			t.Errorf("timer t1: %+v, %v, %v", tm, found, err)
+		}
+		return nil
+	})
+
+	// Rollbacks: each refusal leaves the state exactly as a replica that
+	// applied no command there has it.
+	ackIn2 := TxnOp{Type: "ack", Group: "g", Ack: &Ack{PartitionID: pop.PartitionID, LeaseID: "L", TransactionID: "in2", Status: AckCompleted}}
+	pushO2 := TxnOp{Type: "push", Items: []PushItem{item("out", "0", "o2", 9)}}
+	putNew := KVOp{Op: KVPut, NS: "n", Key: "new", Value: v, Forever: true}
+	timer := []TimerOp{{Op: TimerSchedule, Queue: "out", TimerKey: "t2", DelayMs: 1000}}
+	for _, c := range []struct {
+		name   string
+		cmd    TransactionCommand
+		reason string
+		abort  *KVAbort
+	}{
+		{"kv precondition", TransactionCommand{Ops: []TxnOp{ackIn2, pushO2}, Timers: timer,
+			KV: []KVOp{putNew, {Op: KVPutIfAbsent, NS: "n", Key: "taken", Value: v, Forever: true, Required: true}}},
+			RollbackKVPrecondition, &KVAbort{FailedIndex: 1, KVReason: KVExists, Version: 1, Value: v}},
+		{"duplicate push", TransactionCommand{Ops: []TxnOp{ackIn2, pushO2, {Type: "push", Items: []PushItem{item("out", "0", "o1", 10)}}},
+			KV: []KVOp{putNew}, Timers: timer}, RollbackDuplicate, nil},
+		{"ack on a wrong lease", TransactionCommand{Ops: []TxnOp{pushO2,
+			{Type: "ack", Group: "g", Ack: &Ack{PartitionID: pop.PartitionID, LeaseID: "wrong", TransactionID: "in2", Status: AckCompleted}}},
+			KV: []KVOp{putNew}, Timers: timer}, RollbackRejectedAck, nil},
+		{"ack of a message not in the lease", TransactionCommand{Ops: []TxnOp{pushO2,
+			{Type: "ack", Group: "g", Ack: &Ack{PartitionID: pop.PartitionID, LeaseID: "L", TransactionID: "elsewhere", Status: AckCompleted}}},
+			KV: []KVOp{putNew}, Timers: timer}, RollbackRejectedAck, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			applied, untouched := setup(), setup()
+			c.cmd.NowMs, c.cmd.TxnID = 1003, "T2" // not past the clock: the clock stays as it was
+			res := run(applied, &c.cmd)
+			if res.Success || res.Reason != c.reason || res.Error == "" || res.Ops != nil || res.KV != nil || res.Timers != nil {
+				t.Fatalf("answer %+v, want a rollback for %s", res, c.reason)
+			}
+			if !reflect.DeepEqual(res.Abort, c.abort) {
+				t.Fatalf("abort %+v, want %+v", res.Abort, c.abort)
+			}
+			untouched.noop()
+			if !slices.Equal(snapshotBytes(t, applied.f), snapshotBytes(t, untouched.f)) {
+				t.Fatal("the rolled-back transaction changed the state")
+			}
+		})
+	}
+}
+
+func TestFSM_Retain(t *testing.T) {
+	h := newCmdFSM(t)
+	one := int64(1)
+	// Retention of 1 s seals a segment once it is 1 s old: each push
+	// below (one message in each of p and r) starts a segment.
+	run(h, &ConfigureQueueCommand{NowMs: 0, Queue: "q", Options: QueueOptions{RetentionSeconds: &one}})
+	for i := range 3 {
+		h.apply(push(int64(1000*(i+1)), item("q", "p", fmt.Sprint("a", i), byte(i)), item("q", "r", fmt.Sprint("b", i), byte(10+i))))
+	}
+	q := h.queue("q")
+	point := func(lim store.RetentionLimit) uint64 {
+		var pos uint64
+		h.view(func(tx *store.Tx) error {
+			var found bool
+			pos, found, _ = tx.RetentionPoint(q.ID, lim)
+			if !found {
+				t.Fatalf("no retention point for %+v", lim)
+			}
+			return nil
+		})
+		return pos
+	}
+	first := point(store.RetentionLimit{CutoffMs: 1500})  // the first second's segment
+	second := point(store.RetentionLimit{CutoffMs: 2500}) // and the next one's
+	if !(0 < first && first < second) {
+		t.Fatalf("retention points %d, %d", first, second)
+	}
+	starts := func() map[string]uint64 {
+		out := map[string]uint64{}
+		h.view(func(tx *store.Tx) error {
+			parts, err := tx.Partitions(q.ID)
+			for _, p := range parts {
+				out[p.Name] = p.StartOffset
+			}
+			return err
+		})
+		return out
+	}
+
+	// Group g read offset 0 of p and failed it: it waits for redelivery.
+	g := run(h, &PopCommand{NowMs: 3000, Group: "g", Queue: "q", Partition: "p", Batch: 1, LeaseMs: 60_000, LeaseID: "L"})
+	if !slices.Equal(g.Offsets, []int64{0}) {
+		t.Fatalf("g's pop: %+v", g)
+	}
+	if r := h.one(ackCmd(3000, "g", Ack{PartitionID: g.PartitionID, LeaseID: "L", TransactionID: "a0", Status: AckFailed})).([]AckResult)[0]; !r.LeaseReleased {
+		t.Fatalf("g's failed ack: %+v", r)
+	}
+
+	// Proposals that do not hold change nothing.
+	nextID := h.meta().NextID
+	for name, c := range map[string]RetainCommand{
+		"a cutoff in the future":         {NowMs: 3000, QueueID: q.ID, Pos: first, CutoffMs: 3001},
+		"not the end of a segment":       {NowMs: 3000, QueueID: q.ID, Pos: first + 1, CutoffMs: 1500},
+		"a segment not past the cutoff":  {NowMs: 3000, QueueID: q.ID, Pos: second, CutoffMs: 1500},
+		"an unknown queue":               {NowMs: 3000, QueueID: q.ID + 1000, Pos: first, CutoffMs: 1500},
+		"a completed cutoff (in future)": {NowMs: 3000, QueueID: q.ID, Pos: second, CutoffMs: 1500, CompletedPos: second, CompletedCutoffMs: 9000},
+	} {
+		if r := run(h, &c); r.Started {
+			t.Fatalf("%s: started a trim", name)
+		}
+	}
+	if ts, m := h.tombstones(), h.meta(); len(ts) != 0 || m.NextID != nextID {
+		t.Fatalf("refused proposals left tombstones %+v, id counter %d (was %d)", ts, m.NextID, nextID)
+	}
+
+	// A proposal that holds files a trim; cleanup drops the data before
+	// it and moves every partition's start past it.
+	if r := run(h, &RetainCommand{NowMs: 3000, QueueID: q.ID, Pos: first, CutoffMs: 1500}); !r.Started {
+		t.Fatal("retain did not start a trim")
+	}
+	if ts := h.tombstones(); len(ts) != 1 || ts[0].Kind != store.TombstoneTrim || ts[0].QueueID != q.ID || ts[0].Pos != first || ts[0].Seq != nextID {
+		t.Fatalf("tombstones %+v, want a trim of queue %d before %d", ts, q.ID, first)
+	}
+	h.cleanUp()
+	if got := starts(); !maps.Equal(got, map[string]uint64{"p": 1, "r": 1}) {
+		t.Fatalf("partition starts after the trim: %v", got)
+	}
+	if ms := h.messages("q", "p"); len(ms) != 2 || ms[0].Offset != 1 || ms[1].Offset != 2 {
+		t.Fatalf("p holds %+v after the trim, want offsets 1 and 2", ms)
+	}
+	// Repeating it finds the segment gone.
+	if r := run(h, &RetainCommand{NowMs: 3000, QueueID: q.ID, Pos: first, CutoffMs: 1500}); r.Started {
+		t.Fatal("a repeated retain started another trim")
+	}
+	// The dedup index is not trimmed: a retried id is still a duplicate.
+	requireResult(t, pushResults(t, h.one(push(3001, item("q", "p", "a0", 9))))[0], PushDuplicate, 0, 0)
+	// g's cursor, left behind, jumps to the new start and counts the
+	// message it never finished; a new group starts there and lost none.
+	g = run(h, &PopCommand{NowMs: 3002, Group: "g", Queue: "q", Partition: "p", Batch: 10, LeaseMs: 60_000, LeaseID: "L2"})
+	if !slices.Equal(g.Offsets, []int64{1, 2}) || !slices.Equal(g.Attempts, []int32{1, 1}) {
+		t.Fatalf("g's pop after the trim: %v (attempts %v)", g.Offsets, g.Attempts)
+	}
+	if c, _ := h.cursor("g", "q", "p"); c.Expired != 1 || c.Offset != 1 || len(c.Failures) != 0 {
+		t.Fatalf("g's cursor after the trim: %+v; want offset 1, 1 expired, no failures", c)
+	}
+	requirePop(t, h.one(popCmd(3002, "g2", "K", 10, 60_000)), []int64{1, 2}, nil)
+	if c, _ := h.cursor("g2", "q", "p"); c.Expired != 0 {
+		t.Fatalf("a new group counts %d expired", c.Expired)
+	}
+
+	// What every group finished: segments that end by CompletedPos and
+	// were last appended to before CompletedCutoffMs.
+	if r := run(h, &RetainCommand{NowMs: 3003, QueueID: q.ID, Pos: second, CompletedPos: second, CompletedCutoffMs: 2500}); !r.Started {
+		t.Fatal("retain of completed messages did not start a trim")
+	}
+	h.cleanUp()
+	if got := starts(); !maps.Equal(got, map[string]uint64{"p": 2, "r": 2}) {
+		t.Fatalf("partition starts after the trim of completed messages: %v", got)
+	}
+
+	// By size: the stream keeps at least KeepBytes; every sealed segment
+	// goes, the active one stays.
+	h.apply(push(4000, item("q", "p", "a3", 3), item("q", "r", "b3", 13))) // seals the segment of 3000
+	sealed := point(store.RetentionLimit{KeepBytes: 1})
+	if sealed <= second {
+		t.Fatalf("retention point by size %d, not past %d", sealed, second)
+	}
+	if r := run(h, &RetainCommand{NowMs: 4000, QueueID: q.ID, Pos: sealed, KeepBytes: 1}); !r.Started {
+		t.Fatal("retain by size did not start a trim")
+	}
+	h.cleanUp()
+	if got := starts(); !maps.Equal(got, map[string]uint64{"p": 3, "r": 3}) {
+		t.Fatalf("partition starts after the trim by size: %v", got)
+	}
+	if ms := h.messages("q", "r"); len(ms) != 1 || ms[0].TransactionID != "b3" {
+		t.Fatalf("r holds %+v, want b3 alone", ms)
+	}
 }
