@@ -44,3 +44,5 @@ func (*ForgetTxnsCommand) answers(int)                      {} // ids forgotten
 func (*CompactCommand) answers(CompactResult)               {}
 func (*ReplayDeadLetterCommand) answers(ReplayResult)       {}
 func (*DeleteDeadLettersCommand) answers(int)               {} // dead letters deleted
+func (*KeyedCommand) answers(KeyedResult)                   {}
+func (*PruneRequestsCommand) answers(int)                   {} // outcomes forgotten

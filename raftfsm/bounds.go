@@ -33,6 +33,8 @@ package raftfsm
 //	                   and 2 MiB)
 //	dead letters       ≤ 2 MiB copied per entry (maxDeadLetterBytes)
 //	cleanup            ≤ MaxCleanupWrites + 1 (a tombstone's own write counts)
+//	keyed              its inner command's + 2 (the outcome and its expiry
+//	                   index entry); prune requests 2 per outcome pruned
 //
 // FSM.ApplyBatch commits its open transaction before an entry once it
 // holds commitAfterWrites writes, so one badger transaction stays below

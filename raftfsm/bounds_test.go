@@ -245,6 +245,8 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 		deadLetters[i] = uint64(i + 1)
 	}
 	h.one((&DeleteDeadLettersCommand{IDs: deadLetters}).Encode())
+	// A keyed push of the widest kind: its inner's writes and 2 more.
+	h.one((&KeyedCommand{NowMs: now, Key: "k", WindowMs: 60_000, Inner: push(now, widest[:MaxPushTargets]...)}).Encode())
 	if n := h.one((&DeleteOffsetsCommand{Group: "txn-g", All: true}).Encode()).(int); n != 1 {
 		t.Fatalf("the transaction's offsets were not committed: deleting its group answered %d", n)
 	}
@@ -277,6 +279,7 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 			break
 		}
 	}
+	h.one((&PruneRequestsCommand{NowMs: later, Limit: MaxPruneLimit}).Encode())
 	for {
 		r := h.one((&TickCommand{NowMs: later, Limit: 1000}).Encode()).(TickResult)
 		if r.PrunedKV < 1000 && r.Fired < 1000 {

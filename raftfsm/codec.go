@@ -17,6 +17,7 @@ func (e *encoder) varint(v int64)     { e.b = binary.AppendVarint(e.b, v) }
 func (e *encoder) bytes(p []byte)     { e.uvarint(uint64(len(p))); e.b = append(e.b, p...) }
 func (e *encoder) string(s string)    { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
 func (e *encoder) fixed16(p [16]byte) { e.b = append(e.b, p[:]...) }
+func (e *encoder) fixed32(p [32]byte) { e.b = append(e.b, p[:]...) }
 
 // decoder reads what encoder wrote. The first error sticks and later reads
 // return zero values, so a command is decoded straight through and checked
@@ -81,15 +82,19 @@ func (d *decoder) optionalBytes() []byte {
 
 func (d *decoder) string() string { return string(d.bytes()) }
 
-func (d *decoder) fixed16() (v [16]byte) {
-	if len(d.b) < 16 {
+// fixed reads n bytes (nil, failing, when fewer are left).
+func (d *decoder) fixed(n int) []byte {
+	if len(d.b) < n {
 		d.fail()
-		return v
+		return nil
 	}
-	copy(v[:], d.b)
-	d.b = d.b[16:]
+	v := d.b[:n]
+	d.b = d.b[n:]
 	return v
 }
+
+func (d *decoder) fixed16() (v [16]byte) { copy(v[:], d.fixed(16)); return v }
+func (d *decoder) fixed32() (v [32]byte) { copy(v[:], d.fixed(32)); return v }
 
 // count reads a length prefix for a list whose elements take at least
 // minSize bytes each, refusing one larger than the bytes left could hold.

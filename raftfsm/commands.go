@@ -58,6 +58,9 @@ const (
 	// Dead letters (deadletters.go), log format 2.
 	CmdReplayDeadLetter  CommandType = 36
 	CmdDeleteDeadLetters CommandType = 37
+	// Request outcomes (requests.go), log format 2.
+	CmdKeyed         CommandType = 38
+	CmdPruneRequests CommandType = 39
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.
@@ -216,23 +219,31 @@ type PruneDedupResult struct {
 }
 
 // Encode returns the raft entry for the command.
-func (c *PruneDedupCommand) Encode() []byte {
+func (c *PruneDedupCommand) Encode() []byte { return encodePrune(CmdPruneDedup, c.NowMs, c.Limit) }
+
+func decodePruneDedup(b []byte) (*PruneDedupCommand, error) {
+	now, limit, err := decodePrune(b)
+	return &PruneDedupCommand{NowMs: now, Limit: limit}, err
+}
+
+// encodePrune writes a prune entry: the leader's time and how many
+// expired records it may forget.
+func encodePrune(t CommandType, nowMs int64, limit int) []byte {
 	e := encoder{}
-	e.byte(byte(CmdPruneDedup))
-	e.varint(c.NowMs)
-	e.uvarint(uint64(c.Limit))
+	e.byte(byte(t))
+	e.varint(nowMs)
+	e.uvarint(uint64(limit))
 	return e.b
 }
 
-func decodePruneDedup(b []byte) (*PruneDedupCommand, error) {
+func decodePrune(b []byte) (nowMs int64, limit int, err error) {
 	d := decoder{b: b}
-	c := &PruneDedupCommand{NowMs: d.varint()}
-	limit := d.uvarint()
-	if limit > MaxPruneLimit {
-		return nil, fmt.Errorf("raftfsm: prune limit %d over %d", limit, MaxPruneLimit)
+	nowMs = d.varint()
+	n := d.uvarint()
+	if n > MaxPruneLimit {
+		return 0, 0, fmt.Errorf("raftfsm: prune limit %d over %d", n, MaxPruneLimit)
 	}
-	c.Limit = int(limit)
-	return c, d.finish()
+	return nowMs, int(n), d.finish()
 }
 
 // MaxPruneLimit bounds one prune entry: each record pruned is two deletes,

@@ -513,7 +513,7 @@ func (p *Processor) ackTarget(tx *store.Tx, group string, partitionID uint64) (*
 // leased finds the leased offset whose message has the transactionId: the
 // lease keeps each message's TxHash, and a hash match is confirmed by
 // reading that one message.
-func (tg *ackTarget) leased(tx *store.Tx, txID string) (int64, bool) {
+func (tg *ackTarget) leased(tx *store.Tx, meta *store.Meta, txID string) (int64, bool) {
 	l := tg.cur.Lease
 	if l == nil {
 		return 0, false
@@ -523,9 +523,7 @@ func (tg *ackTarget) leased(tx *store.Tx, txID string) (int64, bool) {
 		if i >= len(l.TxHashes) || l.TxHashes[i] != h {
 			continue
 		}
-		e, found, err := tx.EntryAt(tg.part.ID, uint64(o))
-		must(err)
-		if found && entryTxID(e, o) == txID {
+		if e, found := entryAt(tx, meta, tg.part.ID, o); found && entryTxID(e, o) == txID {
 			return o, true
 		}
 	}
@@ -545,7 +543,7 @@ func (p *Processor) ackOne(tx *store.Tx, meta *store.Meta, group string, tg *ack
 	if l == nil || l.ID != a.LeaseID || l.ExpiresAtMs <= now {
 		return fail("lease unknown or expired")
 	}
-	offset, ok := tg.leased(tx, a.TransactionID)
+	offset, ok := tg.leased(tx, meta, a.TransactionID)
 	if !ok {
 		return fail("transactionId is not in this lease")
 	}
@@ -555,7 +553,7 @@ func (p *Processor) ackOne(tx *store.Tx, meta *store.Meta, group string, tg *ack
 	}
 	status, failures := ackOutcome(tg, offset, a.Status)
 	if status == AckDLQ && DeadLettering(tg.queue) {
-		d := deadLetter(tx, tg.queue, tg.part, group, offset, a.Error, cur.Attempts[offset])
+		d := deadLetter(tx, meta, tg.queue, tg.part, group, offset, a.Error, cur.Attempts[offset])
 		size := d.Size()
 		if p.deadLetterBytes > 0 && p.deadLetterBytes+size > maxDeadLetterBytes {
 			return fail("this call dead-letters too much at once: ack this message again")
@@ -612,11 +610,9 @@ const maxDeadLetterBytes = 2 << 20
 
 // deadLetter builds the dead letter of a leased message; the caller gives
 // it an id and stores it.
-func deadLetter(tx *store.Tx, q store.Queue, part store.Partition, group string, offset int64, reason string, attempts int32) store.DeadLetter {
+func deadLetter(tx *store.Tx, meta *store.Meta, q store.Queue, part store.Partition, group string, offset int64, reason string, attempts int32) store.DeadLetter {
 	d := store.DeadLetter{QueueID: q.ID, Group: group, Partition: part.Name, Offset: offset, Error: reason, Attempts: attempts}
-	e, found, err := tx.EntryAt(part.ID, uint64(offset))
-	must(err)
-	if found && e.Message != nil {
+	if e, found := entryAt(tx, meta, part.ID, offset); found && e.Message != nil {
 		d.TransactionID, d.Payload = e.Message.TransactionID, e.Message.Payload
 	} else {
 		d.TransactionID = KafkaRecordTxID(offset)
@@ -672,4 +668,19 @@ func (p *Processor) seek(tx *store.Tx, meta *store.Meta, c *SeekCommand) TopicOu
 	}
 	must(tx.PutSubscription(c.Group, q.ID, sub, meta.NextID))
 	return TopicOK
+}
+
+// entryAt reads the entry holding offset. Up to log format 1 an offset no
+// entry holds (trimmed by retention under a lease) answered the next entry
+// (store.Tx.EntryAtOrAfter): replicas go on answering so for those
+// entries, since binaries of that format apply the same log; from format 2
+// it is not found.
+func entryAt(tx *store.Tx, meta *store.Meta, partitionID uint64, offset int64) (store.Entry, bool) {
+	read := tx.EntryAt
+	if effectiveLogFormat(*meta) < LogFormat2 {
+		read = tx.EntryAtOrAfter
+	}
+	e, found, err := read(partitionID, uint64(offset))
+	must(err)
+	return e, found
 }

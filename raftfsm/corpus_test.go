@@ -147,6 +147,16 @@ func corpusScenario() []corpusEntry {
 		{"dlq-replay", &ReplayDeadLetterCommand{NowMs: later + 4, ID: corpusDeadLetterID, MessageID: [16]byte{0xc, 2}}},
 		{"dlq-replay-again", &ReplayDeadLetterCommand{NowMs: later + 5, ID: corpusDeadLetterID, MessageID: [16]byte{0xc, 3}}},
 		{"dlq-delete", &DeleteDeadLettersCommand{IDs: []uint64{corpusDeadLetterID, 999}}},
+		// A keyed incr, its retry (answered from the record, applied
+		// once), the key reused for another request (refused), then the
+		// outcome pruned once its window passed.
+		{"keyed-incr", &KeyedCommand{NowMs: later + 6, Key: "req-1", BodyHash: [32]byte{1}, WindowMs: 600_000,
+			Inner: (&KVCommand{NowMs: later + 6, Ops: []KVOp{{Op: KVIncr, NS: "app", Key: "keyed", Forever: true}}}).Encode()}},
+		{"keyed-incr-retried", &KeyedCommand{NowMs: later + 7, Key: "req-1", BodyHash: [32]byte{1}, WindowMs: 600_000,
+			Inner: (&KVCommand{NowMs: later + 7, Ops: []KVOp{{Op: KVIncr, NS: "app", Key: "keyed", Forever: true}}}).Encode()}},
+		{"keyed-reused", &KeyedCommand{NowMs: later + 8, Key: "req-1", BodyHash: [32]byte{2}, WindowMs: 600_000,
+			Inner: (&KVCommand{NowMs: later + 8, Ops: []KVOp{{Op: KVIncr, NS: "app", Key: "keyed", Forever: true}}}).Encode()}},
+		{"prune-requests", &PruneRequestsCommand{NowMs: later + 700_000, Limit: 100}},
 	}
 }
 
@@ -168,8 +178,8 @@ const corpusCompactedQueueID = 13
 func corpusFor(t *testing.T, f LogFormat) (names []string, entries [][]byte) {
 	t.Helper()
 	for i, e := range corpusScenario() {
-		if (e.name == "set-log-format" || e.name == "produce-keyed" || strings.HasPrefix(e.name, "produce-transactional") || strings.HasPrefix(e.name, "dlq-")) && f < LogFormat2 {
-			continue // format 1 had no such command, no compacted topics, no transactions and no dead-letter commands
+		if (e.name == "set-log-format" || e.name == "produce-keyed" || strings.HasPrefix(e.name, "produce-transactional") || strings.HasPrefix(e.name, "dlq-") || strings.HasPrefix(e.name, "keyed-")) && f < LogFormat2 {
+			continue // format 1 had no such command, no compacted topics, no transactions, no dead-letter and no keyed commands
 		}
 		b, err := EncodeAs(e.cmd, f)
 		if err != nil {

@@ -1,6 +1,7 @@
 package raftfsm
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -56,6 +57,11 @@ var handlers = map[CommandType]handler{}
 // byte), registered with its handler; the fuzz tests reach them all here.
 var decoders = map[CommandType]func([]byte) (Command, error){}
 
+// answerDecoders read back, per command type, an answer recorded as JSON
+// (a keyed request's outcome, requests.go) as the type the command
+// declares.
+var answerDecoders = map[CommandType]func([]byte) (any, error){}
+
 // register adds a command type: its decoder, the leader-stamped time in it
 // (nil for commands that carry none) and what applying it does, which
 // returns the answer the command declares (Answering). A type registered
@@ -67,6 +73,11 @@ func register[C, R any, PC interface {
 	apply func(*Processor, *store.Tx, *store.Meta, PC) R) {
 	if _, dup := handlers[t]; dup {
 		panic(fmt.Sprintf("raftfsm: command type %d registered twice", t))
+	}
+	answerDecoders[t] = func(b []byte) (any, error) {
+		var r R
+		err := json.Unmarshal(b, &r)
+		return r, err
 	}
 	decoders[t] = func(b []byte) (Command, error) {
 		cmd, err := decode(b)
@@ -123,6 +134,8 @@ func init() {
 	register(CmdCompact, decodeCompact, func(c *CompactCommand) int64 { return c.NowMs }, (*Processor).compact)
 	register(CmdReplayDeadLetter, decodeReplayDeadLetter, func(c *ReplayDeadLetterCommand) int64 { return c.NowMs }, (*Processor).replayDeadLetter)
 	register(CmdDeleteDeadLetters, decodeDeleteDeadLetters, nil, (*Processor).deleteDeadLetters)
+	register(CmdKeyed, decodeKeyed, func(c *KeyedCommand) int64 { return c.NowMs }, (*Processor).keyed)
+	register(CmdPruneRequests, decodePruneRequests, func(c *PruneRequestsCommand) int64 { return c.NowMs }, (*Processor).pruneRequests)
 }
 
 func (p *Processor) pruneDedup(tx *store.Tx, meta *store.Meta, c *PruneDedupCommand) PruneDedupResult {

@@ -87,14 +87,14 @@ func (p *Processor) transaction(tx *store.Tx, meta *store.Meta, c *TransactionCo
 		if l == nil || l.ID != op.Ack.LeaseID || l.ExpiresAtMs <= now {
 			return rollback(RollbackRejectedAck, "lease unknown or expired")
 		}
-		offset, ok := tg.leased(tx, op.Ack.TransactionID)
+		offset, ok := tg.leased(tx, meta, op.Ack.TransactionID)
 		if !ok {
 			return rollback(RollbackRejectedAck, "transactionId "+op.Ack.TransactionID+" is not in the lease")
 		}
 		// The commit below must not refuse a dead letter: bound what the
 		// acks could dead-letter here (one is always taken).
 		if wouldDeadLetter(tg, offset, op.Ack.Status) {
-			size := deadLetter(tx, tg.queue, tg.part, op.Group, offset, op.Ack.Error, 0).Size()
+			size := deadLetter(tx, meta, tg.queue, tg.part, op.Group, offset, op.Ack.Error, 0).Size()
 			if dlBytes > 0 && dlBytes+size > maxDeadLetterBytes {
 				return rollback(RollbackRejectedAck, "the acks could dead-letter more than 2 MiB in one transaction: split it")
 			}

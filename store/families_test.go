@@ -14,6 +14,7 @@ func TestKeyFamiliesAreDistinct(t *testing.T) {
 		"tombstone": familyTombstone, "group": familyGroup, "stream": familyStream, "segment": familySegment,
 		"txn": familyTxn, "txnProducer": familyTxnProducer, "openTxn": familyOpenTxn, "abortedTxn": familyAbortedTxn, "txnGroup": familyTxnGroup, "txnDue": familyTxnDue,
 		"compactState": familyCompactState, "compactIndexed": familyCompactIndexed, "keyIndex": familyKeyIndex,
+		"request": familyRequest, "requestDue": familyRequestDue,
 	}
 	owner := map[byte]string{}
 	for name, b := range families {

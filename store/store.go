@@ -514,6 +514,20 @@ func (t *Tx) entryAt(partitionID, offset uint64, body bool) (Entry, bool, error)
 	return entries[0], true, nil
 }
 
+// EntryAtOrAfter is EntryAt as it was up to log format 1: for an offset no
+// entry holds it answers the next entry, if any. State machines applying
+// entries of that format use it, so every binary applies them alike.
+func (t *Tx) EntryAtOrAfter(partitionID, offset uint64) (Entry, bool, error) {
+	if e, found, err := t.EntryAt(partitionID, offset); found || err != nil {
+		return e, found, err
+	}
+	entries, err := t.entries(partitionID, offset, 1, 1, true)
+	if err != nil || len(entries) == 0 || entries[0].Offset+uint64(entries[0].Count) <= offset {
+		return Entry{}, false, err
+	}
+	return entries[0], true, nil
+}
+
 // FirstEntryAtOrAfter finds the first entry of a partition whose newest
 // record is at or after tsMs (found is false when none is).
 func (t *Tx) FirstEntryAtOrAfter(p Partition, tsMs int64) (e Entry, found bool, err error) {
