@@ -198,7 +198,7 @@ type AckRequest struct {
 type AckResult = raftfsm.AckResult
 
 // Ack acknowledges leased messages of one group in one raft entry.
-func (s *Service) Ack(group string, acks []AckRequest) ([]AckResult, error) {
+func (s *Service) Ack(ctx context.Context, group string, acks []AckRequest) ([]AckResult, error) {
 	if group == "" {
 		group = DefaultGroup
 	}
@@ -223,7 +223,7 @@ func (s *Service) Ack(group string, acks []AckRequest) ([]AckResult, error) {
 	if len(cmd.Acks) == 0 {
 		return out, nil
 	}
-	answer, err := apply(s, &cmd)
+	answer, err := applyFor(ctx, s, &cmd)
 	if err != nil {
 		return nil, err
 	}

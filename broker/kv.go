@@ -1,11 +1,10 @@
 package broker
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
-
-	"github.com/google/uuid"
 
 	"github.com/waggle-mq/waggle/dedup"
 	"github.com/waggle-mq/waggle/raftfsm"
@@ -93,7 +92,7 @@ func validateKVOps(ops []KVOp) error {
 
 // KV applies ops in order in one raft entry; a refused required op aborts
 // the call and nothing is written.
-func (s *Service) KV(ops []KVOp) (KVCallResult, error) {
+func (s *Service) KV(ctx context.Context, ops []KVOp) (KVCallResult, error) {
 	if len(ops) == 0 {
 		return KVCallResult{}, fmt.Errorf("%w: operations is empty", ErrInvalid)
 	}
@@ -105,7 +104,7 @@ func (s *Service) KV(ops []KVOp) (KVCallResult, error) {
 			return KVCallResult{}, err
 		}
 	}
-	return s.applyKV(ops)
+	return applyFor(ctx, s, &raftfsm.KVCommand{NowMs: s.now().UnixMilli(), Ops: ops})
 }
 
 // addsKV reports whether ops may add a row or grow one (a delete or a read
@@ -150,8 +149,8 @@ func (s *Service) KVGet(ns, key string) (KVResult, error) {
 
 // Once claims a marker: true for the one caller that created it while no
 // live marker existed.
-func (s *Service) Once(ns, key string, ttlSeconds int64, forever bool) (bool, error) {
-	res, err := s.KV([]KVOp{{Op: raftfsm.KVPutIfAbsent, NS: ns, Key: key, Value: json.RawMessage("true"), TTLSeconds: ttlSeconds, Forever: forever}})
+func (s *Service) Once(ctx context.Context, ns, key string, ttlSeconds int64, forever bool) (bool, error) {
+	res, err := s.KV(ctx, []KVOp{{Op: raftfsm.KVPutIfAbsent, NS: ns, Key: key, Value: json.RawMessage("true"), TTLSeconds: ttlSeconds, Forever: forever}})
 	if err != nil {
 		return false, err
 	}
@@ -159,7 +158,7 @@ func (s *Service) Once(ns, key string, ttlSeconds int64, forever bool) (bool, er
 }
 
 // Timers applies timer ops in one raft entry.
-func (s *Service) Timers(ops []TimerOp) ([]TimerResult, error) {
+func (s *Service) Timers(ctx context.Context, ops []TimerOp) ([]TimerResult, error) {
 	if len(ops) == 0 || len(ops) > MaxKVOps {
 		return nil, fmt.Errorf("%w: 1 to %d timer operations", ErrInvalid, MaxKVOps)
 	}
@@ -169,7 +168,7 @@ func (s *Service) Timers(ops []TimerOp) ([]TimerResult, error) {
 		}
 	}
 	cmd := raftfsm.TimersCommand{NowMs: s.now().UnixMilli(), Ops: ops}
-	return apply(s, &cmd)
+	return applyFor(ctx, s, &cmd)
 }
 
 func validateTimerOp(i int, op *TimerOp) error {
@@ -251,11 +250,11 @@ type TransactionResult struct {
 
 // Transaction commits acks, pushes, KV ops and timers in one raft entry,
 // whole or not at all.
-func (s *Service) Transaction(r TransactionRequest) (TransactionResult, error) {
+func (s *Service) Transaction(ctx context.Context, r TransactionRequest) (TransactionResult, error) {
 	if len(r.Ops)+len(r.KV)+len(r.Timers) == 0 {
 		return TransactionResult{}, fmt.Errorf("%w: an empty transaction", ErrInvalid)
 	}
-	cmd := raftfsm.TransactionCommand{NowMs: s.now().UnixMilli(), TxnID: uuid.NewString(), KV: r.KV, Timers: r.Timers}
+	cmd := raftfsm.TransactionCommand{NowMs: s.now().UnixMilli(), TxnID: mintID(ctx, "transaction").String(), KV: r.KV, Timers: r.Timers}
 	pushMeta := make([][]PushResult, len(r.Ops))
 	items := 0
 	for i, op := range r.Ops {
@@ -285,7 +284,7 @@ func (s *Service) Transaction(r TransactionRequest) (TransactionResult, error) {
 			if len(op.Items) == 0 {
 				return TransactionResult{}, fmt.Errorf("operations[%d]: %w: a push needs items", i, ErrInvalid)
 			}
-			stamped, results, err := s.stampItems(op.Items)
+			stamped, results, err := s.stampItems(ctx, fmt.Sprintf("operations/%d", i), op.Items)
 			if err != nil {
 				return TransactionResult{}, fmt.Errorf("operations[%d]: %w", i, err)
 			}
@@ -327,7 +326,7 @@ func (s *Service) Transaction(r TransactionRequest) (TransactionResult, error) {
 			return TransactionResult{}, err
 		}
 	}
-	answer, err := apply(s, &cmd)
+	answer, err := applyFor(ctx, s, &cmd)
 	if err != nil {
 		return TransactionResult{}, err
 	}

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -18,7 +19,7 @@ func TestLongGroupNamesRefusedBeforeProposing(t *testing.T) {
 	if outcome, err := s.CreateTopic("t", 1, nil); err != nil || outcome != TopicOK {
 		t.Fatalf("create topic: %v, %v", outcome, err)
 	}
-	res, err := s.Push([]PushItem{{Queue: "t", Partition: "0", Payload: []byte(`1`)}})
+	res, err := s.Push(context.Background(), []PushItem{{Queue: "t", Partition: "0", Payload: []byte(`1`)}})
 	if err != nil || res[0].Status != StatusQueued {
 		t.Fatalf("push: %+v, %v", res, err)
 	}
@@ -34,11 +35,11 @@ func TestLongGroupNamesRefusedBeforeProposing(t *testing.T) {
 		"seek":         s.Seek(long, "t", SeekRequest{Offset: &zero}),
 		"delete group": s.DeleteGroup(long),
 	}
-	_, checks["ack"] = s.Ack(long, []AckRequest{{PartitionID: pid, LeaseID: "x", TransactionID: "x", Status: raftfsm.AckCompleted}})
+	_, checks["ack"] = s.Ack(context.Background(), long, []AckRequest{{PartitionID: pid, LeaseID: "x", TransactionID: "x", Status: raftfsm.AckCompleted}})
 	_, checks["commit"] = s.CommitOffsets(long, []OffsetCommit{{Topic: "t", Partition: 0, Offset: 1}})
 	_, checks["delete offsets"] = s.DeleteOffsets(long, false, []OffsetCommit{{Topic: "t", Partition: 0}})
 	_, checks["pop"] = s.Pop(t.Context(), PopRequest{Queue: "t", Group: long})
-	_, checks["transaction"] = s.Transaction(TransactionRequest{Ops: []TxnOp{{Type: "ack", Group: long,
+	_, checks["transaction"] = s.Transaction(context.Background(), TransactionRequest{Ops: []TxnOp{{Type: "ack", Group: long,
 		Ack: AckRequest{PartitionID: pid, LeaseID: "x", TransactionID: "x"}}}})
 	for name, err := range checks {
 		if !errors.Is(err, ErrInvalid) {
@@ -46,7 +47,7 @@ func TestLongGroupNamesRefusedBeforeProposing(t *testing.T) {
 		}
 	}
 	// The node is still up and applies entries.
-	if _, err := s.Push([]PushItem{{Queue: "t", Payload: []byte(`2`)}}); err != nil {
+	if _, err := s.Push(context.Background(), []PushItem{{Queue: "t", Payload: []byte(`2`)}}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -45,7 +46,7 @@ type PushResult struct {
 // answers duplicate with the original message id and offset. An item that
 // breaks a per-item rule answers error and the others go on; a request
 // that is malformed as a whole returns ErrInvalid and writes nothing.
-func (s *Service) Push(items []PushItem) ([]PushResult, error) {
+func (s *Service) Push(ctx context.Context, items []PushItem) ([]PushResult, error) {
 	if len(items) == 0 {
 		return nil, fmt.Errorf("%w: items is empty", ErrInvalid)
 	}
@@ -55,7 +56,7 @@ func (s *Service) Push(items []PushItem) ([]PushResult, error) {
 	if err := s.admitGrowth(); err != nil {
 		return nil, err
 	}
-	stamped, results, err := s.stampItems(items)
+	stamped, results, err := s.stampItems(ctx, "push", items)
 	if err != nil || len(stamped) == 0 {
 		return results, err
 	}
@@ -63,7 +64,7 @@ func (s *Service) Push(items []PushItem) ([]PushResult, error) {
 		return nil, err
 	}
 	cmd := raftfsm.PushCommand{NowMs: s.now().UnixMilli(), Items: stamped}
-	answer, err := apply(s, &cmd)
+	answer, err := applyFor(ctx, s, &cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -83,11 +84,13 @@ func checkTargets(items []raftfsm.PushItem) error {
 	return nil
 }
 
-// stampItems validates items and mints their message ids (leader only). It
-// returns the items to put in the command, and a result per item in which
+// stampItems validates items and mints their message ids (leader only);
+// scope names the items within their request, for the transaction ids a
+// keyed request mints (see mintID). It returns the items to put in the
+// command, and a result per item in which
 // an item that breaks a per-item rule already answers error (and is left
 // out of the command).
-func (s *Service) stampItems(items []PushItem) ([]raftfsm.PushItem, []PushResult, error) {
+func (s *Service) stampItems(ctx context.Context, scope string, items []PushItem) ([]raftfsm.PushItem, []PushResult, error) {
 	results := make([]PushResult, len(items))
 	stamped := make([]raftfsm.PushItem, 0, len(items))
 	for i, it := range items {
@@ -114,6 +117,9 @@ func (s *Service) stampItems(items []PushItem) ([]raftfsm.PushItem, []PushResult
 		}
 		if it.TransactionID == "" {
 			results[i].TransactionID = id.String()
+			if _, keyed := ctx.Value(requestKeyCtx{}).(RequestKey); keyed {
+				results[i].TransactionID = mintID(ctx, fmt.Sprintf("%s/item/%d", scope, i)).String()
+			}
 		}
 		stamped = append(stamped, raftfsm.PushItem{
 			Queue:         it.Queue,

@@ -25,6 +25,9 @@ type Service struct {
 	ApplyTimeout time.Duration
 	// Metrics records apply latency; nil records nothing.
 	Metrics *metrics.Metrics
+	// RequestWindow is how long a keyed request's answer is kept
+	// (DefaultRequestWindow when zero).
+	RequestWindow time.Duration
 	// KafkaRetentionMs is the retention of topics created over Kafka
 	// without retention.ms (raftfsm.RetentionMs); set before serving.
 	KafkaRetentionMs int64

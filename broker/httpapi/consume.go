@@ -160,7 +160,7 @@ func (s *Server) answerAcks(w http.ResponseWriter, r *http.Request, group string
 			reqs[i].PartitionID = "" // refused below, as an item error
 		}
 	}
-	results, err := s.svc.Ack(group, reqs)
+	results, err := s.svc.Ack(r.Context(), group, reqs)
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return

@@ -72,7 +72,7 @@ func (f *fakeBroker) TokenPrincipal(token string) (auth.Principal, bool, error) 
 	return p, ok, nil
 }
 
-func (f *fakeBroker) Push(items []broker.PushItem) ([]broker.PushResult, error) {
+func (f *fakeBroker) Push(_ context.Context, items []broker.PushItem) ([]broker.PushResult, error) {
 	f.calls = append(f.calls, "Push")
 	if f.push == nil {
 		return nil, nil
@@ -96,7 +96,7 @@ func (f *fakeBroker) Pop(_ context.Context, r broker.PopRequest) ([]broker.Poppe
 	return f.pop(r)
 }
 
-func (f *fakeBroker) Ack(group string, acks []broker.AckRequest) ([]broker.AckResult, error) {
+func (f *fakeBroker) Ack(_ context.Context, group string, acks []broker.AckRequest) ([]broker.AckResult, error) {
 	f.calls = append(f.calls, "Ack")
 	if f.ack == nil {
 		return nil, nil

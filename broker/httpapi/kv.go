@@ -99,7 +99,7 @@ func (s *Server) kv(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	res, err := s.svc.KV(kvOps(req.Operations))
+	res, err := s.svc.KV(r.Context(), kvOps(req.Operations))
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -151,15 +151,15 @@ func (s *Server) kvPut(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	s.kvSingle(w, broker.KVOp{Op: raftfsm.KVPut, NS: r.PathValue("ns"), Key: r.PathValue("key"), Value: req.Value, TTLSeconds: req.TTLSeconds, Forever: req.Forever})
+	s.kvSingle(w, r, broker.KVOp{Op: raftfsm.KVPut, NS: r.PathValue("ns"), Key: r.PathValue("key"), Value: req.Value, TTLSeconds: req.TTLSeconds, Forever: req.Forever})
 }
 
 func (s *Server) kvDelete(w http.ResponseWriter, r *http.Request) {
-	s.kvSingle(w, broker.KVOp{Op: raftfsm.KVDelete, NS: r.PathValue("ns"), Key: r.PathValue("key")})
+	s.kvSingle(w, r, broker.KVOp{Op: raftfsm.KVDelete, NS: r.PathValue("ns"), Key: r.PathValue("key")})
 }
 
-func (s *Server) kvSingle(w http.ResponseWriter, op broker.KVOp) {
-	res, err := s.svc.KV([]broker.KVOp{op})
+func (s *Server) kvSingle(w http.ResponseWriter, r *http.Request, op broker.KVOp) {
+	res, err := s.svc.KV(r.Context(), []broker.KVOp{op})
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -177,7 +177,7 @@ func (s *Server) once(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	won, err := s.svc.Once(req.NS, req.Key, req.TTLSeconds, req.Forever)
+	won, err := s.svc.Once(r.Context(), req.NS, req.Key, req.TTLSeconds, req.Forever)
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -231,7 +231,7 @@ func (s *Server) timers(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	res, err := s.svc.Timers(ops)
+	res, err := s.svc.Timers(r.Context(), ops)
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -264,7 +264,7 @@ func (s *Server) listTimers(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) cancelTimer(w http.ResponseWriter, r *http.Request) {
-	res, err := s.svc.Timers([]broker.TimerOp{{Op: raftfsm.TimerCancel, Queue: r.PathValue("queue"), TimerKey: r.PathValue("timerKey")}})
+	res, err := s.svc.Timers(r.Context(), []broker.TimerOp{{Op: raftfsm.TimerCancel, Queue: r.PathValue("queue"), TimerKey: r.PathValue("timerKey")}})
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return

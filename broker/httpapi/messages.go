@@ -44,7 +44,7 @@ func (s *Server) push(w http.ResponseWriter, r *http.Request) {
 		}
 		items[i] = broker.PushItem{Queue: it.Queue, Partition: it.Partition, TransactionID: it.TransactionID, Payload: it.Payload}
 	}
-	results, err := s.svc.Push(items)
+	results, err := s.svc.Push(r.Context(), items)
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return

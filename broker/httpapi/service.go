@@ -31,7 +31,7 @@ type Broker interface {
 	Backup() (*raftfsm.Backup, error)
 
 	// Messages (messages.go).
-	Push(items []broker.PushItem) ([]broker.PushResult, error)
+	Push(ctx context.Context, items []broker.PushItem) ([]broker.PushResult, error)
 	Fetch(reqs []broker.FetchRequest) ([]broker.FetchResult, error)
 
 	// Queues and topics (queues.go).
@@ -42,7 +42,7 @@ type Broker interface {
 
 	// Consuming: pop, ack, leases, seek, dead letters (consume.go).
 	Pop(ctx context.Context, r broker.PopRequest) ([]broker.PoppedMessage, error)
-	Ack(group string, acks []broker.AckRequest) ([]broker.AckResult, error)
+	Ack(ctx context.Context, group string, acks []broker.AckRequest) ([]broker.AckResult, error)
 	ExtendLease(leaseID string, seconds int64) (raftfsm.ExtendLeaseResult, error)
 	LeaseOwner(leaseID string) (group, queue string, found bool, err error)
 	Seek(group, queue string, r broker.SeekRequest) error
@@ -58,11 +58,11 @@ type Broker interface {
 	OffsetGroups() ([]string, error)
 
 	// Transactions, KV and timers (transaction.go, kv.go).
-	Transaction(r broker.TransactionRequest) (broker.TransactionResult, error)
-	KV(ops []broker.KVOp) (broker.KVCallResult, error)
+	Transaction(ctx context.Context, r broker.TransactionRequest) (broker.TransactionResult, error)
+	KV(ctx context.Context, ops []broker.KVOp) (broker.KVCallResult, error)
 	KVGet(ns, key string) (broker.KVResult, error)
-	Once(ns, key string, ttlSeconds int64, forever bool) (bool, error)
-	Timers(ops []broker.TimerOp) ([]broker.TimerResult, error)
+	Once(ctx context.Context, ns, key string, ttlSeconds int64, forever bool) (bool, error)
+	Timers(ctx context.Context, ops []broker.TimerOp) ([]broker.TimerResult, error)
 	ListTimers(queue string) ([]store.Timer, error)
 
 	// Users and tokens (users.go, authn.go).

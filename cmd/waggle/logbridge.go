@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 )
 
 // Raft (hclog) and badger log through the node's slog logger, so one
@@ -85,6 +87,7 @@ func slogLevel(l hclog.Level) slog.Level {
 }
 
 func (h *hclogSlog) Log(level hclog.Level, msg string, args ...any) {
+	level = raftLevel(level, msg, args)
 	if level == hclog.Off || level < h.level {
 		return
 	}
@@ -98,6 +101,32 @@ func (h *hclogSlog) Log(level hclog.Level, msg string, args ...any) {
 		attrs = append(attrs, "repeatsLeftOut", skipped)
 	}
 	h.log.Log(context.Background(), slogLevel(level), msg, attrs...)
+}
+
+// peerFailures are raft's ERROR messages about one peer that cannot be
+// reached: the cluster goes on without it (a peer restarting, stopped or
+// being removed), so they are warnings; the repeat limiter keeps them rare.
+var peerFailures = []string{"failed to heartbeat to", "failed to appendEntries to", "failed to make requestVote RPC",
+	"failed to pipeline appendEntries", "failed to get log", "failed to contact"}
+
+// raftLevel is the level a raft message is logged at: raft's own, except
+// that a peer that cannot be reached is a warning, and this node's
+// transport closing under a read while it shuts down is not an error.
+func raftLevel(level hclog.Level, msg string, args []any) hclog.Level {
+	if level < hclog.Error {
+		return level
+	}
+	for _, p := range peerFailures {
+		if strings.HasPrefix(msg, p) {
+			return hclog.Warn
+		}
+	}
+	for _, a := range args {
+		if err, ok := a.(error); ok && errors.Is(err, raft.ErrTransportShutdown) {
+			return hclog.Info
+		}
+	}
+	return level
 }
 
 // plainValues turns hclog's argument values into what slog writes well:

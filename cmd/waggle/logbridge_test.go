@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 )
 
 // Raft's lines come out in the node's slog format, and a message repeated
@@ -25,7 +27,7 @@ func TestRaftLogsThroughSlogWithRepeatsHeldBack(t *testing.T) {
 	}
 	l.Debug("below the level")
 	if lines := strings.Count(buf.String(), "\n"); lines != 1 || !strings.Contains(buf.String(), `"component":"raft"`) ||
-		!strings.Contains(buf.String(), `"server-id":"2"`) || !strings.Contains(buf.String(), `"level":"ERROR"`) {
+		!strings.Contains(buf.String(), `"server-id":"2"`) || !strings.Contains(buf.String(), `"level":"WARN"`) {
 		t.Fatalf("after 10 repeats in 10 s: %d lines\n%s", lines, buf.String())
 	}
 	now = now.Add(repeatWindow)
@@ -47,3 +49,26 @@ func TestRaftLogsThroughSlogWithRepeatsHeldBack(t *testing.T) {
 type node string
 
 func (n node) String() string { return string(n) }
+
+// A peer that cannot be reached is a warning, this node's own transport
+// closing under a read while it shuts down is not an error; other raft
+// errors stay errors.
+func TestRaftLevelsOfExpectedFailures(t *testing.T) {
+	for _, tc := range []struct {
+		msg  string
+		args []any
+		want string
+	}{
+		{"failed to heartbeat to", []any{"peer", "127.0.0.1:7401", "error", errors.New("EOF")}, `"level":"WARN"`},
+		{"failed to appendEntries to", []any{"peer", "2", "error", errors.New("connection refused")}, `"level":"WARN"`},
+		{"failed to decode incoming command", []any{"error", raft.ErrTransportShutdown}, `"level":"INFO"`},
+		{"failed to decode incoming command", []any{"error", errors.New("unexpected EOF")}, `"level":"ERROR"`},
+		{"failed to take snapshot", []any{"error", errors.New("disk full")}, `"level":"ERROR"`},
+	} {
+		var buf bytes.Buffer
+		newRaftLogger(slog.New(slog.NewJSONHandler(&buf, nil)), hclog.Info).Error(tc.msg, tc.args...)
+		if !strings.Contains(buf.String(), tc.want) {
+			t.Errorf("%s %v logged as %s, want %s", tc.msg, tc.args, buf.String(), tc.want)
+		}
+	}
+}
