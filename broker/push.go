@@ -117,7 +117,7 @@ func (s *Service) stampItems(ctx context.Context, scope string, items []PushItem
 		}
 		if it.TransactionID == "" {
 			results[i].TransactionID = id.String()
-			if _, keyed := ctx.Value(requestKeyCtx{}).(RequestKey); keyed {
+			if _, keyed := RequestKeyOf(ctx); keyed {
 				results[i].TransactionID = mintID(ctx, fmt.Sprintf("%s/item/%d", scope, i)).String()
 			}
 		}

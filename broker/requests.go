@@ -34,10 +34,21 @@ func WithRequestKey(ctx context.Context, k RequestKey) context.Context {
 	return context.WithValue(ctx, requestKeyCtx{}, k)
 }
 
+// KeyedWrites reports whether the cluster's log format carries keyed
+// writes (every member reads them); before, a keyed write answers
+// ErrUpgradeInProgress.
+func (s *Service) KeyedWrites() bool { return s.node.FSM.LogFormat() >= raftfsm.LogFormat2 }
+
+// RequestKeyOf returns the request key ctx carries, if any.
+func RequestKeyOf(ctx context.Context) (RequestKey, bool) {
+	k, ok := ctx.Value(requestKeyCtx{}).(RequestKey)
+	return k, ok
+}
+
 // applyFor applies cmd, keyed when ctx carries a request key (the first
 // answer is given again to a retry under the same key), else as apply.
 func applyFor[R any](ctx context.Context, s *Service, cmd raftfsm.Answering[R]) (R, error) {
-	k, keyed := ctx.Value(requestKeyCtx{}).(RequestKey)
+	k, keyed := RequestKeyOf(ctx)
 	if !keyed {
 		return apply(s, cmd)
 	}
@@ -73,7 +84,7 @@ var requestIDSpace = uuid.MustParse("6f1d3c2e-5b8a-4f0e-9c47-2a1b3d4e5f60")
 // derived from its key, so a retry under the key answers the same ids as
 // the first attempt.
 func mintID(ctx context.Context, what string) uuid.UUID {
-	if k, keyed := ctx.Value(requestKeyCtx{}).(RequestKey); keyed {
+	if k, keyed := RequestKeyOf(ctx); keyed {
 		return uuid.NewSHA1(requestIDSpace, []byte(k.Key+"\x00"+what))
 	}
 	return uuid.New()

@@ -26,6 +26,9 @@ type fakeBroker struct {
 	Broker
 
 	calls []string
+	// noKeyedWrites: the cluster's log format does not carry keyed writes.
+	noKeyedWrites bool
+	requestKeys   []broker.RequestKey // the keys the keyed calls carried, in order
 
 	follower   bool   // IsLeader answers !follower
 	leaderAddr string // on a follower, AwaitLeaderHTTPAddr's answer; "" is no leader known
@@ -72,8 +75,13 @@ func (f *fakeBroker) TokenPrincipal(token string) (auth.Principal, bool, error) 
 	return p, ok, nil
 }
 
-func (f *fakeBroker) Push(_ context.Context, items []broker.PushItem) ([]broker.PushResult, error) {
+func (f *fakeBroker) KeyedWrites() bool { return !f.noKeyedWrites }
+
+func (f *fakeBroker) Push(ctx context.Context, items []broker.PushItem) ([]broker.PushResult, error) {
 	f.calls = append(f.calls, "Push")
+	if k, ok := broker.RequestKeyOf(ctx); ok {
+		f.requestKeys = append(f.requestKeys, k)
+	}
 	if f.push == nil {
 		return nil, nil
 	}

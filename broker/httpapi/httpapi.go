@@ -118,10 +118,11 @@ func (s *Server) routes() {
 		read, write, manage  = auth.Read, auth.Write, auth.Manage
 		queue, group, global = auth.Queue, auth.Group, auth.Cluster
 	)
-	// Writes go through leaderOnly: a follower forwards them. Reads are
-	// answered from this node's store. Each route names what it needs
+	// Writes go through leaderOnly: a follower forwards them; keyedWrite
+	// adds the Idempotency-Key and the retries under it (requests.go).
+	// Reads are answered from this node's store. Each route names what it needs
 	// (see authn.go); an empty param means the body names the resources.
-	handle(http.MethodPost, "/api/v1/push", need(write, queue, ""), s.leaderOnly(s.keyed(s.push)))
+	handle(http.MethodPost, "/api/v1/push", need(write, queue, ""), s.keyedWrite(s.push, false))
 	handle(http.MethodPost, "/api/v1/fetch", need(read, queue, ""), s.fetch)
 	handle(http.MethodPost, "/api/v1/configure", need(manage, queue, ""), s.leaderOnly(s.configure))
 	handle(http.MethodGet, "/api/v1/resources/queues", need(read, global, ""), s.listQueues)
@@ -129,8 +130,8 @@ func (s *Server) routes() {
 	handle(http.MethodDelete, "/api/v1/resources/queues/{queue}", need(manage, queue, "queue"), s.leaderOnly(s.deleteQueue))
 	handle(http.MethodGet, "/api/v1/pop/queue/{queue}", need(read, queue, "queue"), s.leaderOnly(s.pop))
 	handle(http.MethodGet, "/api/v1/pop/queue/{queue}/partition/{partition}", need(read, queue, "queue"), s.leaderOnly(s.pop))
-	handle(http.MethodPost, "/api/v1/ack", need(read, queue, ""), s.leaderOnly(s.keyed(s.ack)))
-	handle(http.MethodPost, "/api/v1/ack/batch", need(read, queue, ""), s.leaderOnly(s.keyed(s.ackBatch)))
+	handle(http.MethodPost, "/api/v1/ack", need(read, queue, ""), s.keyedWrite(s.ack, true))
+	handle(http.MethodPost, "/api/v1/ack/batch", need(read, queue, ""), s.keyedWrite(s.ackBatch, true))
 	handle(http.MethodPost, "/api/v1/lease/{leaseId}/extend", need(read, queue, ""), s.leaderOnly(s.extendLease))
 	handle(http.MethodGet, "/api/v1/dlq", need(read, global, ""), s.listDeadLetters)
 	handle(http.MethodPost, "/api/v1/dlq/{id}/replay", need(write, queue, ""), s.leaderOnly(s.replayDeadLetter))
@@ -138,15 +139,15 @@ func (s *Server) routes() {
 	handle(http.MethodDelete, "/api/v1/dlq", need(write, queue, ""), s.leaderOnly(s.purgeDeadLetters))
 	handle(http.MethodPost, "/api/v1/consumer-groups/{group}/queues/{queue}/seek", need(read, group, "group"), s.leaderOnly(s.seek))
 	handle(http.MethodDelete, "/api/v1/consumer-groups/{group}", need(manage, group, "group"), s.leaderOnly(s.deleteGroup))
-	handle(http.MethodPost, "/api/v1/transaction", need(write, queue, ""), s.leaderOnly(s.keyed(s.transaction)))
-	handle(http.MethodPost, "/api/v1/kv", need(write, global, ""), s.leaderOnly(s.keyed(s.kv)))
-	handle(http.MethodPost, "/api/v1/kv/once", need(write, global, ""), s.leaderOnly(s.keyed(s.once)))
+	handle(http.MethodPost, "/api/v1/transaction", need(write, queue, ""), s.keyedWrite(s.transaction, true))
+	handle(http.MethodPost, "/api/v1/kv", need(write, global, ""), s.keyedWrite(s.kv, true))
+	handle(http.MethodPost, "/api/v1/kv/once", need(write, global, ""), s.keyedWrite(s.once, true))
 	handle(http.MethodGet, "/api/v1/kv/{ns}/{key}", need(read, global, ""), s.kvGet)
-	handle(http.MethodPut, "/api/v1/kv/{ns}/{key}", need(write, global, ""), s.leaderOnly(s.keyed(s.kvPut)))
-	handle(http.MethodDelete, "/api/v1/kv/{ns}/{key}", need(write, global, ""), s.leaderOnly(s.keyed(s.kvDelete)))
-	handle(http.MethodPost, "/api/v1/timers", need(write, global, ""), s.leaderOnly(s.keyed(s.timers)))
+	handle(http.MethodPut, "/api/v1/kv/{ns}/{key}", need(write, global, ""), s.keyedWrite(s.kvPut, true))
+	handle(http.MethodDelete, "/api/v1/kv/{ns}/{key}", need(write, global, ""), s.keyedWrite(s.kvDelete, true))
+	handle(http.MethodPost, "/api/v1/timers", need(write, global, ""), s.keyedWrite(s.timers, true))
 	handle(http.MethodGet, "/api/v1/timers/{queue}", need(read, queue, "queue"), s.listTimers)
-	handle(http.MethodDelete, "/api/v1/timers/{queue}/{timerKey}", need(write, queue, "queue"), s.leaderOnly(s.keyed(s.cancelTimer)))
+	handle(http.MethodDelete, "/api/v1/timers/{queue}/{timerKey}", need(write, queue, "queue"), s.keyedWrite(s.cancelTimer, true))
 	handle(http.MethodGet, "/api/v1/consumer-groups", need(read, global, ""), s.listGroups)
 	handle(http.MethodGet, "/api/v1/consumer-groups/{group}", need(read, group, "group"), s.leaderOnly(s.getGroup))
 	handle(http.MethodGet, "/api/v1/cluster", need(read, global, ""), s.cluster)

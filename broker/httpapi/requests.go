@@ -3,10 +3,13 @@ package httpapi
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"io"
 	"net/http"
+	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/store"
 )
@@ -47,4 +50,87 @@ func (s *Server) keyed(h http.HandlerFunc) http.HandlerFunc {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		h(w, r.WithContext(broker.WithRequestKey(r.Context(), k)))
 	}
+}
+
+// keyedRetryDeadline bounds how long the node that took a keyed write
+// retries it across leader changes before answering outcome_unknown.
+const keyedRetryDeadline = 10 * time.Second
+
+// keyedWrite serves a write on the leader, applied keyed by its
+// Idempotency-Key (see keyed). The node that takes the request from the
+// client mints a key when it carries none (unless mint is false: a push
+// relies on its transactionIds) and, until keyedRetryDeadline, sends the
+// request again under the same key whenever the answer leaves the outcome
+// open (no_leader, outcome_unknown, a forward that broke off): a retry of
+// an applied write gets its first answer, so the client sees
+// outcome_unknown only when no leader answered in that time.
+func (s *Server) keyedWrite(h http.HandlerFunc, mint bool) http.HandlerFunc {
+	serve := s.leaderOnly(s.keyed(h))
+	return func(w http.ResponseWriter, r *http.Request) {
+		// The node that forwarded it retries; and before the cluster
+		// carries keyed writes (a rolling upgrade) nothing makes a retry
+		// safe: a client's key is refused there (upgrade_in_progress).
+		if r.Header.Get(forwardedHeader) != "" || !s.svc.KeyedWrites() {
+			serve(w, r)
+			return
+		}
+		if r.Header.Get(IdempotencyKeyHeader) == "" {
+			if !mint {
+				serve(w, r)
+				return
+			}
+			r.Header.Set(IdempotencyKeyHeader, uuid.Must(uuid.NewV7()).String())
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request", "reading the body: "+err.Error())
+			return
+		}
+		deadline := time.Now().Add(keyedRetryDeadline)
+		for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+			answer := &bufferedAnswer{header: http.Header{}, code: http.StatusOK}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			serve(answer, r)
+			if !answer.outcomeOpen() || time.Now().Add(wait).After(deadline) {
+				answer.sendTo(w)
+				return
+			}
+			select {
+			case <-time.After(wait):
+			case <-r.Context().Done():
+				answer.sendTo(w)
+				return
+			}
+		}
+	}
+}
+
+// bufferedAnswer holds an answer until it is known to be the last one.
+type bufferedAnswer struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (a *bufferedAnswer) Header() http.Header         { return a.header }
+func (a *bufferedAnswer) WriteHeader(code int)        { a.code = code }
+func (a *bufferedAnswer) Write(b []byte) (int, error) { return a.body.Write(b) }
+
+// outcomeOpen reports whether the answer leaves open whether the write was
+// applied, or says nothing was for want of a leader: both are worth
+// another try under the same key.
+func (a *bufferedAnswer) outcomeOpen() bool {
+	if a.code != http.StatusServiceUnavailable {
+		return false
+	}
+	var e errorBody
+	return json.Unmarshal(a.body.Bytes(), &e) == nil && (e.Code == "no_leader" || e.Code == "outcome_unknown")
+}
+
+func (a *bufferedAnswer) sendTo(w http.ResponseWriter) {
+	for k, v := range a.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(a.code)
+	w.Write(a.body.Bytes())
 }

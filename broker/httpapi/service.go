@@ -32,6 +32,7 @@ type Broker interface {
 
 	// Messages (messages.go).
 	Push(ctx context.Context, items []broker.PushItem) ([]broker.PushResult, error)
+	KeyedWrites() bool
 	Fetch(reqs []broker.FetchRequest) ([]broker.FetchResult, error)
 
 	// Queues and topics (queues.go).
