@@ -31,7 +31,12 @@ import (
 //     acknowledged write lost, no id stored twice, offsets gapless, and a
 //     retry of a stored id answers duplicate with the original offset;
 //   - once gates: at most one winner per key;
-//   - transactions pushing to two queues with a KV marker: all or nothing.
+//   - transactions pushing to two queues with a KV marker: all or nothing;
+//   - a KV counter: exactly the acknowledged incrs.
+//
+// Pushes, once, transactions and incrs carry an Idempotency-Key and are
+// sent again under it until answered (untilAnswered), so none is left
+// unknown.
 //
 // WAGGLE_CHAOS_SECONDS sets the length (default 90 s in the regular run, so in .ci/run).
 
@@ -78,13 +83,26 @@ func (h *history) count(kind string, o opOutcome) int {
 var chaosHTTP = &http.Client{Timeout: 3 * time.Second}
 
 func chaosPost(c *cluster, path string, body any, out any) (int, error) {
+	return chaosPostKeyed(c, path, "", body, out)
+}
+
+// chaosPostKeyed is chaosPost with an Idempotency-Key (none when empty).
+func chaosPostKeyed(c *cluster, path, key string, body any, out any) (int, error) {
 	live := c.live()
 	if len(live) == 0 {
 		return 0, fmt.Errorf("no live node")
 	}
 	n := live[rand.IntN(len(live))]
 	b, _ := json.Marshal(body)
-	resp, err := chaosHTTP.Post(n.url(path), "application/json", bytesReader(b))
+	req, err := http.NewRequest(http.MethodPost, n.url(path), bytesReader(b))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := chaosHTTP.Do(req)
 	if err != nil {
 		return 0, err
 	}
@@ -109,6 +127,28 @@ type apiError struct {
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("status %d %s", e.status, e.code) }
+
+// untilAnswered sends a write under its Idempotency-Key until it gets an
+// answer: a success, or a refusal that says nothing was done (a 4xx). A
+// timeout, a broken connection, no_leader or outcome_unknown leave the
+// outcome open and are sent again under the same key, to any node: an
+// applied write then answers its first outcome, and none is applied twice.
+// It returns the answer's status (0: none before the deadline) and how
+// many tries left the outcome open.
+func untilAnswered(c *cluster, path, key string, body, out any) (status, open int) {
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); open++ {
+		status, err := chaosPostKeyed(c, path, key, body, out)
+		var api *apiError
+		if err == nil {
+			return status, open
+		}
+		if errors.As(err, &api) && api.status < 500 && api.status != http.StatusTooManyRequests {
+			return api.status, open
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return 0, open
+}
 
 // notApplied reports whether a failed request certainly changed nothing:
 // it never reached a node, or the broker said so (no_leader, a 4xx).
@@ -138,41 +178,46 @@ func TestChaos(t *testing.T) {
 	acked := sync.Map{} // id -> offset of its acknowledgement
 	pushClock, kafkaClock := &ackClock{}, &ackClock{}
 	var pushed atomic.Int64
+	var openTries sync.Map // kind -> *atomic.Int64: tries whose outcome was open, retried under their key
+	countOpen := func(kind string, n int) {
+		v, _ := openTries.LoadOrStore(kind, new(atomic.Int64))
+		v.(*atomic.Int64).Add(int64(n))
+	}
+	openCount := func(kind string) int64 {
+		if v, ok := openTries.Load(kind); ok {
+			return v.(*atomic.Int64).Load()
+		}
+		return 0
+	}
 	for w := range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := 0; ; i++ {
-				id := fmt.Sprintf("p%d-%d", w, i)
-				for attempt := 0; ; attempt++ {
-					select {
-					case <-stop:
-						if attempt > 0 {
-							h.add(historyEntry{Kind: "push", Key: id, Outcome: opInfo})
-						}
-						return
-					default:
-					}
-					var out []pushAnswer
-					status, err := chaosPost(c, "/api/v1/push", map[string]any{"items": []pushItem{{Queue: "chaos", TransactionID: id, Payload: id}}}, &out)
-					if err != nil || status != http.StatusCreated || len(out) != 1 {
-						h.add(historyEntry{Kind: "push", Key: id, Outcome: opInfo, Detail: fmt.Sprint(status, err)})
-						time.Sleep(20 * time.Millisecond)
-						continue
-					}
-					off := *out[0].Offset
-					if prev, ok := acked.Load(id); ok && prev.(uint64) != off {
-						h.add(historyEntry{Kind: "push-conflict", Key: id, Outcome: opFail, Detail: fmt.Sprintf("%d then %d", prev, off)})
-					}
-					acked.Store(id, off)
-					if attempt > 0 && out[0].Status != "duplicate" && out[0].Status != "queued" {
-						h.add(historyEntry{Kind: "push", Key: id, Outcome: opFail, Detail: out[0].Status})
-					}
-					h.add(historyEntry{Kind: "push", Key: id, Outcome: opOK, Detail: strconv.FormatUint(off, 10)})
-					pushed.Add(1)
-					pushClock.add()
-					break
+				select {
+				case <-stop:
+					return
+				default:
 				}
+				id := fmt.Sprintf("p%d-%d", w, i)
+				var out []pushAnswer
+				status, open := untilAnswered(c, "/api/v1/push", "push-"+id, map[string]any{"items": []pushItem{{Queue: "chaos", TransactionID: id, Payload: id}}}, &out)
+				countOpen("push", open)
+				if status != http.StatusCreated || len(out) != 1 {
+					h.add(historyEntry{Kind: "push", Key: id, Outcome: opInfo, Detail: fmt.Sprint(status)})
+					continue
+				}
+				off := *out[0].Offset
+				if prev, ok := acked.Load(id); ok && prev.(uint64) != off {
+					h.add(historyEntry{Kind: "push-conflict", Key: id, Outcome: opFail, Detail: fmt.Sprintf("%d then %d", prev, off)})
+				}
+				acked.Store(id, off)
+				if out[0].Status != "duplicate" && out[0].Status != "queued" {
+					h.add(historyEntry{Kind: "push", Key: id, Outcome: opFail, Detail: out[0].Status})
+				}
+				h.add(historyEntry{Kind: "push", Key: id, Outcome: opOK, Detail: strconv.FormatUint(off, 10)})
+				pushed.Add(1)
+				pushClock.add()
 			}
 		}()
 	}
@@ -180,12 +225,13 @@ func TestChaos(t *testing.T) {
 	// Once racers: 8 clients race on keys k-0, k-1, …; a winner is recorded
 	// only on an answered won:true.
 	winners := sync.Map{} // key -> count of won answers
-	for range 8 {
+	for racer := range 8 {
 		untilStopped(&wg, stop, func(i int) {
 			key := fmt.Sprint("k-", i/4) // four tries per key
 			var out struct{ Won bool }
-			status, err := chaosPost(c, "/api/v1/kv/once", map[string]any{"ns": "chaos", "key": key, "forever": true}, &out)
-			if err != nil || status != http.StatusOK {
+			status, open := untilAnswered(c, "/api/v1/kv/once", fmt.Sprintf("once-%d-%d", racer, i), map[string]any{"ns": "chaos", "key": key, "forever": true}, &out)
+			countOpen("once", open)
+			if status != http.StatusOK {
 				h.add(historyEntry{Kind: "once", Key: key, Outcome: opInfo})
 				return
 			}
@@ -203,15 +249,16 @@ func TestChaos(t *testing.T) {
 	untilStopped(&wg, stop, func(i int) {
 		id := fmt.Sprint("t-", i)
 		var out txnAnswer
-		status, err := chaosPost(c, "/api/v1/transaction", map[string]any{
+		status, open := untilAnswered(c, "/api/v1/transaction", "txn-"+id, map[string]any{
 			"operations": []map[string]any{
 				{"type": "push", "items": []pushItem{{Queue: "chaos-a", TransactionID: id, Payload: id}}},
 				{"type": "push", "items": []pushItem{{Queue: "chaos-b", TransactionID: id, Payload: id}}},
 			},
 			"kv": []map[string]any{{"op": "put", "ns": "chaos-txn", "key": id, "value": id, "forever": true}},
 		}, &out)
+		countOpen("txn", open)
 		switch {
-		case err != nil || status != http.StatusOK:
+		case status != http.StatusOK:
 			h.add(historyEntry{Kind: "txn", Key: id, Outcome: opInfo})
 		case out.Success:
 			h.add(historyEntry{Kind: "txn", Key: id, Outcome: opOK})
@@ -245,16 +292,16 @@ func TestChaos(t *testing.T) {
 	// A KV counter: every acknowledged incr must count, and no more than
 	// the acknowledged plus the unknown ones may (no lost or phantom write).
 	var incrOK, incrInfo atomic.Int64
-	untilStopped(&wg, stop, func(int) {
+	untilStopped(&wg, stop, func(i int) {
 		var out struct{ OK bool }
-		status, err := chaosPost(c, "/api/v1/kv", map[string]any{"operations": []map[string]any{{"op": "incr", "ns": "chaos", "key": "counter", "forever": true}}}, &out)
-		if err != nil || status != http.StatusOK || !out.OK {
-			if !notApplied(err) {
-				incrInfo.Add(1)
-			}
-			return
+		status, open := untilAnswered(c, "/api/v1/kv", fmt.Sprint("incr-", i), map[string]any{"operations": []map[string]any{{"op": "incr", "ns": "chaos", "key": "counter", "forever": true}}}, &out)
+		countOpen("incr", open)
+		switch {
+		case status == 0:
+			incrInfo.Add(1)
+		case status == http.StatusOK && out.OK:
+			incrOK.Add(1)
 		}
-		incrOK.Add(1)
 	})
 
 	// KV register clients: three per key, checked by porcupine at the end.
@@ -502,6 +549,16 @@ func TestChaos(t *testing.T) {
 	if counter < incrOK.Load() || counter > incrOK.Load()+incrInfo.Load() {
 		t.Errorf("counter %d outside [%d acknowledged, %d acknowledged + unknown]", counter, incrOK.Load(), incrOK.Load()+incrInfo.Load())
 	}
+	// Every write retried under its key until answered: none is left
+	// unknown (and so the counter is exactly the acknowledged incrs).
+	for _, kind := range []string{"push", "once", "txn"} {
+		if n := h.count(kind, opInfo); n > 0 {
+			t.Errorf("%d %s operations left unknown after retrying under their key", n, kind)
+		}
+	}
+	if n := incrInfo.Load(); n > 0 {
+		t.Errorf("%d incrs left unknown after retrying under their key", n)
+	}
 
 	// The KV register: some order of the operations explains every answer.
 	checkStart := time.Now()
@@ -552,11 +609,11 @@ func TestChaos(t *testing.T) {
 
 	wipedIn := checkWipedFollowerCatchesUp(t, c, recs)
 
-	report := fmt.Sprintf("reads during the run %d, partial %d; register %d ops (%d unknown, %d cas applied): %s; counter %d (incr ok %d, unknown %d); kafka acked %d / failed %d, stored %d, lost %d, dup %d; "+"chaos %ds: push ok %d / info %d; once ok %d / info %d; txn ok %d / fail %d / info %d; faults %v; "+
+	report := fmt.Sprintf("reads during the run %d, partial %d; register %d ops (%d unknown, %d cas applied): %s; counter %d (incr ok %d, unknown %d); kafka acked %d / failed %d, stored %d, lost %d, dup %d; "+"chaos %ds: push ok %d / unknown %d; once ok %d / unknown %d; txn ok %d / fail %d / unknown %d; tries with an open outcome, retried under their key: push %d, once %d, txn %d, incr %d; faults %v; "+
 		"stored %d, lost %d, duplicates 0, partial txns %d, double once winners %d; longest fault-to-progress %v; a wiped follower caught up in %v",
 		txnReads.Load(), partialReads.Load(), len(reg.ops), reg.infos, reg.casWins(), linearizable, counter, incrOK.Load(), incrInfo.Load(), len(kafkaAcked), kafkaFailed, len(seenK), kafkaLost, kafkaDup,
 		seconds, h.count("push", opOK), h.count("push", opInfo), h.count("once", opOK), h.count("once", opInfo),
-		h.count("txn", opOK), h.count("txn", opFail), h.count("txn", opInfo), faults,
+		h.count("txn", opOK), h.count("txn", opFail), h.count("txn", opInfo), openCount("push"), openCount("once"), openCount("txn"), openCount("incr"), faults,
 		len(stored), lost, partial, doubleWinners, maxGap.Round(time.Millisecond), wipedIn.Round(time.Millisecond))
 	t.Log(report)
 }
