@@ -157,7 +157,7 @@ func newBenchCmd(o *clientOptions) *cobra.Command {
 }
 
 func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
-	var push, compressible, keep bool
+	var push, compressible, keep, keyed bool
 	var batch, clients, size, messages int
 	var queue string
 	cmd := &cobra.Command{
@@ -216,6 +216,9 @@ func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 						if o.token != "" {
 							req.Header.Set("Authorization", "Bearer "+o.token)
 						}
+						if keyed {
+							req.Header.Set("Idempotency-Key", fmt.Sprintf("bench-%d-%d", nonce, first))
+						}
 						resp, err := hc.Do(req)
 						if err != nil {
 							run.fail(n, fmt.Errorf("cannot reach %s: %w", base, err))
@@ -248,6 +251,7 @@ func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 	f.IntVar(&messages, "messages", 200_000, "messages in all")
 	f.StringVar(&queue, "queue", "", "queue to push to (default: a throw-away queue, deleted afterwards)")
 	f.BoolVar(&keep, "keep", false, "keep the throw-away queue")
+	f.BoolVar(&keyed, "idempotency-keys", false, "send each push with an Idempotency-Key (its answer is recorded for 10 minutes)")
 	return cmd
 }
 
