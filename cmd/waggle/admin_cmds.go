@@ -64,7 +64,7 @@ func newKVCmd(o *clientOptions) *cobra.Command {
 				return err
 			}
 			var r row
-			if _, err := o.client().call(http.MethodPut, path(args[0], args[1]), body, &r); err != nil {
+			if _, err := o.client().callKeyed(http.MethodPut, path(args[0], args[1]), body, &r); err != nil {
 				return err
 			}
 			return show(c, r)
@@ -72,7 +72,7 @@ func newKVCmd(o *clientOptions) *cobra.Command {
 	del := &cobra.Command{Use: "delete NS KEY", Short: "Delete a key", Args: cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			var r row
-			if _, err := o.client().call(http.MethodDelete, path(args[0], args[1]), nil, &r); err != nil {
+			if _, err := o.client().callKeyed(http.MethodDelete, path(args[0], args[1]), nil, &r); err != nil {
 				return err
 			}
 			if r.Applied == nil || !*r.Applied {
@@ -92,7 +92,7 @@ func newKVCmd(o *clientOptions) *cobra.Command {
 			var r struct {
 				Won bool `json:"won"`
 			}
-			if _, err := o.client().call(http.MethodPost, "/api/v1/kv/once", body, &r); err != nil {
+			if _, err := o.client().callKeyed(http.MethodPost, "/api/v1/kv/once", body, &r); err != nil {
 				return err
 			}
 			if err := o.print(c, r, func(t *tableWriter) {

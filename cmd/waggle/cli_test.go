@@ -393,3 +393,36 @@ func TestGroupDescribeShowsEveryPartition(t *testing.T) {
 	}
 	requireContains(t, mustCLI(t, srv, "group", "describe", "g"), "IN FLIGHT")
 }
+
+// A keyed write (kv once, kv put and delete, ack) is sent again under the
+// same Idempotency-Key while the server answers 503: a retry after an
+// outcome the CLI could not learn gets the first answer.
+func TestCLIRetriesAKeyedWriteUnderOneKey(t *testing.T) {
+	var keys []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		if len(keys) < 3 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(`{"error":"the leader went away","code":"outcome_unknown"}`))
+			return
+		}
+		w.Write([]byte(`{"won":true}`))
+	}))
+	defer srv.Close()
+	var slept []time.Duration
+	testClock = &fakeClock{t: time.Unix(0, 0), slept: &slept}
+	defer func() { testClock = nil }()
+	c := newAPIClient(srv.URL)
+	c.retryFor = 10 * time.Second
+	var out struct{ Won bool }
+	if _, err := c.callKeyed(http.MethodPost, "/api/v1/kv/once", map[string]any{"ns": "n", "key": "k"}, &out); err != nil || !out.Won {
+		t.Fatalf("once through two 503s: %v %+v", err, out)
+	}
+	if len(keys) != 3 || keys[0] == "" || keys[0] != keys[1] || keys[1] != keys[2] {
+		t.Fatalf("the tries carried keys %q, want one key three times", keys)
+	}
+	if _, err := c.callKeyed(http.MethodPost, "/api/v1/kv/once", map[string]any{"ns": "n", "key": "k"}, &out); err != nil || keys[3] == keys[0] {
+		t.Fatalf("a second call reused the first call's key: %q (%v)", keys, err)
+	}
+}

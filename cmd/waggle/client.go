@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )
 
@@ -92,10 +93,22 @@ func (c *apiClient) call(method, path string, in, out any) (int, error) {
 // duplicate). While the server answers 503 or 429 it waits as Retry-After
 // says (else 100 ms, doubling to 2 s) and tries again, for up to retryFor.
 func (c *apiClient) callRetry(method, path string, in, out any) (int, error) {
+	return c.retry(method, path, "", in, out)
+}
+
+// callKeyed is call for a write the server applies once per
+// Idempotency-Key: it mints a key (a UUIDv7) and sends the write, and
+// again under the same key as callRetry does, so a retry after an outcome
+// it could not learn gets the first answer and applies nothing twice.
+func (c *apiClient) callKeyed(method, path string, in, out any) (int, error) {
+	return c.retry(method, path, uuid.Must(uuid.NewV7()).String(), in, out)
+}
+
+func (c *apiClient) retry(method, path, key string, in, out any) (int, error) {
 	deadline := c.now().Add(c.retryFor)
 	wait := 100 * time.Millisecond
 	for {
-		status, err := c.once(method, path, in, out)
+		status, err := c.send(method, path, key, in, out)
 		var ae *apiError
 		if err == nil || c.retryFor <= 0 || !errors.As(err, &ae) || !ae.again() {
 			return status, err
@@ -114,6 +127,11 @@ func (c *apiClient) callRetry(method, path string, in, out any) (int, error) {
 
 // once sends one request.
 func (c *apiClient) once(method, path string, in, out any) (int, error) {
+	return c.send(method, path, "", in, out)
+}
+
+// send sends one request, with an Idempotency-Key when key is not empty.
+func (c *apiClient) send(method, path, key string, in, out any) (int, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -129,6 +147,9 @@ func (c *apiClient) once(method, path string, in, out any) (int, error) {
 	req.Header.Set("Content-Type", "application/json")
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -146,7 +146,7 @@ func newPopCmd(o *clientOptions) *cobra.Command {
 					Success bool
 					Error   string
 				}
-				if _, err := cl.call(http.MethodPost, "/api/v1/ack/batch", map[string]any{"consumerGroup": group, "acknowledgments": acks}, &res); err != nil {
+				if _, err := cl.callKeyed(http.MethodPost, "/api/v1/ack/batch", map[string]any{"consumerGroup": group, "acknowledgments": acks}, &res); err != nil {
 					return err
 				}
 				for i, r := range res {
@@ -274,7 +274,7 @@ dlq (dead-lettered now). The lease and partition ids are the ones pop shows.`,
 				acks = append(acks, map[string]string{"transactionId": tx, "partitionId": partitionID, "leaseId": lease, "status": status, "error": reason})
 			}
 			var res []ackResult
-			if _, err := o.client().call(http.MethodPost, "/api/v1/ack/batch", map[string]any{"consumerGroup": group, "acknowledgments": acks}, &res); err != nil {
+			if _, err := o.client().callKeyed(http.MethodPost, "/api/v1/ack/batch", map[string]any{"consumerGroup": group, "acknowledgments": acks}, &res); err != nil {
 				return err
 			}
 			if err := o.print(c, res, func(t *tableWriter) {
