@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"net"
 	"testing"
 	"time"
 
@@ -21,13 +20,8 @@ func startService(t testing.TB) *Service {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	node, err := raftfsm.StartNode(raftfsm.NodeConfig{ID: "1", RaftAddr: addr, Dir: t.TempDir()}, st)
+	// Port 0: raft binds a port the system picks and advertises it.
+	node, err := raftfsm.StartNode(raftfsm.NodeConfig{ID: "1", RaftAddr: "127.0.0.1:0", Dir: t.TempDir()}, st)
 	if err != nil {
 		t.Fatal(err)
 	}

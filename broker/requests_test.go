@@ -1,0 +1,52 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/waggle-mq/waggle/raftfsm"
+)
+
+// A keyed write is refused until the cluster's log format carries keyed
+// writes; then it is applied once per key (the same key and request again
+// answer the first outcome, minted ids included), and the key with another
+// request is refused.
+func TestKeyedWritesApplyOncePerKey(t *testing.T) {
+	s := startService(t)
+	incr := []KVOp{{Op: raftfsm.KVIncr, NS: "n", Key: "c", Forever: true}}
+	keyed := WithRequestKey(context.Background(), RequestKey{Key: "k-1", BodyHash: [32]byte{1}})
+	if s.KeyedWrites() {
+		t.Fatal("a new node at log format 1 says it carries keyed writes")
+	}
+	if _, err := s.KV(keyed, incr); !errors.Is(err, ErrUpgradeInProgress) {
+		t.Fatalf("a keyed write at log format 1: %v, want ErrUpgradeInProgress", err)
+	}
+	if err := s.RaiseLogFormat(raftfsm.LogFormat2); err != nil || !s.KeyedWrites() {
+		t.Fatalf("raise the log format: %v", err)
+	}
+	first, err := s.KV(keyed, incr)
+	if err != nil || first.Results[0].Version != 1 {
+		t.Fatalf("keyed incr: %+v, %v", first, err)
+	}
+	again, err := s.KV(keyed, incr)
+	if err != nil || again.Results[0].Version != 1 {
+		t.Fatalf("the keyed incr again: %+v, %v; want the first answer (version 1)", again, err)
+	}
+	other := WithRequestKey(context.Background(), RequestKey{Key: "k-1", BodyHash: [32]byte{2}})
+	if _, err := s.KV(other, incr); !errors.Is(err, ErrKeyReused) {
+		t.Fatalf("the key with another request: %v, want ErrKeyReused", err)
+	}
+	if got, err := s.KV(context.Background(), []KVOp{{Op: raftfsm.KVGet, NS: "n", Key: "c"}}); err != nil || string(got.Results[0].Value) != "1" {
+		t.Fatalf("counter %+v, %v; want 1", got, err)
+	}
+
+	// A keyed transaction answers the same minted transaction id again.
+	txn := TransactionRequest{KV: []KVOp{{Op: raftfsm.KVPut, NS: "n", Key: "t", Value: []byte(`1`), Forever: true}}}
+	tk := WithRequestKey(context.Background(), RequestKey{Key: "t-1"})
+	a, err1 := s.Transaction(tk, txn)
+	b, err2 := s.Transaction(tk, txn)
+	if err1 != nil || err2 != nil || !a.Success || a.TransactionID != b.TransactionID || !b.Success {
+		t.Fatalf("keyed transaction twice: %+v (%v), %+v (%v)", a, err1, b, err2)
+	}
+}
