@@ -251,7 +251,7 @@ type SeekRequest struct {
 }
 
 // Seek moves a group's cursors on every partition of a queue.
-func (s *Service) Seek(group, queue string, r SeekRequest) error {
+func (s *Service) Seek(ctx context.Context, group, queue string, r SeekRequest) error {
 	if err := validateGroupName(group); err != nil {
 		return err
 	}
@@ -271,7 +271,7 @@ func (s *Service) Seek(group, queue string, r SeekRequest) error {
 	if set != 1 {
 		return fmt.Errorf("%w: give exactly one of toEnd, offset or timestamp", ErrInvalid)
 	}
-	answer, err := apply(s, &cmd)
+	answer, err := applyFor(ctx, s, &cmd)
 	if err != nil {
 		return err
 	}
@@ -282,8 +282,11 @@ func (s *Service) Seek(group, queue string, r SeekRequest) error {
 }
 
 // DeleteGroup forgets a group: cursors, leases and subscriptions.
-func (s *Service) DeleteGroup(group string) error {
-	n, err := s.DeleteOffsets(group, true, nil)
+func (s *Service) DeleteGroup(ctx context.Context, group string) error {
+	if err := validateOffsets(group, nil); err != nil {
+		return err
+	}
+	n, err := applyFor(ctx, s, &raftfsm.DeleteOffsetsCommand{Group: group, All: true})
 	if err == nil && n == 0 {
 		return fmt.Errorf("consumer group %q: %w", group, ErrNotFound)
 	}

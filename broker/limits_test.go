@@ -32,8 +32,8 @@ func TestLongGroupNamesRefusedBeforeProposing(t *testing.T) {
 	long := strings.Repeat("g", 70_000)
 	zero := int64(0)
 	checks := map[string]error{
-		"seek":         s.Seek(long, "t", SeekRequest{Offset: &zero}),
-		"delete group": s.DeleteGroup(long),
+		"seek":         s.Seek(context.Background(), long, "t", SeekRequest{Offset: &zero}),
+		"delete group": s.DeleteGroup(context.Background(), long),
 	}
 	_, checks["ack"] = s.Ack(context.Background(), long, []AckRequest{{PartitionID: pid, LeaseID: "x", TransactionID: "x", Status: raftfsm.AckCompleted}})
 	_, checks["commit"] = s.CommitOffsets(long, []OffsetCommit{{Topic: "t", Partition: 0, Offset: 1}})

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -45,7 +46,7 @@ type PartitionInfo struct {
 }
 
 // Configure creates a queue or merges new options into it.
-func (s *Service) Configure(queue string, opts QueueOptions) (QueueInfo, error) {
+func (s *Service) Configure(ctx context.Context, queue string, opts QueueOptions) (QueueInfo, error) {
 	if err := validateQueueName(queue); err != nil {
 		return QueueInfo{}, err
 	}
@@ -71,7 +72,7 @@ func (s *Service) Configure(queue string, opts QueueOptions) (QueueInfo, error) 
 		return QueueInfo{}, fmt.Errorf("%w: partitions must be between 1 and 10000", ErrInvalid)
 	}
 	cmd := raftfsm.ConfigureQueueCommand{NowMs: s.now().UnixMilli(), Queue: queue, Options: opts}
-	answer, err := apply(s, &cmd)
+	answer, err := applyFor(ctx, s, &cmd)
 	if err != nil {
 		return QueueInfo{}, err
 	}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -198,9 +199,9 @@ func (s *Service) AddPartitions(name string, count int32) (TopicOutcome, error) 
 }
 
 // DeleteTopic deletes a queue and its partitions.
-func (s *Service) DeleteTopic(name string) (TopicOutcome, error) {
+func (s *Service) DeleteTopic(ctx context.Context, name string) (TopicOutcome, error) {
 	cmd := raftfsm.DeleteQueueCommand{Name: name}
-	return apply(s, &cmd)
+	return applyFor(ctx, s, &cmd)
 }
 
 // ProduceResult answers a produce to one partition.

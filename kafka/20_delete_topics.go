@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -45,7 +46,7 @@ func handleDeleteTopics(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		case !c.s.svc.IsLeader():
 			rt.ErrorCode = kerr.NotController.Code
 		default:
-			outcome, err := c.s.svc.DeleteTopic(name)
+			outcome, err := c.s.svc.DeleteTopic(context.Background(), name)
 			if err != nil {
 				rt.ErrorCode = kerr.NotController.Code
 			} else {

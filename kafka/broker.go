@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"time"
 
 	"github.com/waggle-mq/waggle/auth"
@@ -37,7 +38,7 @@ type Broker interface {
 	CreateTopic(name string, partitions int32, settings []raftfsm.TopicSetting) (broker.TopicOutcome, error)
 	AlterTopic(name string, settings []raftfsm.TopicSetting) (broker.TopicOutcome, error)
 	AddPartitions(name string, count int32) (broker.TopicOutcome, error)
-	DeleteTopic(name string) (broker.TopicOutcome, error)
+	DeleteTopic(ctx context.Context, name string) (broker.TopicOutcome, error)
 	DeleteRecords(topic string, before []raftfsm.RecordsBefore) ([]raftfsm.DeleteRecordsResult, error)
 	PartitionSizes(topic broker.TopicInfo) ([]int64, error)
 

@@ -201,7 +201,7 @@ func (s *Server) seek(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) || !s.allow(w, r, auth.Read, auth.Queue, r.PathValue("queue")) {
 		return
 	}
-	err := s.svc.Seek(r.PathValue("group"), r.PathValue("queue"), broker.SeekRequest{ToEnd: req.ToEnd, Offset: req.Offset, TimestampMs: req.Timestamp})
+	err := s.svc.Seek(r.Context(), r.PathValue("group"), r.PathValue("queue"), broker.SeekRequest{ToEnd: req.ToEnd, Offset: req.Offset, TimestampMs: req.Timestamp})
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -210,7 +210,7 @@ func (s *Server) seek(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteGroup(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.DeleteGroup(r.PathValue("group")); err != nil {
+	if err := s.svc.DeleteGroup(r.Context(), r.PathValue("group")); err != nil {
 		s.writeBrokerError(w, err)
 		return
 	}

@@ -72,7 +72,7 @@ func (s *Server) configure(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o := req.Options
-	q, err := s.svc.Configure(req.Queue, broker.QueueOptions{DedupWindowSeconds: o.DedupWindowSeconds, LeaseTimeSeconds: o.LeaseTimeSeconds,
+	q, err := s.svc.Configure(r.Context(), req.Queue, broker.QueueOptions{DedupWindowSeconds: o.DedupWindowSeconds, LeaseTimeSeconds: o.LeaseTimeSeconds,
 		RetryLimit: o.RetryLimit, DeadLetterQueue: o.DeadLetterQueue, DelayedProcessingSeconds: o.DelayedProcessingSeconds,
 		KafkaPartitions: o.Partitions, RetentionSeconds: o.RetentionSeconds, CompletedRetentionSeconds: o.CompletedRetention})
 	if err != nil {
@@ -108,7 +108,7 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("queue")
-	outcome, err := s.svc.DeleteTopic(name)
+	outcome, err := s.svc.DeleteTopic(r.Context(), name)
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return

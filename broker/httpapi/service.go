@@ -36,18 +36,18 @@ type Broker interface {
 	Fetch(reqs []broker.FetchRequest) ([]broker.FetchResult, error)
 
 	// Queues and topics (queues.go).
-	Configure(queue string, opts broker.QueueOptions) (broker.QueueInfo, error)
+	Configure(ctx context.Context, queue string, opts broker.QueueOptions) (broker.QueueInfo, error)
 	Queue(name string) (broker.QueueInfo, error)
 	Queues() ([]broker.QueueInfo, error)
-	DeleteTopic(name string) (broker.TopicOutcome, error)
+	DeleteTopic(ctx context.Context, name string) (broker.TopicOutcome, error)
 
 	// Consuming: pop, ack, leases, seek, dead letters (consume.go).
 	Pop(ctx context.Context, r broker.PopRequest) ([]broker.PoppedMessage, error)
 	Ack(ctx context.Context, group string, acks []broker.AckRequest) ([]broker.AckResult, error)
 	ExtendLease(leaseID string, seconds int64) (raftfsm.ExtendLeaseResult, error)
 	LeaseOwner(leaseID string) (group, queue string, found bool, err error)
-	Seek(group, queue string, r broker.SeekRequest) error
-	DeleteGroup(group string) error
+	Seek(ctx context.Context, group, queue string, r broker.SeekRequest) error
+	DeleteGroup(ctx context.Context, group string) error
 	DeadLetter(id string) (broker.DeadLetter, error)
 	DeadLetters(queue string) ([]broker.DeadLetter, error)
 	ReplayDeadLetter(id string) (broker.PushResult, error)
