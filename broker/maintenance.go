@@ -43,6 +43,7 @@ func (s *Service) RunMaintenance(ctx context.Context, period time.Duration, log 
 				break
 			}
 		}
+		s.pruneRequests(log)
 		s.cleanUp(log)
 		s.retain(log)
 		s.abortExpiredTxns(log)
@@ -299,4 +300,24 @@ func compactionProposal(q store.Queue, c store.CompactionCandidate, now, lag int
 		return raftfsm.CompactCommand{Cut: c.SealedCut, CutBase: c.SealedBase}, true
 	}
 	return raftfsm.CompactCommand{}, false
+}
+
+// pruneRequests forgets keyed requests' outcomes whose window has passed,
+// in bounded entries, a few per tick (log format 2 on: before, there are
+// none).
+func (s *Service) pruneRequests(log *slog.Logger) {
+	if !s.KeyedWrites() {
+		return
+	}
+	for range 10 {
+		cmd := raftfsm.PruneRequestsCommand{NowMs: s.now().UnixMilli(), Limit: raftfsm.MaxPruneLimit}
+		n, err := apply(s, &cmd)
+		if err != nil {
+			log.Debug("prune request outcomes", "err", err)
+			return
+		}
+		if n < cmd.Limit {
+			return
+		}
+	}
 }

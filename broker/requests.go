@@ -26,6 +26,11 @@ const DefaultRequestWindow = 10 * time.Minute
 // window: nothing was applied.
 var ErrKeyReused = errors.New("this Idempotency-Key was used for another request")
 
+// ErrAnswerNotKept is a keyed request sent again whose first attempt was
+// applied but answered more than the 4 MiB kept: it is not applied again,
+// and its answer cannot be given.
+var ErrAnswerNotKept = errors.New("this Idempotency-Key's request was applied; its answer was too large to keep, so it cannot be given again")
+
 type requestKeyCtx struct{}
 
 // WithRequestKey returns ctx carrying k; the writes that take a context
@@ -68,6 +73,9 @@ func applyFor[R any](ctx context.Context, s *Service, cmd raftfsm.Answering[R]) 
 	}
 	if res.Mismatch {
 		return zero, fmt.Errorf("%w (within %v of its first use)", ErrKeyReused, window)
+	}
+	if res.NotKept {
+		return zero, ErrAnswerNotKept
 	}
 	r, ok := res.Answer.(R)
 	if !ok && res.Answer != nil {

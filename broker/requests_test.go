@@ -3,9 +3,13 @@ package broker
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/store"
 )
 
 // A keyed write is refused until the cluster's log format carries keyed
@@ -48,5 +52,36 @@ func TestKeyedWritesApplyOncePerKey(t *testing.T) {
 	b, err2 := s.Transaction(tk, txn)
 	if err1 != nil || err2 != nil || !a.Success || a.TransactionID != b.TransactionID || !b.Success {
 		t.Fatalf("keyed transaction twice: %+v (%v), %+v (%v)", a, err1, b, err2)
+	}
+}
+
+// The leader's housekeeping prunes outcomes whose window has passed.
+func TestMaintenancePrunesRequestOutcomes(t *testing.T) {
+	s := startService(t)
+	if err := s.RaiseLogFormat(raftfsm.LogFormat2); err != nil {
+		t.Fatal(err)
+	}
+	s.RequestWindow = time.Millisecond
+	ctx := WithRequestKey(context.Background(), RequestKey{Key: "short"})
+	if _, err := s.KV(ctx, []KVOp{{Op: raftfsm.KVIncr, NS: "n", Key: "c", Forever: true}}); err != nil {
+		t.Fatal(err)
+	}
+	kept := func() bool {
+		var found bool
+		if err := s.store.View(func(tx *store.Tx) (err error) {
+			_, found, err = tx.RequestOutcome("short")
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return found
+	}
+	if !kept() {
+		t.Fatal("the keyed write's outcome was not recorded")
+	}
+	time.Sleep(5 * time.Millisecond) // past the 1 ms window on the leader's clock
+	s.pruneRequests(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if kept() {
+		t.Fatal("the outcome outlived its window and a prune")
 	}
 }

@@ -29,10 +29,21 @@ type KeyedCommand struct {
 // KeyedResult answers KeyedCommand. Answer is the inner command's answer
 // (as its type declares, see answers.go): the first one when Replayed.
 // Mismatch: the key was recorded for another request; nothing was applied.
+// NotKept: replayed, but the first answer was too large to keep
+// (maxRecordedAnswer); Answer is nil.
 type KeyedResult struct {
 	Replayed bool
 	Mismatch bool
+	NotKept  bool
 	Answer   any
+}
+
+// keyable are the command types a keyed entry may wrap: the client writes
+// the HTTP API keys (not housekeeping, which batches its own writes, and
+// not a keyed entry itself).
+var keyable = map[CommandType]bool{
+	CmdPush: true, CmdConfigureQueue: true, CmdDeleteQueue: true, CmdDeleteOffsets: true, CmdAck: true,
+	CmdSeek: true, CmdKV: true, CmdTransaction: true, CmdTimers: true,
 }
 
 // MaxRequestWindowMs bounds how long an outcome is kept.
@@ -69,8 +80,8 @@ func decodeKeyed(b []byte) (*KeyedCommand, error) {
 		return nil, fmt.Errorf("raftfsm: request window %d ms", c.WindowMs)
 	case len(c.Inner) == 0 || handlers[CommandType(c.Inner[0])] == nil:
 		return nil, errors.New("raftfsm: a keyed entry without a known inner command")
-	case CommandType(c.Inner[0]) == CmdKeyed:
-		return nil, errors.New("raftfsm: a keyed entry inside a keyed entry")
+	case !keyable[CommandType(c.Inner[0])]:
+		return nil, fmt.Errorf("raftfsm: command type %d cannot be keyed", c.Inner[0])
 	}
 	return c, nil
 }
@@ -83,6 +94,9 @@ func (p *Processor) keyed(tx *store.Tx, meta *store.Meta, c *KeyedCommand) Keyed
 		if rec.BodyHash != c.BodyHash || CommandType(rec.Type) != typ {
 			return KeyedResult{Mismatch: true}
 		}
+		if rec.NotKept {
+			return KeyedResult{Replayed: true, NotKept: true}
+		}
 		answer, err := answerDecoders[typ](rec.Answer)
 		must(err)
 		return KeyedResult{Replayed: true, Answer: answer}
@@ -90,10 +104,11 @@ func (p *Processor) keyed(tx *store.Tx, meta *store.Meta, c *KeyedCommand) Keyed
 	answer := handlers[typ](p, tx, meta, c.Inner)
 	b, err := json.Marshal(answer) // deterministic: struct fields in order, map keys sorted
 	must(err)
-	if len(b) <= maxRecordedAnswer {
-		must(tx.PutRequestOutcome(c.Key, store.RequestOutcome{Type: byte(typ), BodyHash: c.BodyHash, Answer: b,
-			ExpiresAtMs: meta.ClockMs + c.WindowMs}))
+	rec = store.RequestOutcome{Type: byte(typ), BodyHash: c.BodyHash, Answer: b, ExpiresAtMs: meta.ClockMs + c.WindowMs}
+	if len(b) > maxRecordedAnswer { // kept as applied, so a retry is not applied again
+		rec.Answer, rec.NotKept = nil, true
 	}
+	must(tx.PutRequestOutcome(c.Key, rec))
 	return KeyedResult{Answer: answer}
 }
 

@@ -3,6 +3,8 @@ package raftfsm
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -82,4 +84,45 @@ func jsonSame(t *testing.T, a, b any) bool {
 	x, err1 := json.Marshal(a)
 	y, err2 := json.Marshal(b)
 	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}
+
+// An answer too large to keep (a keyed read of 4.5 MB here) is recorded as
+// applied without it: a retry under the key is not applied again and
+// learns that much (NotKept), instead of incrementing a second time.
+func TestKeyedAnswerTooLargeToKeepIsNotAppliedAgain(t *testing.T) {
+	f := newFSM(t)
+	value := json.RawMessage(`"` + strings.Repeat("v", 64<<10) + `"`)
+	var puts []KVOp
+	var keys []string
+	for i := range 70 {
+		k := fmt.Sprint("big-", i)
+		puts = append(puts, KVOp{Op: KVPut, NS: "n", Key: k, Value: value, Forever: true})
+		keys = append(keys, k)
+	}
+	f.ApplyBatch(logs(1, kvCmd(1000, puts...)))
+	call := kvCmd(1001, KVOp{Op: KVIncr, NS: "n", Key: "c", Forever: true}, KVOp{Op: KVGetMany, NS: "n", Keys: keys})
+	first := f.ApplyBatch(logs(2, keyed(1001, "big", 1, call)))[0].(KeyedResult)
+	again := f.ApplyBatch(logs(3, keyed(1002, "big", 1, call)))[0].(KeyedResult)
+	if first.NotKept || first.Answer == nil || !again.Replayed || !again.NotKept || again.Answer != nil {
+		t.Fatalf("first %v/%v, retry %+v", first.Replayed, first.NotKept, again)
+	}
+	got := f.ApplyBatch(logs(4, kvCmd(1003, KVOp{Op: KVGet, NS: "n", Key: "c"})))[0].(KVCallResult)
+	if string(got.Results[0].Value) != "1" {
+		t.Fatalf("counter %s after a keyed incr and its retry, want 1", got.Results[0].Value)
+	}
+}
+
+// Only the writes the HTTP API keys can be wrapped: not housekeeping, not
+// a keyed entry.
+func TestKeyedEntryRefusesOtherInnerCommands(t *testing.T) {
+	for _, inner := range [][]byte{
+		(&CleanupCommand{MaxWrites: 10}).Encode(),
+		(&SetLogFormatCommand{Format: LogFormat2}).Encode(),
+		keyed(1, "k", 1, kvCmd(1, KVOp{Op: KVGet, NS: "n", Key: "k"})),
+	} {
+		c := KeyedCommand{NowMs: 1, Key: "k", WindowMs: 1000, Inner: inner}
+		if _, err := decodeKeyed(c.Encode()[1:]); err == nil {
+			t.Errorf("a keyed entry around type %d decoded", inner[0])
+		}
+	}
 }

@@ -354,11 +354,19 @@ func (t *Tx) firstAppendedAfter(part Partition, gen uint64) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
+		if !found {
+			// mid is in a gap (compaction removed what it held): the next
+			// entry tells which side the answer is on. A position in the
+			// gap reads from that next entry anyway.
+			if e, found, err = t.entryAtOrAfter(part.ID, mid, false); err != nil {
+				return 0, err
+			}
+		}
 		switch {
-		case !found:
+		case !found: // nothing at or after mid
 			hi = mid
 		case e.AppendSeq > gen:
-			hi = max(e.Offset, lo) // the entry holding mid may start before lo
+			hi = max(min(mid, e.Offset), lo) // the entry holding mid may start before lo
 		default:
 			lo = e.Offset + uint64(e.Count)
 		}

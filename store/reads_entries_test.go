@@ -289,3 +289,38 @@ func TestFirstEntryAtOrAfter(t *testing.T) {
 		return nil
 	})
 }
+
+// The first offset appended after a generation, found by binary search
+// over a partition with a gap (10–19 hold nothing, as compaction leaves):
+// the entry after the gap decides which side the answer is on. Before, a
+// position in the gap counted as "after", so a reset to the end with old
+// entries beyond the gap (gen 21: offset 20 is old, 21 new) went back to
+// offset 10 and redelivered 20.
+func TestFirstAppendedAfterAcrossAGap(t *testing.T) {
+	s := openTest(t)
+	writeEntriesFixture(t, s) // AppendSeq: offsets 0–4 are 1–5, the batch 5–9 is 7, 20 is 21, 21 is 22
+	for _, tc := range []struct {
+		gen  uint64
+		want int64
+	}{
+		{0, 0}, {3, 3}, {7, 10}, {20, 10}, {21, 21}, {100, 22},
+	} {
+		err := s.View(func(tx *Tx) error {
+			part, err := tx.PartitionByID(5)
+			if err != nil {
+				return err
+			}
+			got, err := tx.firstAppendedAfter(part, tc.gen)
+			if err != nil {
+				return err
+			}
+			if got != tc.want {
+				t.Errorf("first appended after generation %d: offset %d, want %d", tc.gen, got, tc.want)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -25,6 +25,9 @@ type RequestOutcome struct {
 	BodyHash    [32]byte `json:"bodyHash"`
 	Answer      []byte   `json:"answer"` // the command's answer, as JSON
 	ExpiresAtMs int64    `json:"expiresAtMs"`
+	// NotKept marks an answer too large to keep: the request was applied,
+	// and a retry learns that much, not the answer.
+	NotKept bool `json:"notKept,omitempty"`
 }
 
 func requestKey(key string) []byte { return append([]byte{familyRequest}, key...) }

@@ -518,10 +518,14 @@ func (t *Tx) entryAt(partitionID, offset uint64, body bool) (Entry, bool, error)
 // entry holds it answers the next entry, if any. State machines applying
 // entries of that format use it, so every binary applies them alike.
 func (t *Tx) EntryAtOrAfter(partitionID, offset uint64) (Entry, bool, error) {
-	if e, found, err := t.EntryAt(partitionID, offset); found || err != nil {
+	return t.entryAtOrAfter(partitionID, offset, true)
+}
+
+func (t *Tx) entryAtOrAfter(partitionID, offset uint64, body bool) (Entry, bool, error) {
+	if e, found, err := t.entryAt(partitionID, offset, body); found || err != nil {
 		return e, found, err
 	}
-	entries, err := t.entries(partitionID, offset, 1, 1, true)
+	entries, err := t.entries(partitionID, offset, 1, 1, body)
 	if err != nil || len(entries) == 0 || entries[0].Offset+uint64(entries[0].Count) <= offset {
 		return Entry{}, false, err
 	}

@@ -248,6 +248,8 @@ func (s *Server) writeBrokerError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, "kv_expiry_not_specified", err.Error())
 	case errors.Is(err, broker.ErrKeyReused):
 		writeError(w, http.StatusUnprocessableEntity, "idempotency_key_reused", err.Error())
+	case errors.Is(err, broker.ErrAnswerNotKept):
+		writeError(w, http.StatusConflict, "answer_not_kept", err.Error())
 	case errors.Is(err, broker.ErrTooLarge):
 		writeError(w, http.StatusRequestEntityTooLarge, "too_large", err.Error())
 	case errors.Is(err, broker.ErrInvalid):

@@ -42,7 +42,9 @@ func (s *Server) keyed(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		digest := sha256.New()
-		io.WriteString(digest, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery+"\n")
+		// The parsed query, re-encoded: a forward may drop parameters it
+		// cannot parse, and the leader must see the same digest either way.
+		io.WriteString(digest, r.Method+" "+r.URL.Path+"?"+r.URL.Query().Encode()+"\n")
 		digest.Write(body)
 		var k broker.RequestKey
 		k.Key = key
@@ -86,6 +88,11 @@ func (s *Server) keyedWrite(h http.HandlerFunc, mint bool) http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, "invalid_request", "reading the body: "+err.Error())
 			return
 		}
+		if len(body) > MaxBodyBytes {
+			writeError(w, http.StatusRequestEntityTooLarge, "too_large", "request body over 1 MiB")
+			return
+		}
+		r.ContentLength = int64(len(body)) // what a forward sends
 		deadline := time.Now().Add(keyedRetryDeadline)
 		for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 			answer := &bufferedAnswer{header: http.Header{}, code: http.StatusOK}

@@ -48,3 +48,15 @@ func TestPushWithoutAKeyIsNotRetried(t *testing.T) {
 		t.Fatalf("two bodies under one key gave digests %+v", f.requestKeys)
 	}
 }
+
+// A keyed write with a body over the limit answers 413 at once: it is not
+// forwarded or retried.
+func TestKeyedWriteOverTheBodyLimit(t *testing.T) {
+	f := &fakeBroker{}
+	s := newTestServer(f, Options{})
+	body := `{"ns":"n","key":"k","forever":true,"pad":"` + strings.Repeat("x", MaxBodyBytes) + `"}`
+	rec := do(s, "POST", "/api/v1/kv/once", body, "Idempotency-Key: big")
+	if rec.Code != http.StatusRequestEntityTooLarge || len(f.requestKeys) != 0 {
+		t.Fatalf("answered %d after calls %v", rec.Code, f.calls)
+	}
+}
