@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -308,15 +307,7 @@ func TestDashboardShowsKafkaMembersAndReplayedDeadLetters(t *testing.T) {
 	n := startSingle(t)
 	waitLogFormat(t, n, 2) // replay is a format 2 entry
 	newTopic(t, n.kafkaAddr, "t", 2, `{"x":1}`, `{"x":2}`)
-	consumer := kafkaClient(t, []string{n.kafkaAddr}, kgo.ConsumerGroup("kg"), kgo.ConsumeTopics("t"), kgo.ClientID("app"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for consumer.PollFetches(ctx).NumRecords() == 0 {
-		if ctx.Err() != nil {
-			t.Fatal("the Kafka group member read nothing")
-		}
-	}
+	groupMember(t, []string{n.kafkaAddr}, "kg", "t", kgo.ClientID("app"))
 	var g struct {
 		Kafka *struct {
 			Protocol string

@@ -291,17 +291,7 @@ func TestGroupDescribeShowsKafkaMembers(t *testing.T) {
 	admin := kafkaClient(t, brokers)
 	createTopic(t, admin, "members-t", 3, nil)
 	produceSync(t, admin, &kgo.Record{Topic: "members-t", Value: []byte("x")})
-	consumer := kafkaClient(t, brokers, kgo.ConsumerGroup("members-g"), kgo.ConsumeTopics("members-t"),
-		kgo.ClientID("describe-me"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for got := 0; got == 0; {
-		fs := consumer.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatal("the group consumer read nothing")
-		}
-		got = fs.NumRecords()
-	}
+	groupMember(t, brokers, "members-g", "members-t", kgo.ClientID("describe-me"))
 
 	follower := c.followers()[0]
 	var g struct {

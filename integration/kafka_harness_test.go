@@ -114,6 +114,23 @@ func newTopic(t testing.TB, addr, topic string, partitions int32, values ...stri
 	return cl
 }
 
+// groupMember starts a franz-go consumer in group on topic, reading from
+// the start, and returns it once it has read a record: it has joined and
+// been assigned partitions by then.
+func groupMember(t testing.TB, brokers []string, group, topic string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl := kafkaClient(t, brokers, append([]kgo.Opt{kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for cl.PollFetches(ctx).NumRecords() == 0 {
+		if ctx.Err() != nil {
+			t.Fatalf("the member of group %s read nothing of %s", group, topic)
+		}
+	}
+	return cl
+}
+
 // clientLog keeps the last lines a franz-go client logged at info level and
 // shows them when the test fails, so a failure seen only in CI says what
 // the client went through.

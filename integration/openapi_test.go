@@ -452,15 +452,7 @@ func TestOpenAPIDocumentMatchesKafkaRecords(t *testing.T) {
 	c.call("GET", "/api/v1/dlq?queue=oa.kafka", nil, 200)
 
 	// A Kafka group member: the group's answer carries its membership.
-	consumer := kafkaClient(t, []string{n.kafkaAddr}, kgo.ConsumerGroup("oa.kgroup"), kgo.ConsumeTopics("oa.kafka"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for consumer.PollFetches(ctx).NumRecords() == 0 {
-		if ctx.Err() != nil {
-			t.Fatal("the Kafka group member read nothing")
-		}
-	}
+	groupMember(t, []string{n.kafkaAddr}, "oa.kgroup", "oa.kafka")
 	var g struct {
 		Kafka *struct {
 			Members []struct{} `json:"members"`

@@ -125,17 +125,25 @@ func (t *Tx) KVPrefix(ns, prefix, after string, limit int) ([]KVRow, error) {
 	return out, err
 }
 
-// PruneKV removes up to limit rows whose expiry is at or before nowMs,
-// oldest first, and reports how many it removed.
-func (t *Tx) PruneKV(nowMs int64, limit int) (int, error) {
+// dueIndexKeys returns, oldest first, up to limit keys of a time index
+// family (the family byte, a big-endian time, then the indexed key) whose
+// time is at or before nowMs.
+func (t *Tx) dueIndexKeys(family byte, nowMs int64, limit int) ([][]byte, error) {
 	var due [][]byte
-	err := t.scan([]byte{familyKVExpiry}, nil, func(k, _ []byte) (bool, error) {
+	err := t.scan([]byte{family}, nil, func(k, _ []byte) (bool, error) {
 		if len(k) < 9 || int64(binary.BigEndian.Uint64(k[1:9])) > nowMs {
 			return false, nil
 		}
 		due = append(due, append([]byte(nil), k...))
 		return len(due) < limit, nil
 	})
+	return due, err
+}
+
+// PruneKV removes up to limit rows whose expiry is at or before nowMs,
+// oldest first, and reports how many it removed.
+func (t *Tx) PruneKV(nowMs int64, limit int) (int, error) {
+	due, err := t.dueIndexKeys(familyKVExpiry, nowMs, limit)
 	if err != nil {
 		return 0, err
 	}

@@ -64,17 +64,7 @@ func (t *Tx) PutRequestOutcome(key string, o RequestOutcome) error {
 // before nowMs, oldest first, and reports how many index entries it
 // removed.
 func (t *Tx) PruneRequestOutcomes(nowMs int64, limit int) (int, error) {
-	var due [][]byte
-	err := t.scan([]byte{familyRequestDue}, nil, func(k, _ []byte) (bool, error) {
-		if len(k) < 9 {
-			return false, errBadKey
-		}
-		if int64(binary.BigEndian.Uint64(k[1:9])) > nowMs {
-			return false, nil
-		}
-		due = append(due, append([]byte(nil), k...))
-		return len(due) < limit, nil
-	})
+	due, err := t.dueIndexKeys(familyRequestDue, nowMs, limit)
 	if err != nil {
 		return 0, err
 	}
