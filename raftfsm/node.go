@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/waggle-mq/waggle/raftmux"
 	"github.com/waggle-mq/waggle/store"
 	"github.com/waggle-mq/waggle/tlsconf"
 )
@@ -57,12 +58,18 @@ func ParsePeers(s string) ([]Peer, error) {
 // NodeConfig says where a node keeps its raft state and how it reaches peers.
 type NodeConfig struct {
 	ID       string
-	RaftAddr string // listen address of the raft transport
+	RaftAddr string // listen address of the raft transport (when Mux is nil)
 	// RaftAdvertise is the address peers dial to reach this node (RaftAddr
 	// when empty); it is this node's address in the cluster configuration.
 	RaftAdvertise string
 	// TLS, when set, makes raft traffic mutual TLS (see transport.go).
-	TLS   *tlsconf.Config
+	TLS *tlsconf.Config
+	// Mux is the node's raft listener shared by its groups (Listen); nil:
+	// the node opens one of its own on RaftAddr and closes it on Shutdown.
+	Mux *raftmux.Mux
+	// Group is the raft group this node is a member of on Mux (0 when the
+	// node opens its own).
+	Group uint32
 	Dir   string // raft log and snapshots live in Dir/raft
 	Peers []Peer // empty: a single node
 	// Join starts the node without bootstrapping: it waits to be added to
@@ -104,6 +111,7 @@ type Node struct {
 	FSM  *FSM
 
 	transport *raft.NetworkTransport
+	ownMux    *raftmux.Mux // the listener this node opened itself, if it did
 	logs      *walLog
 	stop      chan struct{} // ends watchLogBytes
 }
@@ -162,8 +170,13 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 	}
 	n.FSM = fsm
 
-	n.transport, err = newTransport(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, cfg.Logger)
-	if err != nil {
+	if cfg.Mux == nil {
+		if cfg.Mux, err = Listen(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, cfg.Logger); err != nil {
+			return nil, err
+		}
+		n.ownMux = cfg.Mux
+	}
+	if n.transport, err = newTransport(cfg.Mux, cfg.Group, cfg.Logger); err != nil {
 		return nil, err
 	}
 	cfg.RaftAdvertise = n.RaftAddr() // with port 0, the port the system picked
@@ -311,6 +324,9 @@ func (n *Node) close() error {
 	var errs []error
 	if n.transport != nil {
 		errs = append(errs, n.transport.Close())
+	}
+	if n.ownMux != nil {
+		errs = append(errs, n.ownMux.Close())
 	}
 	if n.logs != nil {
 		errs = append(errs, n.logs.Close())
