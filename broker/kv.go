@@ -307,7 +307,7 @@ func (s *Service) Transaction(ctx context.Context, r TransactionRequest) (Transa
 	for _, op := range cmd.Ops {
 		all = append(all, op.Items...)
 	}
-	if err := checkTargets(all); err != nil {
+	if err := s.checkTargets(all); err != nil {
 		return TransactionResult{}, err
 	}
 	if err := validateKVOps(r.KV); err != nil {

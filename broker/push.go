@@ -2,12 +2,14 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
 
 	"github.com/waggle-mq/waggle/dedup"
 	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/store"
 )
 
 // MaxPushItems bounds the items of one push, which become one raft entry.
@@ -60,7 +62,7 @@ func (s *Service) Push(ctx context.Context, items []PushItem) ([]PushResult, err
 	if err != nil || len(stamped) == 0 {
 		return results, err
 	}
-	if err := checkTargets(stamped); err != nil {
+	if err := s.checkTargets(stamped); err != nil {
 		return nil, err
 	}
 	cmd := raftfsm.PushCommand{NowMs: s.now().UnixMilli(), Items: stamped}
@@ -72,16 +74,34 @@ func (s *Service) Push(ctx context.Context, items []PushItem) ([]PushResult, err
 }
 
 // checkTargets refuses items that reach more distinct partitions than one
-// raft entry may write to.
-func checkTargets(items []raftfsm.PushItem) error {
+// raft entry may write to, and items for a compacted queue: compaction
+// keeps the newest record of each key, and an HTTP push carries no key (as
+// Kafka refuses keyless records on a compacted topic).
+func (s *Service) checkTargets(items []raftfsm.PushItem) error {
 	targets := map[[2]string]struct{}{}
+	queues := map[string]struct{}{}
 	for _, it := range items {
 		targets[[2]string{it.Queue, it.Partition}] = struct{}{}
 		if len(targets) > raftfsm.MaxPushTargets {
 			return fmt.Errorf("%w: the items reach more than %d distinct partitions; split the push", ErrInvalid, raftfsm.MaxPushTargets)
 		}
+		queues[it.Queue] = struct{}{}
 	}
-	return nil
+	return s.store.View(func(tx *store.Tx) error {
+		for name := range queues {
+			q, err := tx.Queue(name)
+			if errors.Is(err, store.ErrNotFound) {
+				continue // created by the push, with the default policy
+			}
+			if err != nil {
+				return err
+			}
+			if q.Compacts() {
+				return fmt.Errorf("%w: queue %s is compacted (its Kafka cleanup.policy), which keeps the newest record of each key, and a push carries no key; produce keyed records over Kafka", ErrInvalid, name)
+			}
+		}
+		return nil
+	})
 }
 
 // stampItems validates items and mints their message ids (leader only);

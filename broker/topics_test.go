@@ -1,6 +1,9 @@
 package broker
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,5 +81,34 @@ func TestReadPartitionSignalCoversAppendDuringRead(t *testing.T) {
 				t.Fatalf("read at %d: the append during the read is neither in the answer nor signalled", offset)
 			}
 		}
+	}
+}
+
+// A push, alone or in a transaction, to a compacted queue is refused:
+// compaction keeps the newest record per key and a push has none. A queue
+// that only deletes takes it.
+func TestPushToACompactedQueueIsRefused(t *testing.T) {
+	s := startService(t)
+	if err := s.RaiseLogFormat(raftfsm.LogFormat2); err != nil { // compaction settings are format 2
+		t.Fatal(err)
+	}
+	compact := []raftfsm.TopicSetting{{Name: raftfsm.ConfigCleanupPolicy, Value: store.PolicyCompact}}
+	if outcome, err := s.CreateTopic("latest", 1, compact); err != nil || outcome != TopicOK {
+		t.Fatalf("create compacted topic: %v, %v", outcome, err)
+	}
+	if outcome, err := s.CreateTopic("plain", 1, nil); err != nil || outcome != TopicOK {
+		t.Fatalf("create topic: %v, %v", outcome, err)
+	}
+	ctx := context.Background()
+	item := func(queue string) PushItem { return PushItem{Queue: queue, Partition: "0", Payload: []byte(`1`)} }
+	if _, err := s.Push(ctx, []PushItem{item("plain"), item("latest")}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "latest is compacted") {
+		t.Fatalf("push to a compacted queue answered %v", err)
+	}
+	txn := []TxnOp{{Type: "push", Items: []PushItem{item("latest")}}}
+	if _, err := s.Transaction(ctx, TransactionRequest{Ops: txn}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("transaction pushing to a compacted queue answered %v", err)
+	}
+	if res, err := s.Push(ctx, []PushItem{item("plain")}); err != nil || res[0].Status != StatusQueued {
+		t.Fatalf("push to a deleting queue: %+v, %v", res, err)
 	}
 }
