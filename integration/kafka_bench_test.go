@@ -216,12 +216,10 @@ func BenchmarkKafkaTransactions(b *testing.B) {
 // manyPartitions is the partition count of the many-partition benchmark.
 const manyPartitions = 1000
 
-// BenchmarkKafkaConsumeManyPartitions measures what fetch sessions
-// (KIP-227) would save: waggle answers every Fetch whole, so a consumer of
-// a 1,000-partition topic names every partition in every request and gets
-// every one back. b.N records spread over the partitions are consumed by
-// one franz-go consumer from waggle and from kfake; it reports the ratio
-// and the waggle server's CPU per record.
+// BenchmarkKafkaConsumeManyPartitions: one franz-go consumer (with a fetch
+// session, KIP-227) reads b.N records spread over a 1,000-partition topic
+// from waggle and from kfake; it reports the ratio and the waggle server's
+// CPU per record.
 //
 //	go test ./integration -run '^$' -bench ConsumeManyPartitions -benchtime 200000x
 func BenchmarkKafkaConsumeManyPartitions(b *testing.B) {
