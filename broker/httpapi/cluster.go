@@ -360,6 +360,19 @@ type healthJSON struct {
 	Version       string `json:"version"`
 	UptimeSeconds int64  `json:"uptimeSeconds"`
 	resourcesJSON
+	// Groups lists each raft group on this node, group 0 (the one Raft
+	// describes) first; absent when the cluster has only group 0.
+	Groups []raftGroupJSON `json:"groups,omitempty"`
+}
+
+// raftGroupJSON is one raft group's state on a node.
+type raftGroupJSON struct {
+	ID      uint32       `json:"id"`
+	Role    string       `json:"role"`
+	Leader  *json.Number `json:"leader"`
+	Term    uint64       `json:"term"`
+	Commit  uint64       `json:"commit"`
+	Applied uint64       `json:"applied"`
 }
 
 // resourcesJSON is what a node uses of its machine. DiskUsedBytes and
@@ -418,6 +431,16 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		Version:       s.version,
 		UptimeSeconds: int64(time.Since(s.started).Seconds()),
 		resourcesJSON: s.resources(),
+	}
+	if s.raftGroups != nil {
+		for id, g := range s.raftGroups() {
+			gj := raftGroupJSON{ID: uint32(id), Role: g.Role, Term: g.Term, Commit: g.Commit, Applied: g.Applied}
+			if g.LeaderID != "" {
+				leader := json.Number(g.LeaderID)
+				gj.Leader = &leader
+			}
+			out.Groups = append(out.Groups, gj)
+		}
 	}
 	status := http.StatusOK
 	if h.LeaderID == "" {

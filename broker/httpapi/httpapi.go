@@ -45,6 +45,7 @@ type Server struct {
 	started       time.Time                              // when the API was made: the node's uptime
 	kafkaGroups   func(string) (broker.KafkaGroup, bool) // Options.KafkaGroups
 	diskUsage     func() (used, total uint64, err error) // Options.DiskUsage
+	raftGroups    func() []broker.Health                 // Options.RaftGroups
 }
 
 // Options are the HTTP API's optional parts.
@@ -69,6 +70,9 @@ type Options struct {
 	// DiskUsage reports the bytes used and the size of the file system
 	// that holds the node's data, for /health; nil: not reported.
 	DiskUsage func() (used, total uint64, err error)
+	// RaftGroups reports the state of each raft group on this node, by
+	// group id, for /health; nil (or a single group): not listed.
+	RaftGroups func() []broker.Health
 }
 
 // New returns the HTTP API over svc (a *broker.Service outside tests).
@@ -78,7 +82,7 @@ func New(svc Broker, log *slog.Logger, opts Options) *Server {
 	}
 	s := &Server{svc: svc, mux: http.NewServeMux(), log: log, metrics: opts.Metrics, peers: newPeerLinks(opts.PeerTLS), auth: opts.Auth,
 		inFlight: semaphore.NewWeighted(opts.InFlightBytes), version: opts.Version, started: time.Now(),
-		kafkaGroups: opts.KafkaGroups, diskUsage: opts.DiskUsage}
+		kafkaGroups: opts.KafkaGroups, diskUsage: opts.DiskUsage, raftGroups: opts.RaftGroups}
 	s.routes()
 	return s
 }

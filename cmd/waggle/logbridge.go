@@ -106,8 +106,10 @@ func (h *hclogSlog) Log(level hclog.Level, msg string, args ...any) {
 // peerFailures are raft's ERROR messages about one peer that cannot be
 // reached: the cluster goes on without it (a peer restarting, stopped or
 // being removed), so they are warnings; the repeat limiter keeps them rare.
+// A leader also learns it was superseded from a peer ("newer term"), which
+// every leadership hand-off causes.
 var peerFailures = []string{"failed to heartbeat to", "failed to appendEntries to", "failed to make requestVote RPC",
-	"failed to pipeline appendEntries", "failed to get log", "failed to contact"}
+	"failed to pipeline appendEntries", "failed to get log", "failed to contact", "peer has newer term"}
 
 // raftLevel is the level a raft message is logged at: raft's own, except
 // that a peer that cannot be reached is a warning, and this node's

@@ -23,6 +23,7 @@ import (
 
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/broker/httpapi"
+	"github.com/waggle-mq/waggle/groups"
 	"github.com/waggle-mq/waggle/kafka"
 	"github.com/waggle-mq/waggle/metrics"
 	"github.com/waggle-mq/waggle/raftfsm"
@@ -48,6 +49,7 @@ type serveOptions struct {
 
 	snapshotThreshold uint64
 	trailingLogs      uint64
+	dataGroups        int // raft groups, the metadata group included
 	minFreeDiskMiB    uint64
 	storageMinFreeMiB uint64
 	kafkaRetention    time.Duration
@@ -94,6 +96,10 @@ func newServeCmd() *cobra.Command {
 	f.BoolVar(&o.join, "join", false, "start empty and wait to be added to a running cluster (POST /api/v1/cluster/nodes)")
 	f.StringVar(&o.advertiseHTTP, "advertise-http", "", "HTTP address other nodes and clients use for this node (default: --http-addr)")
 	f.StringVar(&o.advertiseKafka, "advertise-kafka", "", "Kafka address clients use for this node (default: --kafka-addr)")
+	f.IntVar(&o.dataGroups, "data-groups", 1, "raft groups in the cluster, the metadata group included (every node the same; fixed when the data directory is created)")
+	// Hidden until queues are placed on the data groups: today they run
+	// (membership, leadership spread) but hold nothing.
+	f.MarkHidden("data-groups")
 	f.Uint64Var(&o.snapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (0: the built-in default)")
 	f.Uint64Var(&o.trailingLogs, "raft-trailing-logs", 0, "log entries kept behind a snapshot (0: the built-in default)")
 	f.Uint64Var(&o.minFreeDiskMiB, "min-free-disk-mib", 64, "stop (and refuse to start) when the data directory's disk has less free space (0: never)")
@@ -193,24 +199,34 @@ func serve(ctx context.Context, o serveOptions) error {
 		}
 		log.Warn("damaged files moved aside", "to", aside)
 	}
+	if err := groups.CheckCount(o.dataDir, o.dataGroups); err != nil {
+		return err
+	}
 	st, err := store.Open(filepath.Join(o.dataDir, "state"), newBadgerLogger(log))
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 
-	node, err := raftfsm.StartNode(raftfsm.NodeConfig{
+	raftLog := newRaftLogger(log, hclog.LevelFromString(raftLogLevel(level)))
+	// One raft listener carries every raft group of the node.
+	mux, err := raftfsm.Listen(o.raftAddr, orDefault(o.advertiseRaft, o.raftAddr), tlsConf, raftLog)
+	if err != nil {
+		return err
+	}
+	defer mux.Close()
+	nodeConfig := raftfsm.NodeConfig{
 		ID:                id,
-		RaftAddr:          o.raftAddr,
-		RaftAdvertise:     o.advertiseRaft,
+		Mux:               mux,
 		TLS:               tlsConf,
 		Dir:               o.dataDir,
 		Peers:             peers,
 		Join:              o.join,
-		Logger:            newRaftLogger(log, hclog.LevelFromString(raftLogLevel(level))),
+		Logger:            raftLog,
 		SnapshotThreshold: o.snapshotThreshold,
 		TrailingLogs:      o.trailingLogs,
-	}, st)
+	}
+	node, err := raftfsm.StartNode(nodeConfig, st)
 	if err != nil {
 		return err
 	}
@@ -228,11 +244,30 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 
 	m := metrics.New()
-	svc := broker.New(id, node, st)
-	svc.Metrics = m
-	svc.KafkaRetentionMs = o.kafkaRetention.Milliseconds()
+	newService := func(node *raftfsm.Node, st *store.Store) *broker.Service {
+		svc := broker.New(id, node, st)
+		svc.Metrics = m
+		svc.KafkaRetentionMs = o.kafkaRetention.Milliseconds()
+		return svc
+	}
+	svc := newService(node, st)
 	observe(ctx, m, node, st, svc)
-	go svc.RunMaintenance(ctx, time.Second, log)
+	set, err := groups.Start(&groups.Group{Store: st, Node: node, Svc: svc}, groups.Config{
+		Count: o.dataGroups, DataDir: o.dataDir, Node: nodeConfig, NewService: newService,
+		OpenStore: func(dir string) (*store.Store, error) { return store.Open(dir, newBadgerLogger(log)) },
+	}, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := set.Close(); err != nil {
+			log.Error("raft groups shutdown", "err", err)
+		}
+	}()
+	for _, g := range set.All() {
+		go g.Svc.RunMaintenance(ctx, time.Second, log.With("group", g.ID))
+	}
+	go set.Run(ctx)
 	ln, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {
 		return fmt.Errorf("http listener: %w", err)
@@ -252,10 +287,16 @@ func serve(ctx context.Context, o serveOptions) error {
 	o.kafka.Auth = kafka.AuthConfig{Enabled: o.authOn, AllowPlain: tlsConf != nil || o.insecure}
 	ks := kafka.New(svc, o.kafka, log)
 	defer ks.Close()
-	diskLow := watchFreeSpace(ctx, o.dataDir, minFree, o.storageMinFreeMiB<<20, 250*time.Millisecond,
-		storageFull(svc, nodeClient(peerTLS, authConf.BootstrapToken), scheme, log), log)
+	markFull := storageFull(svc, nodeClient(peerTLS, authConf.BootstrapToken), scheme, log)
+	diskLow := watchFreeSpace(ctx, o.dataDir, minFree, o.storageMinFreeMiB<<20, 250*time.Millisecond, func(full bool) {
+		for _, g := range set.Data() {
+			g.Svc.SetStorageFull(full)
+		}
+		markFull(full)
+	}, log)
 	srv := &http.Server{Handler: httpapi.New(svc, log, httpapi.Options{Metrics: m, PeerTLS: peerTLS, Auth: authConf, Version: version,
-		KafkaGroups: ks.DescribeGroup, DiskUsage: func() (uint64, uint64, error) { return diskUsage(o.dataDir) }}), ReadHeaderTimeout: 10 * time.Second}
+		KafkaGroups: ks.DescribeGroup, DiskUsage: func() (uint64, uint64, error) { return diskUsage(o.dataDir) },
+		RaftGroups: groupHealth(set)}), ReadHeaderTimeout: 10 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
 	go func() {
@@ -271,7 +312,9 @@ func serve(ctx context.Context, o serveOptions) error {
 
 	self := registration{ID: id, HTTPAddr: orDefault(o.advertiseHTTP, ln.Addr().String()), KafkaAddr: o.kafka.AdvertisedAddr}
 	go registerSelf(ctx, scheme+"://"+ln.Addr().String(), nodeClient(peerTLS, authConf.BootstrapToken), self, wonElection(ctx, node, id), log)
-	go raiseLogFormats(ctx, svc, nodeClient(peerTLS, authConf.BootstrapToken), scheme, 2*time.Second, wonElection(ctx, node, id), log)
+	for _, g := range set.All() {
+		go raiseLogFormats(ctx, g.Svc, nodeClient(peerTLS, authConf.BootstrapToken), scheme, 2*time.Second, wonElection(ctx, g.Node, id), log.With("group", g.ID))
+	}
 
 	var stopErr error
 	select {
@@ -284,11 +327,13 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	// Hand leadership over while this node still forwards writes, so
 	// clients see a short stall instead of an election timeout.
-	start := time.Now()
-	if err := svc.HandOff(); err != nil {
-		log.Warn("leadership hand-off failed", "err", err)
-	} else if !svc.IsLeader() {
-		log.Info("leadership handed off", "took", time.Since(start))
+	for _, g := range set.All() {
+		start := time.Now()
+		if err := g.Svc.HandOff(); err != nil {
+			log.Warn("leadership hand-off failed", "group", g.ID, "err", err)
+		} else if !g.Svc.IsLeader() {
+			log.Info("leadership handed off", "group", g.ID, "took", time.Since(start))
+		}
 	}
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -473,4 +518,19 @@ func voterWithRoom(svc *broker.Service, client *http.Client, scheme string) (bro
 		}
 	}
 	return broker.Member{}, false
+}
+
+// groupHealth reports each raft group's state on this node for /health;
+// nil when the cluster has only group 0.
+func groupHealth(set *groups.Set) func() []broker.Health {
+	if len(set.All()) == 1 {
+		return nil
+	}
+	return func() []broker.Health {
+		out := make([]broker.Health, 0, len(set.All()))
+		for _, g := range set.All() {
+			out = append(out, g.Svc.Health())
+		}
+		return out
+	}
 }

@@ -1,0 +1,358 @@
+// Package groups runs a node's raft groups and keeps them in shape.
+//
+// Group 0 is the metadata group: its membership is the cluster's. Data
+// groups 1..n-1 run on the same raft listener (raftmux), each with its own
+// store and raft log under the data directory's groups/<id>. Every group
+// has the cluster's voters as members: the leader of a data group adds and
+// removes members until its configuration matches group 0's. Leadership is
+// spread: group g prefers the voter at position g (mod the voter count) in
+// the voters sorted by id, and its leader hands leadership to that voter
+// whenever it is reachable, which also moves leadership back after a node
+// returns.
+package groups
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/store"
+)
+
+// Group is one raft group on this node.
+type Group struct {
+	ID    uint32
+	Store *store.Store
+	Node  *raftfsm.Node
+	Svc   *broker.Service
+}
+
+// Set is the node's groups, indexed by id.
+type Set struct {
+	groups []*Group
+	self   raft.ServerID
+	log    *slog.Logger
+	// Every is how often a group's leader checks its membership and
+	// leadership; tests shorten it.
+	Every time.Duration
+	// owned lists the data groups the Set started (and so closes).
+	owned []*Group
+
+	mu          sync.Mutex
+	unreachable map[uint32]map[raft.ServerID]bool // per group, peers whose heartbeats fail
+	notBefore   map[uint32]time.Time              // per group, when the next hand-off may be tried
+}
+
+// Config says which data groups to start.
+type Config struct {
+	Count   int    // groups in the cluster, group 0 included; 0 or 1: no data groups
+	DataDir string // the node's data directory
+	// Node is the raft configuration every data group shares with group 0
+	// (ID, Mux, Peers, Join, Logger, TLS); Dir and Group are set per group.
+	Node raftfsm.NodeConfig
+	// NewService wraps a data group's raft member in a broker service.
+	NewService func(*raftfsm.Node, *store.Store) *broker.Service
+	// OpenStore opens a data group's store in dir.
+	OpenStore func(dir string) (*store.Store, error)
+}
+
+// MaxGroups bounds the raft groups of a cluster: each runs its own
+// elections, heartbeats and store on every node.
+const MaxGroups = 64
+
+// countFile records how many groups a data directory was created with:
+// the placement of queues on groups depends on it.
+const countFile = "count"
+
+// Start starts the data groups of cfg beside meta, group 0 (CheckCount
+// has checked the count). On an error the groups started are closed again.
+func Start(meta *Group, cfg Config, log *slog.Logger) (*Set, error) {
+	if cfg.Count < 0 || cfg.Count > MaxGroups {
+		return nil, fmt.Errorf("%d raft groups: from 1 (the metadata group alone) to %d", cfg.Count, MaxGroups)
+	}
+	cfg.Count = max(cfg.Count, 1)
+	s := &Set{groups: []*Group{meta}, self: raft.ServerID(cfg.Node.ID), log: log, Every: time.Second,
+		unreachable: map[uint32]map[raft.ServerID]bool{}, notBefore: map[uint32]time.Time{}}
+	for id := uint32(1); id < uint32(cfg.Count); id++ {
+		g, err := startGroup(id, cfg)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("group %d: %w", id, err)
+		}
+		s.groups = append(s.groups, g)
+		s.owned = append(s.owned, g)
+	}
+	return s, nil
+}
+
+func startGroup(id uint32, cfg Config) (*Group, error) {
+	dir := filepath.Join(cfg.DataDir, "groups", strconv.FormatUint(uint64(id), 10))
+	st, err := cfg.OpenStore(filepath.Join(dir, "state"))
+	if err != nil {
+		return nil, err
+	}
+	nc := cfg.Node
+	nc.Dir, nc.Group = dir, id
+	node, err := raftfsm.StartNode(nc, st)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &Group{ID: id, Store: st, Node: node, Svc: cfg.NewService(node, st)}, nil
+}
+
+// CheckCount records the group count in a new data directory and refuses
+// a different one in an existing directory: the placement of queues on
+// groups depends on it. A directory with a raft log and no record was made
+// by a node without data groups (count 1). Call it before group 0 starts.
+func CheckCount(dataDir string, count int) error {
+	count = max(count, 1)
+	if count > MaxGroups {
+		return fmt.Errorf("%d raft groups: from 1 (the metadata group alone) to %d", count, MaxGroups)
+	}
+	path := filepath.Join(dataDir, "groups", countFile)
+	had := 0
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if had, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+			return fmt.Errorf("groups: %s: %w", path, err)
+		}
+	case errors.Is(err, os.ErrNotExist):
+		if _, err := os.Stat(filepath.Join(dataDir, "raft")); err == nil {
+			had = 1
+		}
+	default:
+		return err
+	}
+	if had != 0 && had != count {
+		return fmt.Errorf("this data directory was created with %d raft groups, not %d (--data-groups cannot change)", had, count)
+	}
+	if had == 0 && count > 1 {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(path, []byte(strconv.Itoa(count)+"\n"), 0o644)
+	}
+	return nil
+}
+
+// All returns every group, group 0 first.
+func (s *Set) All() []*Group { return s.groups }
+
+// Data returns the data groups (all but group 0).
+func (s *Set) Data() []*Group { return s.groups[1:] }
+
+// Close stops the data groups this Set started: raft, then the store.
+func (s *Set) Close() error {
+	var errs []error
+	for _, g := range s.owned {
+		errs = append(errs, g.Node.Shutdown(), g.Store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Run keeps each group's membership equal to group 0's and its leadership
+// on its preferred voter, until ctx ends. With a single group there is
+// nothing to do.
+func (s *Set) Run(ctx context.Context) {
+	if len(s.groups) == 1 {
+		return
+	}
+	for _, g := range s.groups {
+		s.watchHeartbeats(ctx, g)
+	}
+	tick := time.NewTicker(s.Every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, g := range s.groups {
+			if g.Node.Raft.State() != raft.Leader {
+				continue
+			}
+			if g.ID != 0 {
+				s.matchMembership(g)
+			}
+			s.balance(g)
+		}
+	}
+}
+
+// watchHeartbeats tracks, while this node leads g, which peers fail their
+// heartbeats: leadership is not handed to them.
+func (s *Set) watchHeartbeats(ctx context.Context, g *Group) {
+	obs := make(chan raft.Observation, 64)
+	o := raft.NewObserver(obs, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation, raft.LeaderObservation:
+			return true
+		}
+		return false
+	})
+	g.Node.Raft.RegisterObserver(o)
+	go func() {
+		defer g.Node.Raft.DeregisterObserver(o)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ob := <-obs:
+				s.mu.Lock()
+				switch d := ob.Data.(type) {
+				case raft.FailedHeartbeatObservation:
+					if s.unreachable[g.ID] == nil {
+						s.unreachable[g.ID] = map[raft.ServerID]bool{}
+					}
+					s.unreachable[g.ID][d.PeerID] = true
+				case raft.ResumedHeartbeatObservation:
+					delete(s.unreachable[g.ID], d.PeerID)
+				case raft.LeaderObservation:
+					// A new term: the old leader's view of its peers is
+					// gone; a fresh leader lets its heartbeats tell it
+					// which peers are down before it moves.
+					delete(s.unreachable, g.ID)
+					s.notBefore[g.ID] = time.Now().Add(settleAfterElection)
+				}
+				s.mu.Unlock()
+			}
+		}
+	}()
+}
+
+// matchMembership adds to data group g the members of group 0 it lacks and
+// removes those group 0 no longer has, one change per call (raft applies
+// configuration changes one at a time).
+func (s *Set) matchMembership(g *Group) {
+	want, err := configuration(s.groups[0].Node.Raft)
+	if err != nil {
+		return
+	}
+	have, err := configuration(g.Node.Raft)
+	if err != nil {
+		return
+	}
+	for _, w := range want {
+		h, ok := find(have, w.ID)
+		if ok && h.Suffrage == w.Suffrage && h.Address == w.Address {
+			continue
+		}
+		var f raft.IndexFuture
+		if w.Suffrage == raft.Voter {
+			f = g.Node.Raft.AddVoter(w.ID, w.Address, 0, 5*time.Second)
+		} else {
+			f = g.Node.Raft.AddNonvoter(w.ID, w.Address, 0, 5*time.Second)
+		}
+		if err := f.Error(); err != nil {
+			s.log.Warn("could not add a member to a raft group", "group", g.ID, "member", w.ID, "err", err)
+		} else {
+			s.log.Info("added a member to a raft group", "group", g.ID, "member", w.ID, "voter", w.Suffrage == raft.Voter)
+		}
+		return
+	}
+	for _, h := range have {
+		if _, ok := find(want, h.ID); ok {
+			continue
+		}
+		if err := g.Node.Raft.RemoveServer(h.ID, 0, 5*time.Second).Error(); err != nil {
+			s.log.Warn("could not remove a member from a raft group", "group", g.ID, "member", h.ID, "err", err)
+		} else {
+			s.log.Info("removed a member from a raft group", "group", g.ID, "member", h.ID)
+		}
+		return
+	}
+}
+
+// A group's leader waits handOffBackoff between two hand-offs, so a target
+// that cannot take over is not asked again and again (a transfer stalls
+// the group's writes while it runs), and settleAfterElection after a
+// leader change, so failed heartbeats can mark the peers that are down.
+const (
+	handOffBackoff      = 10 * time.Second
+	settleAfterElection = 2 * time.Second
+)
+
+// balance hands g's leadership to its preferred voter when that is another
+// node and reachable.
+func (s *Set) balance(g *Group) {
+	servers, err := configuration(g.Node.Raft)
+	if err != nil {
+		return
+	}
+	target, ok := Preferred(servers, g.ID)
+	if !ok || target.ID == s.self {
+		return
+	}
+	s.mu.Lock()
+	if s.unreachable[g.ID][target.ID] || time.Now().Before(s.notBefore[g.ID]) {
+		s.mu.Unlock()
+		return
+	}
+	s.notBefore[g.ID] = time.Now().Add(handOffBackoff)
+	s.mu.Unlock()
+	if err := g.Node.Raft.LeadershipTransferToServer(target.ID, target.Address).Error(); err != nil {
+		s.log.Warn("could not hand a raft group's leadership to its preferred node", "group", g.ID, "to", target.ID, "err", err)
+		return
+	}
+	s.log.Info("handed a raft group's leadership to its preferred node", "group", g.ID, "to", target.ID)
+}
+
+// Preferred returns the voter that should lead group id: the one at
+// position id (mod their count) among the voters sorted by id, numerically
+// when ids are numbers. False when there is no voter.
+func Preferred(servers []raft.Server, id uint32) (raft.Server, bool) {
+	var voters []raft.Server
+	for _, sv := range servers {
+		if sv.Suffrage == raft.Voter {
+			voters = append(voters, sv)
+		}
+	}
+	if len(voters) == 0 {
+		return raft.Server{}, false
+	}
+	slices.SortFunc(voters, func(a, b raft.Server) int { return compareIDs(string(a.ID), string(b.ID)) })
+	return voters[int(id)%len(voters)], true
+}
+
+// compareIDs orders node ids as numbers when both are, else as text.
+func compareIDs(a, b string) int {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	if errA == nil && errB == nil {
+		return cmp.Compare(x, y)
+	}
+	return strings.Compare(a, b)
+}
+
+func configuration(r *raft.Raft) ([]raft.Server, error) {
+	f := r.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	return f.Configuration().Servers, nil
+}
+
+func find(servers []raft.Server, id raft.ServerID) (raft.Server, bool) {
+	for _, sv := range servers {
+		if sv.ID == id {
+			return sv, true
+		}
+	}
+	return raft.Server{}, false
+}
