@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/waggle-mq/waggle/broker"
 )
 
 // Once the request bodies being worked on fill the in-flight budget, a
@@ -40,5 +42,32 @@ func TestOverloadIsAnswered429(t *testing.T) {
 	release()
 	if !s.inFlight.TryAcquire(64 << 10) {
 		t.Fatal("an admitted request did not give its room back")
+	}
+}
+
+// A request whose handler ends in a panic, as a forward does when the
+// leader breaks off mid-answer (http.ErrAbortHandler), gives its room in
+// the budget back; a DELETE with a body counts against the budget.
+func TestAbortedRequestReleasesItsRoom(t *testing.T) {
+	f := &fakeBroker{push: func([]broker.PushItem) ([]broker.PushResult, error) { panic(http.ErrAbortHandler) }}
+	s := New(f, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{InFlightBytes: 64 << 10})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	for range 20 { // 20 x 8 KiB: without the release the budget runs out
+		resp, err := http.Post(srv.URL+"/api/v1/push", "application/json", strings.NewReader(`{"items":[{"queue":"q","payload":1}]}`+strings.Repeat(" ", 8<<10)))
+		if err == nil {
+			resp.Body.Close()
+		}
+	}
+	if !s.inFlight.TryAcquire(64 << 10) {
+		t.Fatal("aborted requests kept their room in the in-flight budget")
+	}
+	s.inFlight.Release(64 << 10)
+
+	s.inFlight.TryAcquire(60 << 10)
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, "/api/v1/dlq", strings.NewReader(strings.Repeat("x", 8<<10))))
+	if rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("a DELETE with an 8 KiB body into a full budget: %d", rec.Code)
 	}
 }

@@ -180,17 +180,23 @@ func (s *Server) routes() {
 		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
 			rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-			if rt, ok := methods[r.Method]; ok {
-				if release, ok := s.admit(rec, r); ok {
-					if r, ok = s.authorize(rec, r, rt.perm); ok {
-						rt.h(rec, r)
-					}
-					release()
-				}
-			} else {
+			// Deferred: a forward whose leader breaks off mid-answer ends
+			// the handler with a panic (http.ErrAbortHandler, which
+			// net/http recovers), and its body's room must come back.
+			defer func() { s.metrics.HTTPRequest(r.Method+" "+path, rec.code, time.Since(start).Seconds()) }()
+			rt, ok := methods[r.Method]
+			if !ok {
 				writeError(rec, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+path)
+				return
 			}
-			s.metrics.HTTPRequest(r.Method+" "+path, rec.code, time.Since(start).Seconds())
+			release, ok := s.admit(rec, r)
+			if !ok {
+				return
+			}
+			defer release()
+			if r, ok := s.authorize(rec, r, rt.perm); ok {
+				rt.h(rec, r)
+			}
 		})
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -209,9 +215,10 @@ const minBodyWeight = 4 << 10
 // admit reserves room in the in-flight budget for a request's body, sized
 // by its Content-Length (MaxBodyBytes when unknown), or answers 429
 // overloaded: when producers outrun the disk, they are told to come back
-// rather than queued in memory. Requests without a body pass.
+// rather than queued in memory. Requests without a body (GET, HEAD, a
+// DELETE that declares none) pass.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
-	if r.Method == http.MethodGet || r.Method == http.MethodDelete || r.Method == http.MethodHead {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodDelete && r.ContentLength == 0 {
 		return func() {}, true
 	}
 	weight := r.ContentLength
