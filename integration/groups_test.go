@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +76,17 @@ func TestDataGroupsSpreadLeadershipAndFailOver(t *testing.T) {
 	start := time.Now()
 	waitGroupLeaders(t, c.nodes, 3, preferred)
 	t.Logf("leadership spread %v after the cluster formed", time.Since(start).Round(time.Millisecond))
+	// waggle cluster status prints each group's leader and members.
+	out, err := runWithTimeout(t, exec.Command(waggleBinary, "cluster", "status", "--server", c.nodes[2].httpAddr), 30*time.Second)
+	if err != nil {
+		t.Fatalf("cluster status: %v\n%s", err, out)
+	}
+	for g := range 3 {
+		want := regexp.MustCompile(fmt.Sprintf(`(?m)^%d +%d +`, g, g+1))
+		if !want.Match(out) || !strings.Contains(string(out), fmt.Sprintf("%d:leader", g+1)) {
+			t.Fatalf("cluster status does not show group %d led by node %d:\n%s", g, g+1, out)
+		}
+	}
 
 	victim := c.nodes[1] // leads group 1
 	victim.kill9()

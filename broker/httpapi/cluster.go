@@ -125,6 +125,9 @@ type memberJSON struct {
 	// The member's resources as its /health reports them; null when
 	// unknown (unreachable, or a binary that does not report them).
 	resourcesJSON
+	// Groups is the member's view of each raft group, as its /health
+	// lists them (absent with a single group, or when unreachable).
+	Groups []raftGroupJSON `json:"groups,omitempty"`
 }
 
 type clusterJSON struct {
@@ -168,6 +171,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 			mj.Version, mj.UptimeSeconds = s.version, ptr(int64(time.Since(s.started).Seconds()))
 			mj.LogFormat = ptr(uint32(raftfsm.MaxLogFormat))
 			mj.resourcesJSON = s.resources()
+			mj.Groups = s.raftGroupsJSON()
 			continue
 		}
 		if m.HTTPAddr == "" {
@@ -185,6 +189,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 			mj.State, mj.Role, mj.Term, mj.Applied = "up", peer.Raft.Role, ptr(peer.Raft.Term), ptr(peer.Raft.Applied)
 			mj.Version, mj.UptimeSeconds = peer.Version, ptr(peer.UptimeSeconds)
 			mj.resourcesJSON = peer.resourcesJSON
+			mj.Groups = peer.Groups
 			if mj.LogFormat == nil {
 				mj.LogFormat = ptr(max(peer.LogFormat, 1))
 			}
@@ -365,6 +370,22 @@ type healthJSON struct {
 	Groups []raftGroupJSON `json:"groups,omitempty"`
 }
 
+// raftGroupsJSON reports this node's raft groups (nil: only group 0).
+func (s *Server) raftGroupsJSON() []raftGroupJSON {
+	if s.raftGroups == nil {
+		return nil
+	}
+	var out []raftGroupJSON
+	for id, g := range s.raftGroups() {
+		gj := raftGroupJSON{ID: uint32(id), Role: g.Role, Term: g.Term, Commit: g.Commit, Applied: g.Applied}
+		if g.LeaderID != "" {
+			gj.Leader = ptr(json.Number(g.LeaderID))
+		}
+		out = append(out, gj)
+	}
+	return out
+}
+
 // raftGroupJSON is one raft group's state on a node.
 type raftGroupJSON struct {
 	ID      uint32       `json:"id"`
@@ -432,16 +453,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		UptimeSeconds: int64(time.Since(s.started).Seconds()),
 		resourcesJSON: s.resources(),
 	}
-	if s.raftGroups != nil {
-		for id, g := range s.raftGroups() {
-			gj := raftGroupJSON{ID: uint32(id), Role: g.Role, Term: g.Term, Commit: g.Commit, Applied: g.Applied}
-			if g.LeaderID != "" {
-				leader := json.Number(g.LeaderID)
-				gj.Leader = &leader
-			}
-			out.Groups = append(out.Groups, gj)
-		}
-	}
+	out.Groups = s.raftGroupsJSON()
 	status := http.StatusOK
 	if h.LeaderID == "" {
 		out.Status, status = "no_leader", http.StatusServiceUnavailable

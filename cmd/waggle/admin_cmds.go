@@ -203,6 +203,37 @@ func newGroupCmd(o *clientOptions) *cobra.Command {
 	return cmd
 }
 
+// showRaftGroups prints, when the cluster runs more than one raft group,
+// each group's leader and every reachable member's role in it.
+func showRaftGroups(c *cobra.Command, cl clusterInfo) {
+	type row struct {
+		leader string
+		roles  []string
+	}
+	var groups []row
+	for _, m := range cl.Members {
+		for _, g := range m.Groups {
+			for len(groups) <= g.ID {
+				groups = append(groups, row{leader: "-"})
+			}
+			groups[g.ID].roles = append(groups[g.ID].roles, fmt.Sprintf("%d:%s", m.ID, g.Role))
+			if g.Role == "leader" {
+				groups[g.ID].leader = strconv.Itoa(m.ID)
+			}
+		}
+	}
+	if len(groups) == 0 {
+		return
+	}
+	fmt.Fprintln(c.OutOrStdout())
+	t := newTable(c.OutOrStdout())
+	t.row("GROUP", "LEADER", "MEMBERS")
+	for id, g := range groups {
+		t.row(id, g.leader, strings.Join(g.roles, " "))
+	}
+	t.flush()
+}
+
 func newClusterCmd(o *clientOptions) *cobra.Command {
 	cmd := &cobra.Command{Use: "cluster", Short: "Cluster members and membership"}
 	show := func(c *cobra.Command, cl clusterInfo) error {
@@ -226,11 +257,13 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 				t.row(m.ID, state, cmp.Or(m.Role, "-"), orDash(m.Term), orDash(m.Applied), orDash(m.Lag), cmp.Or(m.Version, "-"), uptime,
 					diskShare(m.DiskUsedBytes, m.DiskTotalBytes), bytesOrDash(m.MemoryBytes), m.HTTPAddr, m.KafkaAddr, m.RaftAddr, orDash(m.LogFormat))
 			}
-			defer func() {
-				for _, u := range unreachable {
-					fmt.Fprintln(c.OutOrStdout(), "unreachable:", u)
-				}
-			}()
+			// Below the members table: which members could not be asked,
+			// then the raft groups.
+			t.flush()
+			for _, u := range unreachable {
+				fmt.Fprintln(c.OutOrStdout(), "unreachable:", u)
+			}
+			showRaftGroups(c, cl)
 		})
 	}
 	status := &cobra.Command{Use: "status", Short: "Members, leader, applied indexes and raft log formats", Args: cobra.NoArgs,

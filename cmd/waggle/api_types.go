@@ -108,6 +108,14 @@ type clusterInfo struct {
 		DiskUsedBytes  *uint64 `json:"diskUsedBytes"`
 		DiskTotalBytes *uint64 `json:"diskTotalBytes"`
 		MemoryBytes    *uint64 `json:"memoryBytes"`
+		// Groups: the member's view of each raft group (absent with one).
+		Groups []struct {
+			ID      int    `json:"id"`
+			Role    string `json:"role"`
+			Leader  *int   `json:"leader"`
+			Term    uint64 `json:"term"`
+			Applied uint64 `json:"applied"`
+		} `json:"groups"`
 	} `json:"members"`
 }
 
