@@ -98,8 +98,17 @@ func Start(meta *Group, cfg Config, log *slog.Logger) (*Set, error) {
 	return s, nil
 }
 
+// Dir is the directory of group id's store and raft log in a node's data
+// directory: the data directory itself for group 0.
+func Dir(dataDir string, id uint32) string {
+	if id == 0 {
+		return dataDir
+	}
+	return filepath.Join(dataDir, "groups", strconv.FormatUint(uint64(id), 10))
+}
+
 func startGroup(id uint32, cfg Config) (*Group, error) {
-	dir := filepath.Join(cfg.DataDir, "groups", strconv.FormatUint(uint64(id), 10))
+	dir := Dir(cfg.DataDir, id)
 	st, err := cfg.OpenStore(filepath.Join(dir, "state"))
 	if err != nil {
 		return nil, err

@@ -127,3 +127,81 @@ func TestDataGroupsCountIsFixed(t *testing.T) {
 		t.Fatalf("data group 1 has no raft directory of its own: %v", err)
 	}
 }
+
+// Damage in one data group's files (a snapshot cut short) is found when
+// the node starts and repaired from the peers for that group alone: its
+// files go aside within the group's directory, group 0 keeps its data,
+// and the node's copy of the group catches up with the group's leader.
+func TestDamagedDataGroupIsRepairedAlone(t *testing.T) {
+	c := startCluster(t, 3, "--data-groups", "2", "--raft-snapshot-threshold", "16", "--raft-trailing-logs", "16")
+	c.pushUntilAccepted(20*time.Second, pushItem{Queue: "kept", TransactionID: "k-1", Payload: "k-1"})
+	victim := c.nodes[2] // a follower of group 1, which node 2 leads
+	waitGroupLeaders(t, c.nodes, 2, func(g uint32, leader int) error {
+		if leader != int(g)+1 {
+			return fmt.Errorf("led by %d, want %d", leader, g+1)
+		}
+		return nil
+	})
+	// The leader's maintenance entries fill group 1's log until the victim
+	// has a snapshot of its own.
+	snapshots := filepath.Join(groupDir(victim, 1), "raft", "snapshots")
+	waitFor(t, 60*time.Second, func() error {
+		if files, _ := filepath.Glob(filepath.Join(snapshots, "*", "state.bin")); len(files) == 0 {
+			return fmt.Errorf("no snapshot of group 1 on node %d yet", victim.id)
+		}
+		return nil
+	})
+	victim.stop()
+	truncateHalf(t, largestFile(t, snapshots, "state.bin"))
+
+	victim.start()
+	waitFor(t, 30*time.Second, func() error {
+		leader, err := groupApplied(t, c.nodes[1], 1)
+		if err != nil {
+			return err
+		}
+		mine, err := groupApplied(t, victim, 1)
+		if err != nil {
+			return err
+		}
+		if mine < leader {
+			return fmt.Errorf("node %d applied %d of group 1, its leader %d", victim.id, mine, leader)
+		}
+		return nil
+	})
+	log, _ := os.ReadFile(victim.logPath)
+	if !strings.Contains(string(log), "the data directory is damaged") || !strings.Contains(string(log), "group=1") {
+		t.Fatalf("node %d did not report group 1's damage:\n%s", victim.id, victim.logTail())
+	}
+	if aside, _ := filepath.Glob(filepath.Join(groupDir(victim, 1), "damaged-*")); len(aside) != 1 {
+		t.Fatalf("group 1's damaged files not moved aside within its directory: %v", aside)
+	}
+	if aside, _ := filepath.Glob(filepath.Join(victim.dataDir, "damaged-*")); len(aside) != 0 {
+		t.Fatalf("group 0's files were moved aside too: %v", aside)
+	}
+	if got := idSet(victim.fetchAll("kept", "Default")); len(got) != 1 {
+		t.Fatalf("node %d holds %d of group 0's messages, want 1", victim.id, len(got))
+	}
+}
+
+// groupDir is data group id's directory on n.
+func groupDir(n *node, id int) string { return filepath.Join(n.dataDir, "groups", fmt.Sprint(id)) }
+
+// groupApplied is the index n has applied in raft group id.
+func groupApplied(t *testing.T, n *node, id uint32) (uint64, error) {
+	var h struct {
+		Groups []struct {
+			ID      uint32 `json:"id"`
+			Applied uint64 `json:"applied"`
+		} `json:"groups"`
+	}
+	if status := getJSON(t, n.url("/health"), &h); status != http.StatusOK {
+		return 0, fmt.Errorf("node %d: health status %d", n.id, status)
+	}
+	for _, g := range h.Groups {
+		if g.ID == id {
+			return g.Applied, nil
+		}
+	}
+	return 0, fmt.Errorf("node %d lists no group %d", n.id, id)
+}

@@ -185,22 +185,29 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err := checkFreeSpace(o.dataDir, minFree); err != nil {
 		return err
 	}
-	if err := verifyDataDir(o.dataDir); err != nil {
+	if err := groups.CheckCount(o.dataDir, o.dataGroups); err != nil {
+		return err
+	}
+	// Each raft group's directory is checked, and repaired from the peers,
+	// on its own: damage in one group's files costs only that group's copy.
+	for id := range uint32(max(o.dataGroups, 1)) {
+		dir := groups.Dir(o.dataDir, id)
+		err := verifyDataDir(dir)
+		if err == nil {
+			continue
+		}
 		if !errors.As(err, new(*damageError)) {
 			return err
 		}
 		if len(peers) == 0 && !o.join {
 			return fmt.Errorf("the data directory is damaged and a single node has no peers to repair it from (restore a backup): %w", err)
 		}
-		log.Error("the data directory is damaged: moving it aside and repairing this node from its peers", "err", err)
-		aside, err := raftfsm.PrepareRepair(o.dataDir)
+		log.Error("the data directory is damaged: moving it aside and repairing this node from its peers", "group", id, "err", err)
+		aside, err := raftfsm.PrepareRepair(dir)
 		if err != nil {
 			return err
 		}
-		log.Warn("damaged files moved aside", "to", aside)
-	}
-	if err := groups.CheckCount(o.dataDir, o.dataGroups); err != nil {
-		return err
+		log.Warn("damaged files moved aside", "group", id, "to", aside)
 	}
 	st, err := store.Open(filepath.Join(o.dataDir, "state"), newBadgerLogger(log))
 	if err != nil {
