@@ -1,16 +1,22 @@
 package raftfsm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/waggle-mq/waggle/raftmux"
 	"github.com/waggle-mq/waggle/store"
+	"github.com/waggle-mq/waggle/tlsconf"
 )
 
 // Three nodes run two raft groups, each group with its own store and raft
@@ -86,4 +92,90 @@ func waitForTrue(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("not true after 10 s: %s", what)
 		}
 	}
+}
+
+// Over mutual TLS a group's connection reaches its layer on the peer; a
+// peer whose certificate another CA signed is refused, and the listener
+// logs the failed handshake at error level (an operator's CA rotation
+// gone wrong must show).
+func TestListenWithTLSRoutesGroupsAndLogsForeignPeers(t *testing.T) {
+	certs, foreign := t.TempDir(), t.TempDir()
+	hosts := []string{"127.0.0.1"}
+	if err := tlsconf.DevCerts(certs, []string{"a", "b"}, hosts); err != nil {
+		t.Fatal(err)
+	}
+	if err := tlsconf.DevCerts(foreign, []string{"x"}, hosts); err != nil {
+		t.Fatal(err)
+	}
+	load := func(dir, name string) *tlsconf.Config {
+		c, err := tlsconf.Load(tlsconf.Files{Cert: filepath.Join(dir, name+".pem"), Key: filepath.Join(dir, name+"-key.pem"), CA: filepath.Join(dir, "ca.pem")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	var logged syncBuffer
+	listen := func(c *tlsconf.Config, log hclog.Logger) *raftmux.Mux {
+		m, err := Listen("127.0.0.1:0", "127.0.0.1:0", c, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	a := listen(load(certs, "a"), nil)
+	b := listen(load(certs, "b"), hclog.New(&hclog.LoggerOptions{Output: &logged, Level: hclog.Info}))
+	x := listen(load(foreign, "x"), nil)
+	from, to := mustLayer(t, a, 3), mustLayer(t, b, 3)
+	c, err := from.Dial(raft.ServerAddress(b.Addr().String()), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("hello"))
+	in, err := to.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 5)
+	if _, err := io.ReadFull(in, got); err != nil || string(got) != "hello" {
+		t.Fatalf("group 3 over TLS read %q, %v", got, err)
+	}
+	in.Close()
+
+	if c, err := mustLayer(t, x, 3).Dial(raft.ServerAddress(b.Addr().String()), 5*time.Second); err == nil {
+		c.Close()
+		t.Fatal("a peer of another CA completed the handshake")
+	}
+	waitForTrue(t, "the refused handshake is logged at error level", func() bool {
+		s := logged.String()
+		return strings.Contains(s, "[ERROR]") && strings.Contains(s, "TLS handshake failed")
+	})
+}
+
+func mustLayer(t *testing.T, m *raftmux.Mux, g uint32) *raftmux.Layer {
+	t.Helper()
+	l, err := m.Layer(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -11,8 +11,10 @@ package raftmux
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"net"
 	"sync"
 	"time"
@@ -132,6 +134,15 @@ func (m *Mux) accept() {
 // groups start one after another) is closed; raft's dialler retries.
 func (m *Mux) route(c net.Conn) {
 	c.SetReadDeadline(time.Now().Add(headerTimeout))
+	if tc, ok := c.(*tls.Conn); ok {
+		// A peer without the cluster's certificate is an operator's
+		// problem (a CA rotation gone wrong): say so at error level.
+		if err := tc.Handshake(); err != nil {
+			m.log.Error("raft listener: TLS handshake failed", "remote", c.RemoteAddr(), "error", err)
+			c.Close()
+			return
+		}
+	}
 	r := bufio.NewReaderSize(c, 16)
 	g, err := readHeader(r)
 	if err != nil {
@@ -183,7 +194,7 @@ func readHeader(r *bufio.Reader) (uint32, error) {
 			break
 		}
 	}
-	if g == 0 || g > 1<<31 {
+	if g == 0 || g > math.MaxUint32 {
 		return 0, fmt.Errorf("raftmux: group %d in a header", g)
 	}
 	return uint32(g), nil

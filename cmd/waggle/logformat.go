@@ -38,7 +38,10 @@ func fetchPeerHealth(client *http.Client, scheme, addr string) (peerHealth, erro
 // registration could be stale: a node may have been started with another
 // binary since), so the raise waits for a rolling upgrade to finish and
 // never outruns a member that is down or unregistered.
-func raiseLogFormats(ctx context.Context, svc *broker.Service, client *http.Client, scheme string, every time.Duration, won <-chan struct{}, log *slog.Logger) {
+//
+// registry is group 0's service, whose replicated state holds the members'
+// HTTP addresses; a data group's members are group 0's.
+func raiseLogFormats(ctx context.Context, svc, registry *broker.Service, client *http.Client, scheme string, every time.Duration, won <-chan struct{}, log *slog.Logger) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -52,7 +55,7 @@ func raiseLogFormats(ctx context.Context, svc *broker.Service, client *http.Clie
 			continue
 		}
 		members := svc.ConfigurationIndex()
-		f, err := formatEveryMemberReads(svc, client, scheme)
+		f, err := formatEveryMemberReads(registry, client, scheme)
 		if err != nil {
 			log.Debug("log format stays", "format", svc.LogFormat(), "why", err)
 			continue

@@ -23,10 +23,10 @@ import (
 
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/broker/httpapi"
-	"github.com/waggle-mq/waggle/groups"
 	"github.com/waggle-mq/waggle/kafka"
 	"github.com/waggle-mq/waggle/metrics"
 	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/raftgroups"
 	"github.com/waggle-mq/waggle/store"
 	"github.com/waggle-mq/waggle/tlsconf"
 )
@@ -185,13 +185,13 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err := checkFreeSpace(o.dataDir, minFree); err != nil {
 		return err
 	}
-	if err := groups.CheckCount(o.dataDir, o.dataGroups); err != nil {
+	if err := raftgroups.CheckCount(o.dataDir, o.dataGroups); err != nil {
 		return err
 	}
 	// Each raft group's directory is checked, and repaired from the peers,
 	// on its own: damage in one group's files costs only that group's copy.
 	for id := range uint32(max(o.dataGroups, 1)) {
-		dir := groups.Dir(o.dataDir, id)
+		dir := raftgroups.Dir(o.dataDir, id)
 		err := verifyDataDir(dir)
 		if err == nil {
 			continue
@@ -202,12 +202,16 @@ func serve(ctx context.Context, o serveOptions) error {
 		if len(peers) == 0 && !o.join {
 			return fmt.Errorf("the data directory is damaged and a single node has no peers to repair it from (restore a backup): %w", err)
 		}
-		log.Error("the data directory is damaged: moving it aside and repairing this node from its peers", "group", id, "err", err)
+		glog := log
+		if o.dataGroups > 1 {
+			glog = log.With("group", id)
+		}
+		glog.Error("the data directory is damaged: moving it aside and repairing this node from its peers", "err", err)
 		aside, err := raftfsm.PrepareRepair(dir)
 		if err != nil {
 			return err
 		}
-		log.Warn("damaged files moved aside", "group", id, "to", aside)
+		glog.Warn("damaged files moved aside", "to", aside)
 	}
 	st, err := store.Open(filepath.Join(o.dataDir, "state"), newBadgerLogger(log))
 	if err != nil {
@@ -259,9 +263,14 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 	svc := newService(node, st)
 	observe(ctx, m, node, st, svc)
-	set, err := groups.Start(&groups.Group{Store: st, Node: node, Svc: svc}, groups.Config{
+	scheme, peerTLS := "http", (*tls.Config)(nil) // how this node reaches the others' HTTP
+	if tlsConf != nil {
+		scheme, peerTLS = "https", tlsConf.Client
+	}
+	set, err := raftgroups.Start(&raftgroups.Group{Store: st, Node: node, Svc: svc}, raftgroups.Config{
 		Count: o.dataGroups, DataDir: o.dataDir, Node: nodeConfig, NewService: newService,
 		OpenStore: func(dir string) (*store.Store, error) { return store.Open(dir, newBadgerLogger(log)) },
+		CanLead:   canLead(svc, nodeClient(peerTLS, authConf.BootstrapToken), scheme),
 	}, log)
 	if err != nil {
 		return err
@@ -272,7 +281,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		}
 	}()
 	for _, g := range set.All() {
-		go g.Svc.RunMaintenance(ctx, time.Second, log.With("group", g.ID))
+		go g.Svc.RunMaintenance(ctx, time.Second, groupLog(log, set, g))
 	}
 	go set.Run(ctx)
 	ln, err := net.Listen("tcp", o.httpAddr)
@@ -283,10 +292,8 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("kafka listener: %w", err)
 	}
-	scheme, peerTLS := "http", (*tls.Config)(nil)
 	if tlsConf != nil {
 		ln, kln = tls.NewListener(ln, tlsConf.Server), tls.NewListener(kln, tlsConf.Server)
-		scheme, peerTLS = "https", tlsConf.Client
 	}
 	o.kafka.AdvertisedAddr = orDefault(o.advertiseKafka, kln.Addr().String())
 	o.kafka.Metrics = m
@@ -320,7 +327,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	self := registration{ID: id, HTTPAddr: orDefault(o.advertiseHTTP, ln.Addr().String()), KafkaAddr: o.kafka.AdvertisedAddr}
 	go registerSelf(ctx, scheme+"://"+ln.Addr().String(), nodeClient(peerTLS, authConf.BootstrapToken), self, wonElection(ctx, node, id), log)
 	for _, g := range set.All() {
-		go raiseLogFormats(ctx, g.Svc, nodeClient(peerTLS, authConf.BootstrapToken), scheme, 2*time.Second, wonElection(ctx, g.Node, id), log.With("group", g.ID))
+		go raiseLogFormats(ctx, g.Svc, svc, nodeClient(peerTLS, authConf.BootstrapToken), scheme, 2*time.Second, wonElection(ctx, g.Node, id), groupLog(log, set, g))
 	}
 
 	var stopErr error
@@ -337,9 +344,9 @@ func serve(ctx context.Context, o serveOptions) error {
 	for _, g := range set.All() {
 		start := time.Now()
 		if err := g.Svc.HandOff(); err != nil {
-			log.Warn("leadership hand-off failed", "group", g.ID, "err", err)
+			groupLog(log, set, g).Warn("leadership hand-off failed", "err", err)
 		} else if !g.Svc.IsLeader() {
-			log.Info("leadership handed off", "group", g.ID, "took", time.Since(start))
+			groupLog(log, set, g).Info("leadership handed off", "took", time.Since(start))
 		}
 	}
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -529,7 +536,7 @@ func voterWithRoom(svc *broker.Service, client *http.Client, scheme string) (bro
 
 // groupHealth reports each raft group's state on this node for /health;
 // nil when the cluster has only group 0.
-func groupHealth(set *groups.Set) func() []broker.Health {
+func groupHealth(set *raftgroups.Set) func() []broker.Health {
 	if len(set.All()) == 1 {
 		return nil
 	}
@@ -540,4 +547,33 @@ func groupHealth(set *groups.Set) func() []broker.Health {
 		}
 		return out
 	}
+}
+
+// canLead reports whether a member may be handed a raft group's
+// leadership: its /health answers (a node shutting down has closed its
+// HTTP listener) and its storage is not full.
+func canLead(meta *broker.Service, client *http.Client, scheme string) func(id string) bool {
+	return func(id string) bool {
+		members, err := meta.Members()
+		if err != nil {
+			return false
+		}
+		for _, m := range members {
+			if m.ID != id || m.HTTPAddr == "" {
+				continue
+			}
+			h, err := fetchPeerHealth(client, scheme, m.HTTPAddr)
+			return err == nil && (h.StorageFull == nil || !*h.StorageFull)
+		}
+		return false
+	}
+}
+
+// groupLog is log naming raft group g, when the node runs more than one:
+// a single-group node's lines stay as they were.
+func groupLog(log *slog.Logger, set *raftgroups.Set, g *raftgroups.Group) *slog.Logger {
+	if len(set.All()) == 1 {
+		return log
+	}
+	return log.With("group", g.ID)
 }

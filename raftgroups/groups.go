@@ -1,15 +1,15 @@
-// Package groups runs a node's raft groups and keeps them in shape.
+// Package raftgroups runs a node's raft groups and keeps them in shape.
 //
 // Group 0 is the metadata group: its membership is the cluster's. Data
 // groups 1..n-1 run on the same raft listener (raftmux), each with its own
 // store and raft log under the data directory's groups/<id>. Every group
 // has the cluster's voters as members: the leader of a data group adds and
-// removes members until its configuration matches group 0's. Leadership is
-// spread: group g prefers the voter at position g (mod the voter count) in
-// the voters sorted by id, and its leader hands leadership to that voter
-// whenever it is reachable, which also moves leadership back after a node
-// returns.
-package groups
+// removes members until its configuration matches group 0's. Leadership of
+// the data groups is spread: group g prefers the voter at position g (mod
+// the voter count) in the voters sorted by id, and its leader hands
+// leadership to that voter whenever it is reachable, which also moves
+// leadership back after a node returns.
+package raftgroups
 
 import (
 	"cmp"
@@ -34,17 +34,18 @@ import (
 
 // Group is one raft group on this node.
 type Group struct {
-	ID    uint32
-	Store *store.Store
-	Node  *raftfsm.Node
-	Svc   *broker.Service
+	ID    uint32          // 0 is the metadata group
+	Store *store.Store    // the group's replicated state on this node
+	Node  *raftfsm.Node   // this node's raft member of the group
+	Svc   *broker.Service // the broker over Node and Store
 }
 
 // Set is the node's groups, indexed by id.
 type Set struct {
-	groups []*Group
-	self   raft.ServerID
-	log    *slog.Logger
+	groups  []*Group
+	self    raft.ServerID
+	log     *slog.Logger
+	canLead func(id string) bool
 	// Every is how often a group's leader checks its membership and
 	// leadership; tests shorten it.
 	Every time.Duration
@@ -67,6 +68,10 @@ type Config struct {
 	NewService func(*raftfsm.Node, *store.Store) *broker.Service
 	// OpenStore opens a data group's store in dir.
 	OpenStore func(dir string) (*store.Store, error)
+	// CanLead reports whether a node may be handed a group's leadership
+	// now (nil: any reachable voter may): a node whose disk is full, or
+	// that is shutting down, should not get it back.
+	CanLead func(id string) bool
 }
 
 // MaxGroups bounds the raft groups of a cluster: each runs its own
@@ -84,7 +89,7 @@ func Start(meta *Group, cfg Config, log *slog.Logger) (*Set, error) {
 		return nil, fmt.Errorf("%d raft groups: from 1 (the metadata group alone) to %d", cfg.Count, MaxGroups)
 	}
 	cfg.Count = max(cfg.Count, 1)
-	s := &Set{groups: []*Group{meta}, self: raft.ServerID(cfg.Node.ID), log: log, Every: time.Second,
+	s := &Set{groups: []*Group{meta}, self: raft.ServerID(cfg.Node.ID), log: log, Every: time.Second, canLead: cfg.CanLead,
 		unreachable: map[uint32]map[raft.ServerID]bool{}, notBefore: map[uint32]time.Time{}}
 	for id := uint32(1); id < uint32(cfg.Count); id++ {
 		g, err := startGroup(id, cfg)
@@ -115,6 +120,9 @@ func startGroup(id uint32, cfg Config) (*Group, error) {
 	}
 	nc := cfg.Node
 	nc.Dir, nc.Group = dir, id
+	if nc.Logger != nil {
+		nc.Logger = nc.Logger.With("group", id)
+	}
 	node, err := raftfsm.StartNode(nc, st)
 	if err != nil {
 		st.Close()
@@ -247,10 +255,20 @@ func (s *Set) watchHeartbeats(ctx context.Context, g *Group) {
 
 // matchMembership adds to data group g the members of group 0 it lacks and
 // removes those group 0 no longer has, one change per call (raft applies
-// configuration changes one at a time).
+// configuration changes one at a time). It acts only on a view of group 0
+// that is current: this node is a voter there and hears from its leader
+// (a node whose group 0 was just repaired, or lags, would otherwise strip
+// or refill the group from an old configuration).
 func (s *Set) matchMembership(g *Group) {
-	want, err := configuration(s.groups[0].Node.Raft)
+	meta := s.groups[0].Node.Raft
+	want, err := configuration(meta)
 	if err != nil {
+		return
+	}
+	if me, ok := find(want, s.self); !ok || me.Suffrage != raft.Voter {
+		return
+	}
+	if meta.State() != raft.Leader && time.Since(meta.LastContact()) > metaContact {
 		return
 	}
 	have, err := configuration(g.Node.Raft)
@@ -263,9 +281,14 @@ func (s *Set) matchMembership(g *Group) {
 			continue
 		}
 		var f raft.IndexFuture
-		if w.Suffrage == raft.Voter {
+		switch {
+		case w.Suffrage == raft.Voter:
 			f = g.Node.Raft.AddVoter(w.ID, w.Address, 0, 5*time.Second)
-		} else {
+		case ok && h.Suffrage == raft.Voter:
+			// AddNonvoter leaves a voter a voter (and logs a change
+			// anyway): a member demoted in group 0 is demoted here.
+			f = g.Node.Raft.DemoteVoter(w.ID, 0, 5*time.Second)
+		default:
 			f = g.Node.Raft.AddNonvoter(w.ID, w.Address, 0, 5*time.Second)
 		}
 		if err := f.Error(); err != nil {
@@ -287,6 +310,10 @@ func (s *Set) matchMembership(g *Group) {
 		return
 	}
 }
+
+// metaContact is how recently a follower of group 0 must have heard from
+// its leader for its view of the membership to count as current.
+const metaContact = 2 * time.Second
 
 // A group's leader waits handOffBackoff between two hand-offs, so a target
 // that cannot take over is not asked again and again (a transfer stalls
@@ -315,6 +342,9 @@ func (s *Set) balance(g *Group) {
 	}
 	s.notBefore[g.ID] = time.Now().Add(handOffBackoff)
 	s.mu.Unlock()
+	if s.canLead != nil && !s.canLead(string(target.ID)) {
+		return
+	}
 	if err := g.Node.Raft.LeadershipTransferToServer(target.ID, target.Address).Error(); err != nil {
 		s.log.Warn("could not hand a raft group's leadership to its preferred node", "group", g.ID, "to", target.ID, "err", err)
 		return
