@@ -342,6 +342,9 @@ func serve(ctx context.Context, o serveOptions) error {
 	// Hand leadership over while this node still forwards writes, so
 	// clients see a short stall instead of an election timeout.
 	for _, g := range set.All() {
+		if !g.Svc.IsLeader() {
+			continue // a follower has nothing to hand off
+		}
 		start := time.Now()
 		if err := g.Svc.HandOff(); err != nil {
 			groupLog(log, set, g).Warn("leadership hand-off failed", "err", err)
