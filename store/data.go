@@ -359,6 +359,7 @@ func (s *Store) DataBehind() error { return s.behind }
 
 // Reset empties the store: every key and segment file.
 func (s *Store) Reset() error {
+	s.forgetPruneFloor()
 	if err := s.db.DropAll(); err != nil {
 		return fmt.Errorf("reset: %w", err)
 	}

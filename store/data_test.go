@@ -19,7 +19,7 @@ func randomPayload(n int) []byte {
 
 // putQueue stores q with a partition per id, each named by its id and
 // holding offsets up to next.
-func putQueue(t *testing.T, s *Store, q Queue, next uint64, partitionIDs ...uint64) {
+func putQueue(t testing.TB, s *Store, q Queue, next uint64, partitionIDs ...uint64) {
 	t.Helper()
 	write(t, s, func(tx *Tx) error {
 		if err := tx.PutQueue(q); err != nil {
@@ -311,7 +311,7 @@ func TestRetentionTrimsWholeSegments(t *testing.T) {
 }
 
 // cleanUpAll runs clean-up steps of maxWrites until no tombstone is left.
-func cleanUpAll(t *testing.T, s *Store, maxWrites int) {
+func cleanUpAll(t testing.TB, s *Store, maxWrites int) {
 	t.Helper()
 	for i := 0; ; i++ {
 		if i > 1000 {

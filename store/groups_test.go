@@ -17,7 +17,7 @@ func openTest(t *testing.T) *Store {
 }
 
 // write runs fn in a write transaction and commits it.
-func write(t *testing.T, s *Store, fn func(tx *Tx) error) {
+func write(t testing.TB, s *Store, fn func(tx *Tx) error) {
 	t.Helper()
 	tx := s.BeginWrite()
 	defer tx.Discard()

@@ -323,6 +323,7 @@ func (s *Store) RestoreLinking(r io.Reader, files SegmentFiles) error {
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	s.forgetPruneFloor()
 	if err := s.db.DropAll(); err != nil {
 		return fmt.Errorf("restore: drop old state: %w", err)
 	}

@@ -1,12 +1,14 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"sync"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
@@ -23,6 +25,12 @@ type Store struct {
 	db     *badger.DB
 	segs   *segment.Dir
 	behind error // see DataBehind
+
+	// pruneFrom is where PruneDedup starts (see pruneFloor): no live key
+	// of the dedup expiry index lies before it. It is not state: a store
+	// opened, reset or restored starts from the index's first key.
+	pruneMu   sync.Mutex
+	pruneFrom []byte
 }
 
 // Open opens (or creates) the badger database in dir, with message data in
@@ -93,7 +101,7 @@ func (s *Store) SyncData() error { return s.segs.SyncAll() }
 // BeginWrite starts a read-write transaction. The caller commits or
 // discards it.
 func (s *Store) BeginWrite() *Tx {
-	return &Tx{txn: s.db.NewTransaction(true), db: s.db, segs: s.segs}
+	return &Tx{txn: s.db.NewTransaction(true), db: s.db, segs: s.segs, store: s}
 }
 
 // View runs fn inside a read-only transaction: a consistent point-in-time
@@ -115,6 +123,9 @@ type Tx struct {
 	heads       map[uint64]*streamHead // streams this transaction appended to
 	afterCommit []func() error         // file removals, once the commit stands
 	committed   bool
+
+	store *Store      // set on write transactions
+	prune *pruneFloor // the store's pruneFrom as this transaction moves it
 }
 
 // Pending reports how many writes the transaction holds and roughly how many
@@ -132,6 +143,11 @@ func (t *Tx) Commit() error {
 		return err
 	}
 	t.committed = true
+	if t.prune != nil && t.prune.moved {
+		t.store.pruneMu.Lock()
+		t.store.pruneFrom = t.prune.from
+		t.store.pruneMu.Unlock()
+	}
 	// Best effort: files left behind belong to no stream head, and opening
 	// the store removes them.
 	for _, fn := range t.afterCommit {
@@ -589,23 +605,51 @@ func (t *Tx) PutDedup(partitionID uint64, txID string, e dedup.Entry) error {
 	if err := t.set(key, encodeDedup(e, storedID)); err != nil {
 		return err
 	}
-	return t.set(expiryKey(e.ExpiresAtMs, key), nil)
+	ek := expiryKey(e.ExpiresAtMs, key)
+	if f := t.pruneFloor(); f != nil && f.from != nil && bytes.Compare(ek, f.from) < 0 {
+		f.from, f.moved = ek, true
+	}
+	return t.set(ek, nil)
 }
 
 // PruneDedup forgets up to limit dedup records whose expiry time is at or
 // before nowMs, oldest first, and reports how many index entries it removed.
+//
+// Its cost does not grow with the index entries deleted before it ran,
+// which badger keeps until compaction drops them: the scan counts deleted
+// keys, so the entries a deleted queue left after now (up to a window
+// ahead) end it like live ones, and it starts where the last prune on
+// this store stopped, past the entries pruned so far. A scan of live keys
+// from the index's first key walked both kinds on every prune (tens of
+// milliseconds per 100,000, on the apply path, each second).
 func (t *Tx) PruneDedup(nowMs int64, limit int) (int, error) {
 	var due [][]byte
-	err := t.scan(expiryPrefix(), nil, func(k, _ []byte) (bool, error) {
+	f := t.pruneFloor()
+	var from, resume []byte
+	if f != nil {
+		from = f.from
+	}
+	err := t.scanVersions(expiryPrefix(), from, func(k []byte, deleted bool) (bool, error) {
 		at, _, err := parseExpiryKey(k)
-		if err != nil || at > nowMs {
+		if err != nil {
 			return false, err
 		}
-		due = append(due, append([]byte(nil), k...))
+		if at > nowMs {
+			resume = append([]byte(nil), k...)
+			return false, nil
+		}
+		if !deleted {
+			due = append(due, append([]byte(nil), k...))
+		}
+		// Everything up to k is deleted, or is about to be.
+		resume = append(append(resume[:0], k...), 0)
 		return len(due) < limit, nil
 	})
 	if err != nil {
 		return 0, err
+	}
+	if f != nil && resume != nil {
+		f.from, f.moved = resume, true
 	}
 	for _, k := range due {
 		at, key, _ := parseExpiryKey(k)
@@ -631,6 +675,34 @@ func (t *Tx) PruneDedup(nowMs int64, limit int) (int, error) {
 	return len(due), nil
 }
 
+// pruneFloor is where a write transaction's PruneDedup starts: the
+// store's pruneFrom when the transaction began, moved on by its prunes and
+// back by the index entries it files before it (PutDedup), and handed back
+// to the store when the transaction commits. The state machine is the one
+// writer, so transactions do not race for it.
+type pruneFloor struct {
+	from  []byte // nil: the index's first key
+	moved bool
+}
+
+// pruneFloor returns the transaction's floor, nil on a read transaction.
+func (t *Tx) pruneFloor() *pruneFloor {
+	if t.prune == nil && t.store != nil {
+		t.store.pruneMu.Lock()
+		t.prune = &pruneFloor{from: t.store.pruneFrom}
+		t.store.pruneMu.Unlock()
+	}
+	return t.prune
+}
+
+// forgetPruneFloor makes the next prune start from the index's first key,
+// for a store whose keys were replaced.
+func (s *Store) forgetPruneFloor() {
+	s.pruneMu.Lock()
+	s.pruneFrom = nil
+	s.pruneMu.Unlock()
+}
+
 // scan calls fn for each key with the prefix, from seek (or the prefix) on,
 // until fn returns false or an error. Keys and values are only valid during
 // the call. The iterator is limited to the prefix, so a seek never walks
@@ -649,6 +721,32 @@ func (t *Tx) scan(prefix, seek []byte, fn func(k, v []byte) (bool, error)) error
 			more, err = fn(item.Key(), v)
 			return err
 		})
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanVersions is scan without values, with the keys deleted but not yet
+// dropped by compaction among the keys (deleted is true). A scan of live
+// keys skips deleted ones inside the iterator, however many lie before
+// the next live key; this one lets fn stop among them.
+func (t *Tx) scanVersions(prefix, seek []byte, fn func(k []byte, deleted bool) (bool, error)) error {
+	it := t.txn.NewIterator(badger.IteratorOptions{Prefix: prefix, AllVersions: true})
+	defer it.Close()
+	if len(seek) == 0 {
+		seek = prefix
+	}
+	var last []byte
+	for it.Seek(seek); it.Valid(); it.Next() {
+		item := it.Item()
+		k := item.Key()
+		if last != nil && bytes.Equal(k, last) {
+			continue // an older version: the newest comes first
+		}
+		last = append(last[:0], k...)
+		more, err := fn(k, item.IsDeletedOrExpired())
 		if err != nil || !more {
 			return err
 		}
