@@ -27,10 +27,7 @@ type groupCheck struct {
 // startGroupConsumers starts members consumers of topic in group; they
 // stop with stop.
 func (g *groupCheck) startGroupConsumers(c *cluster, wg *sync.WaitGroup, stop <-chan struct{}, group, topic string, members int) {
-	var brokers []string
-	for _, n := range c.nodes {
-		brokers = append(brokers, n.kafkaAddr)
-	}
+	brokers := c.kafkaAddrs()
 	for m := range members {
 		last := int64(-1) // the last offset consumed in this assignment
 		reset := func(context.Context, *kgo.Client, map[string][]int32) {

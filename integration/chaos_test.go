@@ -313,10 +313,7 @@ func TestChaos(t *testing.T) {
 
 	// A franz-go idempotent producer writes numbered records to topic
 	// chaos-k; acknowledged ones must be stored exactly once, in order.
-	var brokers []string
-	for _, n := range c.nodes {
-		brokers = append(brokers, n.kafkaAddr)
-	}
+	brokers := c.kafkaAddrs()
 	producer := kafkaClient(t, brokers, kgo.DefaultProduceTopic("chaos-k"), kgo.RecordRetries(math.MaxInt32),
 		kgo.RecordDeliveryTimeout(60*time.Second), kgo.ProducerLinger(5*time.Millisecond))
 	createTopic(t, producer, "chaos-k", 1, nil)

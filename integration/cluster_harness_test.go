@@ -51,6 +51,15 @@ func (c *cluster) start(extra ...string) {
 	c.waitRegistered(len(c.nodes))
 }
 
+// kafkaAddrs lists every node's Kafka address, for a client's seed brokers.
+func (c *cluster) kafkaAddrs() []string {
+	var out []string
+	for _, n := range c.nodes {
+		out = append(out, n.kafkaAddr)
+	}
+	return out
+}
+
 // waitRegistered waits until the leader lists want members, each with a
 // registered HTTP address, and every live node knows the leader.
 func (c *cluster) waitRegistered(want int) {

@@ -341,10 +341,7 @@ func TestKIP848MembersRejoinAfterLeaderChange(t *testing.T) {
 	// (250 ms + 15 s): kgo reaches the new leader only after its heartbeat
 	// retries back off, about 8 s after the kill.
 	c := startCluster(t, 3, "--kafka-consumer-heartbeat-interval", "250ms", "--kafka-consumer-session-timeout", "20s")
-	var brokers []string
-	for _, n := range c.nodes {
-		brokers = append(brokers, n.kafkaAddr)
-	}
+	brokers := c.kafkaAddrs()
 	const topic, group, partitions, batch = "jobs848ha", "workers848ha", 6, 600
 	admin := kafkaClient(t, brokers, kgo.DefaultProduceTopic(topic))
 	createTopic(t, admin, topic, partitions, nil)

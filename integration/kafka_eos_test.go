@@ -22,10 +22,7 @@ func TestGroupTransactSessionExactlyOnceThroughLeaderKill(t *testing.T) {
 	const inputs = 3000
 	c := startCluster(t, 3)
 	waitLogFormat(t, c.leader(), 2) // transactions are format 2 entries
-	var brokers []string
-	for _, n := range c.nodes {
-		brokers = append(brokers, n.kafkaAddr)
-	}
+	brokers := c.kafkaAddrs()
 	admin := kafkaClient(t, brokers)
 	createTopic(t, admin, "eos-in", 3, nil)
 	createTopic(t, admin, "eos-out", 3, nil)

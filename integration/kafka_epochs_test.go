@@ -127,10 +127,7 @@ func (h *epochWrites) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _
 func TestKafkaLeaderEpochsAcrossLeaderKill(t *testing.T) {
 	c := startCluster(t, 3)
 	waitLogFormat(t, c.leader(), 2) // batches carry the term from log format 2 on
-	var brokers []string
-	for _, n := range c.nodes {
-		brokers = append(brokers, n.kafkaAddr)
-	}
+	brokers := c.kafkaAddrs()
 	const topic = "epochs"
 	cl := kafkaClient(t, brokers, kgo.DefaultProduceTopic(topic), kgo.RecordRetries(1000))
 	createTopic(t, cl, topic, 1, nil)
@@ -433,10 +430,7 @@ func cmpErr(errs ...error) error {
 func TestKcatConsumesAcrossLeaderKill(t *testing.T) {
 	kcat := requireKcat(t)
 	c := startCluster(t, 3)
-	var brokers []string
-	for _, n := range c.nodes {
-		brokers = append(brokers, n.kafkaAddr)
-	}
+	brokers := c.kafkaAddrs()
 	const topic = "kcat-epochs"
 	cl := kafkaClient(t, brokers, kgo.DefaultProduceTopic(topic), kgo.RecordRetries(1000))
 	createTopic(t, cl, topic, 1, nil)

@@ -137,10 +137,7 @@ func TestConsumerGroupRebalanceSkipsNothing(t *testing.T) {
 // committed.
 func TestCommittedOffsetsSurviveLeaderKill(t *testing.T) {
 	c := startCluster(t, 3)
-	var brokers []string
-	for _, n := range c.nodes {
-		brokers = append(brokers, n.kafkaAddr)
-	}
+	brokers := c.kafkaAddrs()
 	admin := kafkaClient(t, brokers, kgo.DefaultProduceTopic("resume"))
 	createTopic(t, admin, "resume", 2, nil)
 	var recs []*kgo.Record
@@ -284,10 +281,7 @@ func TestKafkaAndHTTPGroupsShareCursors(t *testing.T) {
 // too (the membership lives on the leader, which answers).
 func TestGroupDescribeShowsKafkaMembers(t *testing.T) {
 	c := startCluster(t, 3)
-	var brokers []string
-	for _, n := range c.nodes {
-		brokers = append(brokers, n.kafkaAddr)
-	}
+	brokers := c.kafkaAddrs()
 	admin := kafkaClient(t, brokers)
 	createTopic(t, admin, "members-t", 3, nil)
 	produceSync(t, admin, &kgo.Record{Topic: "members-t", Value: []byte("x")})

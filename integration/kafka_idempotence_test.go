@@ -100,10 +100,7 @@ func TestIdempotentProducerRawProtocol(t *testing.T) {
 // exactly once, in order.
 func TestIdempotentProducerExactlyOnceAcrossTwoLeaderKills(t *testing.T) {
 	c := startCluster(t, 3)
-	var brokers []string
-	for _, n := range c.nodes {
-		brokers = append(brokers, n.kafkaAddr)
-	}
+	brokers := c.kafkaAddrs()
 	cl := kafkaClient(t, brokers, kgo.DefaultProduceTopic("once"), kgo.RecordRetries(1000), kgo.ProducerLinger(time.Millisecond))
 	createTopic(t, cl, "once", 1, nil)
 

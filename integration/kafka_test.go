@@ -252,10 +252,7 @@ func TestHTTPAndKafkaReadEachOther(t *testing.T) {
 // leader from Metadata, and every acknowledged record is there afterwards.
 func TestKafkaProducerSurvivesLeaderKill(t *testing.T) {
 	c := startCluster(t, 3)
-	var brokers []string
-	for _, n := range c.nodes {
-		brokers = append(brokers, n.kafkaAddr)
-	}
+	brokers := c.kafkaAddrs()
 	cl := kafkaClient(t, brokers, kgo.DefaultProduceTopic("ha"), kgo.RecordRetries(1000))
 	createTopic(t, cl, "ha", 1, nil)
 

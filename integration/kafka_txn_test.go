@@ -395,10 +395,7 @@ func TestKafkaTransactionCommitsThroughLeaderKill(t *testing.T) {
 	const records = 20
 	c := startCluster(t, 3)
 	waitLogFormat(t, c.leader(), 2) // transactions are format 2 entries
-	var brokers []string
-	for _, n := range c.nodes {
-		brokers = append(brokers, n.kafkaAddr)
-	}
+	brokers := c.kafkaAddrs()
 	createTopic(t, kafkaClient(t, brokers), "txn-failover", 1, nil)
 	// The transaction must outlive the election and the client's retries.
 	p := txnProducer(t, brokers, "txn-failover", kgo.TransactionTimeout(120*time.Second),

@@ -80,10 +80,7 @@ func TestTLSClusterServesHTTPSAndKafkaOverTLS(t *testing.T) {
 		t.Fatalf("push through a follower over HTTPS: status %d", status)
 	}
 
-	var brokers []string
-	for _, n := range c.nodes {
-		brokers = append(brokers, n.kafkaAddr)
-	}
+	brokers := c.kafkaAddrs()
 	cl := kafkaClient(t, brokers, kgo.DialTLSConfig(clientTLS), kgo.DefaultProduceTopic("tls-k"), kgo.ConsumeTopics("tls-k"))
 	createTopic(t, cl, "tls-k", 1, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

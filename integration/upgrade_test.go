@@ -60,10 +60,7 @@ func TestRollingUpgrade(t *testing.T) {
 		n.binary = old
 	}
 	c.start()
-	var brokers []string
-	for _, n := range c.nodes {
-		brokers = append(brokers, n.kafkaAddr)
-	}
+	brokers := c.kafkaAddrs()
 
 	// Load: HTTP pushers and a Kafka producer until stopLoad, the group's
 	// consumers until stopGroup (after they have read everything).
