@@ -46,11 +46,6 @@ type Set struct {
 	self    raft.ServerID
 	log     *slog.Logger
 	canLead func(id string) bool
-	// Every is how often a group's leader checks its membership and
-	// leadership; tests shorten it.
-	Every time.Duration
-	// owned lists the data groups the Set started (and so closes).
-	owned []*Group
 
 	mu          sync.Mutex
 	unreachable map[uint32]map[raft.ServerID]bool // per group, peers whose heartbeats fail
@@ -78,6 +73,19 @@ type Config struct {
 // elections, heartbeats and store on every node.
 const MaxGroups = 64
 
+// checkEvery is how often a group's leader checks its membership and
+// leadership.
+const checkEvery = time.Second
+
+// groupCount is the number of groups a --data-groups value asks for: 0
+// means 1 (group 0 alone).
+func groupCount(n int) (int, error) {
+	if n < 0 || n > MaxGroups {
+		return 0, fmt.Errorf("%d raft groups: from 1 (the metadata group alone) to %d", n, MaxGroups)
+	}
+	return max(n, 1), nil
+}
+
 // countFile records how many groups a data directory was created with:
 // the placement of queues on groups depends on it.
 const countFile = "count"
@@ -85,20 +93,19 @@ const countFile = "count"
 // Start starts the data groups of cfg beside meta, group 0 (CheckCount
 // has checked the count). On an error the groups started are closed again.
 func Start(meta *Group, cfg Config, log *slog.Logger) (*Set, error) {
-	if cfg.Count < 0 || cfg.Count > MaxGroups {
-		return nil, fmt.Errorf("%d raft groups: from 1 (the metadata group alone) to %d", cfg.Count, MaxGroups)
+	count, err := groupCount(cfg.Count)
+	if err != nil {
+		return nil, err
 	}
-	cfg.Count = max(cfg.Count, 1)
-	s := &Set{groups: []*Group{meta}, self: raft.ServerID(cfg.Node.ID), log: log, Every: time.Second, canLead: cfg.CanLead,
+	s := &Set{groups: []*Group{meta}, self: raft.ServerID(cfg.Node.ID), log: log, canLead: cfg.CanLead,
 		unreachable: map[uint32]map[raft.ServerID]bool{}, notBefore: map[uint32]time.Time{}}
-	for id := uint32(1); id < uint32(cfg.Count); id++ {
+	for id := uint32(1); id < uint32(count); id++ {
 		g, err := startGroup(id, cfg)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("group %d: %w", id, err)
 		}
 		s.groups = append(s.groups, g)
-		s.owned = append(s.owned, g)
 	}
 	return s, nil
 }
@@ -136,9 +143,9 @@ func startGroup(id uint32, cfg Config) (*Group, error) {
 // groups depends on it. A directory with a raft log and no record was made
 // by a node without data groups (count 1). Call it before group 0 starts.
 func CheckCount(dataDir string, count int) error {
-	count = max(count, 1)
-	if count > MaxGroups {
-		return fmt.Errorf("%d raft groups: from 1 (the metadata group alone) to %d", count, MaxGroups)
+	count, err := groupCount(count)
+	if err != nil {
+		return err
 	}
 	path := filepath.Join(dataDir, "groups", countFile)
 	had := 0
@@ -173,10 +180,11 @@ func (s *Set) All() []*Group { return s.groups }
 // Data returns the data groups (all but group 0).
 func (s *Set) Data() []*Group { return s.groups[1:] }
 
-// Close stops the data groups this Set started: raft, then the store.
+// Close stops the data groups (the Set started them; group 0 is its
+// caller's): raft, then the store.
 func (s *Set) Close() error {
 	var errs []error
-	for _, g := range s.owned {
+	for _, g := range s.Data() {
 		errs = append(errs, g.Node.Shutdown(), g.Store.Close())
 	}
 	return errors.Join(errs...)
@@ -192,7 +200,7 @@ func (s *Set) Run(ctx context.Context) {
 	for _, g := range s.groups {
 		s.watchHeartbeats(ctx, g)
 	}
-	tick := time.NewTicker(s.Every)
+	tick := time.NewTicker(checkEvery)
 	defer tick.Stop()
 	for {
 		select {
