@@ -46,3 +46,4 @@ func (*ReplayDeadLetterCommand) answers(ReplayResult)       {}
 func (*DeleteDeadLettersCommand) answers(int)               {} // dead letters deleted
 func (*KeyedCommand) answers(KeyedResult)                   {}
 func (*PruneRequestsCommand) answers(int)                   {} // outcomes forgotten
+func (*SeedIDsCommand) answers(uint64)                      {} // the id counter after it

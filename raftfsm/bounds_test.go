@@ -280,6 +280,7 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 		}
 	}
 	h.one((&PruneRequestsCommand{NowMs: later, Limit: MaxPruneLimit}).Encode())
+	h.one((&SeedIDsCommand{Base: 1 << 44}).Encode())
 	for {
 		r := h.one((&TickCommand{NowMs: later, Limit: 1000}).Encode()).(TickResult)
 		if r.PrunedKV < 1000 && r.Fired < 1000 {

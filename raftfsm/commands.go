@@ -61,6 +61,8 @@ const (
 	// Request outcomes (requests.go), log format 2.
 	CmdKeyed         CommandType = 38
 	CmdPruneRequests CommandType = 39
+	// Raft groups (seedids.go), log format 2.
+	CmdSeedIDs CommandType = 40
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.

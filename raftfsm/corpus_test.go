@@ -157,6 +157,8 @@ func corpusScenario() []corpusEntry {
 		{"keyed-reused", &KeyedCommand{NowMs: later + 8, Key: "req-1", BodyHash: [32]byte{2}, WindowMs: 600_000,
 			Inner: (&KVCommand{NowMs: later + 8, Ops: []KVOp{{Op: KVIncr, NS: "app", Key: "keyed", Forever: true}}}).Encode()}},
 		{"prune-requests", &PruneRequestsCommand{NowMs: later + 700_000, Limit: 100}},
+		// A data group's first entry: its ids from then on are its own.
+		{"seed-ids", &SeedIDsCommand{Base: 1 << 44}},
 	}
 }
 

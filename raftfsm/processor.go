@@ -136,6 +136,7 @@ func init() {
 	register(CmdDeleteDeadLetters, decodeDeleteDeadLetters, nil, (*Processor).deleteDeadLetters)
 	register(CmdKeyed, decodeKeyed, func(c *KeyedCommand) int64 { return c.NowMs }, (*Processor).keyed)
 	register(CmdPruneRequests, decodePruneRequests, func(c *PruneRequestsCommand) int64 { return c.NowMs }, (*Processor).pruneRequests)
+	register(CmdSeedIDs, decodeSeedIDs, nil, (*Processor).seedIDs)
 }
 
 func (p *Processor) pruneDedup(tx *store.Tx, meta *store.Meta, c *PruneDedupCommand) PruneDedupResult {

@@ -1,0 +1,38 @@
+package raftfsm
+
+import (
+	"testing"
+
+	"github.com/waggle-mq/waggle/store"
+)
+
+func TestFSM_SeedIDs(t *testing.T) {
+	f := newFSM(t)
+	base := uint64(3) << 44
+	if got := f.ApplyBatch(logs(1, (&SeedIDsCommand{Base: base}).Encode()))[0].(uint64); got != base {
+		t.Fatalf("counter after the seed: %d, want %d", got, base)
+	}
+	// The next id minted is in the group's range.
+	pid := f.ApplyBatch(logs(2, (&NewProducerIDCommand{}).Encode()))[0].(int64)
+	if uint64(pid) != base {
+		t.Fatalf("producer id %d after seeding %d", pid, base)
+	}
+	// A repeat, or a lower base, never lowers the counter.
+	if got := f.ApplyBatch(logs(3, (&SeedIDsCommand{Base: 5}).Encode()))[0].(uint64); got != base+1 {
+		t.Fatalf("counter after a lower seed: %d, want %d", got, base+1)
+	}
+	var meta store.Meta
+	if err := f.store.View(func(tx *store.Tx) (err error) { meta, err = tx.Meta(); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if meta.NextID != base+1 {
+		t.Fatalf("stored counter %d, want %d", meta.NextID, base+1)
+	}
+	back, err := DecodeAnswer(CmdSeedIDs, []byte("42"))
+	if err != nil || back.(uint64) != 42 {
+		t.Fatalf("DecodeAnswer: %v, %v", back, err)
+	}
+	if _, err := DecodeAnswer(200, nil); err == nil {
+		t.Fatal("DecodeAnswer of an unknown type: no error")
+	}
+}
