@@ -133,7 +133,7 @@ func (s *Service) AwaitLeaderHTTPAddr(ctx context.Context) (addr string, local b
 
 func (s *Service) registeredNode(id string) (store.Node, error) {
 	var n store.Node
-	err := s.store.View(func(tx *store.Tx) error {
+	err := s.registry().View(func(tx *store.Tx) error {
 		var err error
 		n, err = tx.Node(id)
 		return err
@@ -252,7 +252,7 @@ func (s *Service) Members() ([]Member, error) {
 		return nil, err
 	}
 	var members []Member
-	err := s.store.View(func(tx *store.Tx) error {
+	err := s.registry().View(func(tx *store.Tx) error {
 		for _, srv := range f.Configuration().Servers {
 			m := Member{NodeAddrs: NodeAddrs{ID: string(srv.ID)}, RaftAddr: string(srv.Address), Voter: srv.Suffrage == raft.Voter}
 			n, err := tx.Node(m.ID)

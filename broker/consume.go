@@ -84,7 +84,7 @@ func (s *Service) Pop(ctx context.Context, r PopRequest) ([]PoppedMessage, error
 			return nil, err
 		}
 		cmd := raftfsm.PopCommand{NowMs: s.now().UnixMilli(), Group: r.Group, Queue: r.Queue, Partition: r.Partition,
-			Batch: r.Batch, LeaseMs: r.LeaseSeconds * 1000, FromNew: r.FromNew, LeaseID: uuid.NewString()}
+			Batch: r.Batch, LeaseMs: r.LeaseSeconds * 1000, FromNew: r.FromNew, LeaseID: s.newLeaseID()}
 		res, err := apply(s, &cmd)
 		if err != nil {
 			return nil, err

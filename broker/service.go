@@ -42,6 +42,18 @@ type Service struct {
 	// after (leader only).
 	txnExpiryAfter string
 
+	// Raft groups (raftgroup.go): the group served, group 0's service for
+	// the members' addresses (nil in group 0), the first id the group
+	// mints, whether this leadership has checked the id counter, the
+	// forwarding sibling, and (on that sibling) how entries reach the
+	// leader.
+	group      uint32
+	meta       *Service
+	idBase     uint64
+	seeded     atomic.Bool
+	forwarding *Service
+	remote     *remoteApply
+
 	caughtUpMu    sync.Mutex
 	caughtUpTerm  uint64 // the term caughtUpIndex was taken in
 	caughtUpIndex uint64 // the last log index when this node was first asked in that term
@@ -127,29 +139,49 @@ func applyAsync[R any](s *Service, cmd raftfsm.Answering[R]) func() (R, error) {
 // for the state machine's untyped answer.
 func (s *Service) propose(cmd raftfsm.Command) func() (any, error) {
 	if s.node.Raft.State() != raft.Leader {
+		if s.remote != nil {
+			return func() (any, error) { return s.proposeRemote(cmd) }
+		}
 		return func() (any, error) { return nil, ErrNotLeader }
 	}
-	// The entry is written in the cluster's log format, which every member
-	// reads (see raftfsm.LogFormat).
+	if err := s.seedIDs(); err != nil {
+		return func() (any, error) { return nil, err }
+	}
+	return s.proposeNow(cmd)
+}
+
+// proposeNow appends cmd to the raft log, in the cluster's log format,
+// which every member reads (see raftfsm.LogFormat).
+func (s *Service) proposeNow(cmd raftfsm.Command) func() (any, error) {
 	entry, err := raftfsm.EncodeAs(cmd, s.node.FSM.LogFormat())
 	if err != nil {
 		return func() (any, error) { return nil, fmt.Errorf("%w: %v", ErrUpgradeInProgress, err) }
 	}
+	f := s.proposeEntry(entry)
+	return func() (any, error) {
+		answer, _, err := f()
+		return answer, err
+	}
+}
+
+// proposeEntry appends an encoded command and returns a function that
+// waits for its answer and the raft index it took.
+func (s *Service) proposeEntry(entry []byte) func() (any, uint64, error) {
 	start := time.Now()
 	f := s.node.Raft.Apply(raftfsm.Seal(entry), s.ApplyTimeout)
-	return func() (any, error) {
+	return func() (any, uint64, error) {
 		err := f.Error()
 		s.Metrics.Applied(time.Since(start).Seconds())
 		if err != nil {
 			switch {
 			case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout),
 				errors.Is(err, raft.ErrLeadershipTransferInProgress):
-				return nil, fmt.Errorf("%w: %v", ErrNotLeader, err) // rejected before it was appended
+				return nil, 0, fmt.Errorf("%w: %v", ErrNotLeader, err) // rejected before it was appended
 			default:
-				return nil, fmt.Errorf("%w: %v", ErrOutcomeUnknown, err)
+				return nil, 0, fmt.Errorf("%w: %v", ErrOutcomeUnknown, err)
 			}
 		}
-		return f.Response(), nil
+		return f.Response(), f.Index(), nil
 	}
 }
 

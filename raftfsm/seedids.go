@@ -1,6 +1,8 @@
 package raftfsm
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/waggle-mq/waggle/store"
@@ -13,11 +15,14 @@ import (
 // name the group that minted them. Raising to a value already passed
 // changes nothing, so a repeat is harmless. The answer is the counter after
 // the entry.
+//
+// It needs no log format (no since): it is proposed only in data groups,
+// whose members all run binaries that have it, while group 0 may still
+// wait for a rolling upgrade to finish (the group's first write cannot
+// wait for that).
 type SeedIDsCommand struct {
 	Base uint64
 }
-
-func (c *SeedIDsCommand) since() LogFormat { return LogFormat2 }
 
 // Encode returns the raft entry for the command.
 func (c *SeedIDsCommand) Encode() []byte {
@@ -38,12 +43,41 @@ func (p *Processor) seedIDs(_ *store.Tx, meta *store.Meta, c *SeedIDsCommand) ui
 	return meta.NextID
 }
 
-// DecodeAnswer reads back an answer of command type t written as JSON (a
-// request outcome, or an answer sent from the leader to another node).
-func DecodeAnswer(t CommandType, b []byte) (any, error) {
-	dec, ok := answerDecoders[t]
-	if !ok {
-		return nil, fmt.Errorf("raftfsm: no command type %d", t)
+// DecodeAnswer reads back the answer, written as JSON, to entry (a command
+// as Encode writes it), typed as the command declares it: a keyed entry's
+// answer holds its inner command's answer.
+func DecodeAnswer(entry, answer []byte) (any, error) {
+	if err := CheckEntry(entry); err != nil {
+		return nil, err
 	}
-	return dec(b)
+	t := CommandType(entry[0])
+	a, err := answerDecoders[t](answer)
+	if err != nil || t != CmdKeyed {
+		return a, err
+	}
+	keyed, _ := decodeKeyed(entry[1:]) // CheckEntry decoded it
+	r := a.(KeyedResult)
+	var raw struct{ Answer json.RawMessage }
+	if err := json.Unmarshal(answer, &raw); err != nil {
+		return nil, err
+	}
+	if r.Answer == nil {
+		return r, nil
+	}
+	r.Answer, err = answerDecoders[CommandType(keyed.Inner[0])](raw.Answer)
+	return r, err
+}
+
+// CheckEntry reports whether entry (a command as Encode writes it) is one
+// this binary can decode.
+func CheckEntry(entry []byte) error {
+	if len(entry) == 0 {
+		return errors.New("raftfsm: an empty entry")
+	}
+	dec, ok := decoders[CommandType(entry[0])]
+	if !ok {
+		return fmt.Errorf("raftfsm: no command type %d", entry[0])
+	}
+	_, err := dec(entry[1:])
+	return err
 }

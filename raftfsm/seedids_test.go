@@ -28,11 +28,25 @@ func TestFSM_SeedIDs(t *testing.T) {
 	if meta.NextID != base+1 {
 		t.Fatalf("stored counter %d, want %d", meta.NextID, base+1)
 	}
-	back, err := DecodeAnswer(CmdSeedIDs, []byte("42"))
+	back, err := DecodeAnswer((&SeedIDsCommand{}).Encode(), []byte("42"))
 	if err != nil || back.(uint64) != 42 {
 		t.Fatalf("DecodeAnswer: %v, %v", back, err)
 	}
-	if _, err := DecodeAnswer(200, nil); err == nil {
+	if _, err := DecodeAnswer([]byte{200}, nil); err == nil {
 		t.Fatal("DecodeAnswer of an unknown type: no error")
+	}
+}
+
+// A keyed entry's answer, sent as JSON from the group's leader, is read
+// back with its inner command's type.
+func TestDecodeAnswerOfAKeyedEntry(t *testing.T) {
+	entry := (&KeyedCommand{Key: "k", WindowMs: 1000, Inner: (&DeleteOffsetsCommand{Group: "g"}).Encode()}).Encode()
+	got, err := DecodeAnswer(entry, []byte(`{"Replayed":true,"Mismatch":false,"NotKept":false,"Answer":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := got.(KeyedResult)
+	if n, ok := r.Answer.(int); !r.Replayed || !ok || n != 3 {
+		t.Fatalf("read back %#v", r)
 	}
 }

@@ -48,7 +48,8 @@ func newPeerLinks(tlsConf *tls.Config) peerLinks {
 // by then it answers 503 no_leader.
 func (s *Server) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.svc.IsLeader() {
+		b := s.b(r) // the request's raft group (placement.go)
+		if b.IsLeader() {
 			h(w, r)
 			return
 		}
@@ -56,7 +57,7 @@ func (s *Server) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 			noLeader(w, "forwarded by node "+by+" but this node is no longer the leader")
 			return
 		}
-		addr, local, err := s.svc.AwaitLeaderHTTPAddr(r.Context())
+		addr, local, err := b.AwaitLeaderHTTPAddr(r.Context())
 		if err != nil {
 			s.writeBrokerError(w, err)
 			return

@@ -60,7 +60,7 @@ func (s *Server) pop(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request", "subscriptionMode must be all or new")
 		return
 	}
-	msgs, err := s.svc.Pop(r.Context(), req)
+	msgs, err := s.b(r).Pop(r.Context(), req)
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -160,7 +160,7 @@ func (s *Server) answerAcks(w http.ResponseWriter, r *http.Request, group string
 			reqs[i].PartitionID = "" // refused below, as an item error
 		}
 	}
-	results, err := s.svc.Ack(r.Context(), group, reqs)
+	results, err := s.b(r).Ack(r.Context(), group, reqs)
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -180,7 +180,7 @@ func (s *Server) extendLease(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) || !s.allowLease(w, r, r.PathValue("leaseId")) {
 		return
 	}
-	res, err := s.svc.ExtendLease(r.PathValue("leaseId"), req.Seconds)
+	res, err := s.b(r).ExtendLease(r.PathValue("leaseId"), req.Seconds)
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -201,7 +201,7 @@ func (s *Server) seek(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) || !s.allow(w, r, auth.Read, auth.Queue, r.PathValue("queue")) {
 		return
 	}
-	err := s.svc.Seek(r.Context(), r.PathValue("group"), r.PathValue("queue"), broker.SeekRequest{ToEnd: req.ToEnd, Offset: req.Offset, TimestampMs: req.Timestamp})
+	err := s.b(r).Seek(r.Context(), r.PathValue("group"), r.PathValue("queue"), broker.SeekRequest{ToEnd: req.ToEnd, Offset: req.Offset, TimestampMs: req.Timestamp})
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -210,7 +210,10 @@ func (s *Server) seek(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteGroup(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.DeleteGroup(r.Context(), r.PathValue("group")); err != nil {
+	// A consumer group has positions in every raft group holding a
+	// queue it read: each group deletes its own.
+	err := s.eachGroup(func(b Broker) error { return b.DeleteGroup(r.Context(), r.PathValue("group")) })
+	if err != nil {
 		s.writeBrokerError(w, err)
 		return
 	}
@@ -240,7 +243,8 @@ type replayedAsJSON struct {
 }
 
 func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
-	dls, err := s.svc.DeadLetters(r.URL.Query().Get("queue"))
+	queue := r.URL.Query().Get("queue")
+	dls, err := gather(s, func(b Broker) ([]broker.DeadLetter, error) { return b.DeadLetters(queue) })
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -269,7 +273,7 @@ func (s *Server) replayDeadLetter(w http.ResponseWriter, r *http.Request) {
 	if !s.allowDeadLetter(w, r, r.PathValue("id")) {
 		return
 	}
-	res, err := s.svc.ReplayDeadLetter(r.PathValue("id"))
+	res, err := s.b(r).ReplayDeadLetter(r.PathValue("id"))
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -281,7 +285,7 @@ func (s *Server) deleteDeadLetter(w http.ResponseWriter, r *http.Request) {
 	if !s.allowDeadLetter(w, r, r.PathValue("id")) {
 		return
 	}
-	if err := s.svc.DeleteDeadLetter(r.PathValue("id")); err != nil {
+	if err := s.b(r).DeleteDeadLetter(r.PathValue("id")); err != nil {
 		s.writeBrokerError(w, err)
 		return
 	}
@@ -298,7 +302,18 @@ func (s *Server) purgeDeadLetters(w http.ResponseWriter, r *http.Request) {
 	if queue != "" && !s.allow(w, r, auth.Write, auth.Queue, queue) {
 		return
 	}
-	n, err := s.svc.PurgeDeadLetters(queue)
+	n := 0
+	purge := func(b Broker) error {
+		deleted, err := b.PurgeDeadLetters(queue)
+		n += deleted
+		return err
+	}
+	var err error
+	if queue != "" {
+		err = purge(s.b(r))
+	} else {
+		err = s.eachGroup(purge)
+	}
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -312,7 +327,7 @@ func (s *Server) allowLease(w http.ResponseWriter, r *http.Request, leaseID stri
 	if !s.auth.Enabled {
 		return true
 	}
-	group, queue, found, err := s.svc.LeaseOwner(leaseID)
+	group, queue, found, err := s.b(r).LeaseOwner(leaseID)
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return false
@@ -339,6 +354,6 @@ func (s *Server) allowDeadLetter(w http.ResponseWriter, r *http.Request, id stri
 	if !s.auth.Enabled {
 		return true
 	}
-	d, err := s.svc.DeadLetter(id)
+	d, err := s.b(r).DeadLetter(id)
 	return err != nil || s.allow(w, r, auth.Write, auth.Queue, d.Queue)
 }

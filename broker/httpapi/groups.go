@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/waggle-mq/waggle/broker"
 )
@@ -66,7 +67,7 @@ type cursorJSON struct {
 }
 
 func (s *Server) groupJSON(name string) (groupJSON, error) {
-	cursors, err := s.svc.GroupPartitions(name)
+	cursors, err := gather(s, func(b Broker) ([]broker.Cursor, error) { return b.GroupPartitions(name) })
 	out := groupJSON{Name: name, Cursors: []cursorJSON{}}
 	for _, c := range cursors {
 		out.Cursors = append(out.Cursors, cursorJSON{Queue: c.Queue, Partition: c.Partition, Offset: c.Committed, HighWatermark: c.HighWatermark,
@@ -77,7 +78,9 @@ func (s *Server) groupJSON(name string) (groupJSON, error) {
 
 // listGroups answers every consumer group with committed positions.
 func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) {
-	names, err := s.svc.OffsetGroups()
+	names, err := gather(s, Broker.OffsetGroups)
+	slices.Sort(names)
+	names = slices.Compact(names)
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return

@@ -46,6 +46,8 @@ type Server struct {
 	kafkaGroups   func(string) (broker.KafkaGroup, bool) // Options.KafkaGroups
 	diskUsage     func() (used, total uint64, err error) // Options.DiskUsage
 	raftGroups    func() []broker.Health                 // Options.RaftGroups
+	groups        []Broker                               // Options.Groups (placement.go)
+	forwarding    []Broker                               // Options.Forwarding
 }
 
 // Options are the HTTP API's optional parts.
@@ -73,6 +75,11 @@ type Options struct {
 	// RaftGroups reports the state of each raft group on this node, by
 	// group id, for /health; nil (or a single group): not listed.
 	RaftGroups func() []broker.Health
+	// Groups are the brokers of the node's raft groups, by group id
+	// (Groups[0] is the one New is given), and Forwarding the same groups'
+	// brokers whose writes reach the group's leader from any node
+	// (broker.Service.Forwarding). Nil: one group.
+	Groups, Forwarding []Broker
 }
 
 // New returns the HTTP API over svc (a *broker.Service outside tests).
@@ -82,7 +89,8 @@ func New(svc Broker, log *slog.Logger, opts Options) *Server {
 	}
 	s := &Server{svc: svc, mux: http.NewServeMux(), log: log, metrics: opts.Metrics, peers: newPeerLinks(opts.PeerTLS), auth: opts.Auth,
 		inFlight: semaphore.NewWeighted(opts.InFlightBytes), version: opts.Version, started: time.Now(),
-		kafkaGroups: opts.KafkaGroups, diskUsage: opts.DiskUsage, raftGroups: opts.RaftGroups}
+		kafkaGroups: opts.KafkaGroups, diskUsage: opts.DiskUsage, raftGroups: opts.RaftGroups,
+		groups: opts.Groups, forwarding: opts.Forwarding}
 	s.routes()
 	return s
 }
@@ -126,32 +134,32 @@ func (s *Server) routes() {
 	// adds the Idempotency-Key and the retries under it (requests.go).
 	// Reads are answered from this node's store. Each route names what it needs
 	// (see authn.go); an empty param means the body names the resources.
-	handle(http.MethodPost, "/api/v1/push", need(write, queue, ""), s.keyedWrite(s.push, false))
-	handle(http.MethodPost, "/api/v1/fetch", need(read, queue, ""), s.fetch)
-	handle(http.MethodPost, "/api/v1/configure", need(manage, queue, ""), s.keyedWrite(s.configure, true))
+	handle(http.MethodPost, "/api/v1/push", need(write, queue, ""), s.placed(byBody, s.keyedWrite(s.push, false)))
+	handle(http.MethodPost, "/api/v1/fetch", need(read, queue, ""), s.placed(byBody, s.fetch))
+	handle(http.MethodPost, "/api/v1/configure", need(manage, queue, ""), s.placed(byBody, s.keyedWrite(s.configure, true)))
 	handle(http.MethodGet, "/api/v1/resources/queues", need(read, global, ""), s.listQueues)
-	handle(http.MethodGet, "/api/v1/resources/queues/{queue}", need(read, queue, "queue"), s.getQueue)
-	handle(http.MethodDelete, "/api/v1/resources/queues/{queue}", need(manage, queue, "queue"), s.keyedWrite(s.deleteQueue, true))
-	handle(http.MethodGet, "/api/v1/pop/queue/{queue}", need(read, queue, "queue"), s.leaderOnly(s.pop))
-	handle(http.MethodGet, "/api/v1/pop/queue/{queue}/partition/{partition}", need(read, queue, "queue"), s.leaderOnly(s.pop))
-	handle(http.MethodPost, "/api/v1/ack", need(read, queue, ""), s.keyedWrite(s.ack, true))
-	handle(http.MethodPost, "/api/v1/ack/batch", need(read, queue, ""), s.keyedWrite(s.ackBatch, true))
-	handle(http.MethodPost, "/api/v1/lease/{leaseId}/extend", need(read, queue, ""), s.leaderOnly(s.extendLease))
+	handle(http.MethodGet, "/api/v1/resources/queues/{queue}", need(read, queue, "queue"), s.placed(inPath("queue"), s.getQueue))
+	handle(http.MethodDelete, "/api/v1/resources/queues/{queue}", need(manage, queue, "queue"), s.placed(inPath("queue"), s.keyedWrite(s.deleteQueue, true)))
+	handle(http.MethodGet, "/api/v1/pop/queue/{queue}", need(read, queue, "queue"), s.placed(inPath("queue"), s.leaderOnly(s.pop)))
+	handle(http.MethodGet, "/api/v1/pop/queue/{queue}/partition/{partition}", need(read, queue, "queue"), s.placed(inPath("queue"), s.leaderOnly(s.pop)))
+	handle(http.MethodPost, "/api/v1/ack", need(read, queue, ""), s.placed(byBody, s.keyedWrite(s.ack, true)))
+	handle(http.MethodPost, "/api/v1/ack/batch", need(read, queue, ""), s.placed(byBody, s.keyedWrite(s.ackBatch, true)))
+	handle(http.MethodPost, "/api/v1/lease/{leaseId}/extend", need(read, queue, ""), s.placed(byID("leaseId"), s.leaderOnly(s.extendLease)))
 	handle(http.MethodGet, "/api/v1/dlq", need(read, global, ""), s.listDeadLetters)
-	handle(http.MethodPost, "/api/v1/dlq/{id}/replay", need(write, queue, ""), s.leaderOnly(s.replayDeadLetter))
-	handle(http.MethodDelete, "/api/v1/dlq/{id}", need(write, queue, ""), s.leaderOnly(s.deleteDeadLetter))
-	handle(http.MethodDelete, "/api/v1/dlq", need(write, queue, ""), s.leaderOnly(s.purgeDeadLetters))
-	handle(http.MethodPost, "/api/v1/consumer-groups/{group}/queues/{queue}/seek", need(read, group, "group"), s.keyedWrite(s.seek, true))
+	handle(http.MethodPost, "/api/v1/dlq/{id}/replay", need(write, queue, ""), s.placed(byID("id"), s.leaderOnly(s.replayDeadLetter)))
+	handle(http.MethodDelete, "/api/v1/dlq/{id}", need(write, queue, ""), s.placed(byID("id"), s.leaderOnly(s.deleteDeadLetter)))
+	handle(http.MethodDelete, "/api/v1/dlq", need(write, queue, ""), s.placed(byQuery("queue"), s.leaderOnly(s.purgeDeadLetters)))
+	handle(http.MethodPost, "/api/v1/consumer-groups/{group}/queues/{queue}/seek", need(read, group, "group"), s.placed(inPath("queue"), s.keyedWrite(s.seek, true)))
 	handle(http.MethodDelete, "/api/v1/consumer-groups/{group}", need(manage, group, "group"), s.keyedWrite(s.deleteGroup, true))
-	handle(http.MethodPost, "/api/v1/transaction", need(write, queue, ""), s.keyedWrite(s.transaction, true))
-	handle(http.MethodPost, "/api/v1/kv", need(write, global, ""), s.keyedWrite(s.kv, true))
-	handle(http.MethodPost, "/api/v1/kv/once", need(write, global, ""), s.keyedWrite(s.once, true))
-	handle(http.MethodGet, "/api/v1/kv/{ns}/{key}", need(read, global, ""), s.kvGet)
-	handle(http.MethodPut, "/api/v1/kv/{ns}/{key}", need(write, global, ""), s.keyedWrite(s.kvPut, true))
-	handle(http.MethodDelete, "/api/v1/kv/{ns}/{key}", need(write, global, ""), s.keyedWrite(s.kvDelete, true))
-	handle(http.MethodPost, "/api/v1/timers", need(write, global, ""), s.keyedWrite(s.timers, true))
-	handle(http.MethodGet, "/api/v1/timers/{queue}", need(read, queue, "queue"), s.listTimers)
-	handle(http.MethodDelete, "/api/v1/timers/{queue}/{timerKey}", need(write, queue, "queue"), s.keyedWrite(s.cancelTimer, true))
+	handle(http.MethodPost, "/api/v1/transaction", need(write, queue, ""), s.placed(byBody, s.keyedWrite(s.transaction, true)))
+	handle(http.MethodPost, "/api/v1/kv", need(write, global, ""), s.placed(byBody, s.keyedWrite(s.kv, true)))
+	handle(http.MethodPost, "/api/v1/kv/once", need(write, global, ""), s.placed(byBody, s.keyedWrite(s.once, true)))
+	handle(http.MethodGet, "/api/v1/kv/{ns}/{key}", need(read, global, ""), s.placed(inPath("ns"), s.kvGet))
+	handle(http.MethodPut, "/api/v1/kv/{ns}/{key}", need(write, global, ""), s.placed(inPath("ns"), s.keyedWrite(s.kvPut, true)))
+	handle(http.MethodDelete, "/api/v1/kv/{ns}/{key}", need(write, global, ""), s.placed(inPath("ns"), s.keyedWrite(s.kvDelete, true)))
+	handle(http.MethodPost, "/api/v1/timers", need(write, global, ""), s.placed(byBody, s.keyedWrite(s.timers, true)))
+	handle(http.MethodGet, "/api/v1/timers/{queue}", need(read, queue, "queue"), s.placed(inPath("queue"), s.listTimers))
+	handle(http.MethodDelete, "/api/v1/timers/{queue}/{timerKey}", need(write, queue, "queue"), s.placed(inPath("queue"), s.keyedWrite(s.cancelTimer, true)))
 	handle(http.MethodGet, "/api/v1/consumer-groups", need(read, global, ""), s.listGroups)
 	handle(http.MethodGet, "/api/v1/consumer-groups/{group}", need(read, group, "group"), s.leaderOnly(s.getGroup))
 	handle(http.MethodGet, "/api/v1/cluster", need(read, global, ""), s.cluster)
@@ -160,6 +168,7 @@ func (s *Server) routes() {
 	handle(http.MethodPost, "/api/v1/cluster/register", need(manage, global, ""), s.leaderOnly(s.register))
 	handle(http.MethodPost, "/api/v1/cluster/snapshot", need(manage, global, ""), s.snapshot)
 	handle(http.MethodGet, "/api/v1/cluster/backup", need(manage, global, ""), s.backup)
+	handle(http.MethodPost, broker.ApplyPath, need(manage, global, ""), s.applyEntry)
 	handle(http.MethodGet, "/api/v1/auth/users", need(manage, global, ""), s.listUsers)
 	handle(http.MethodPost, "/api/v1/auth/users", need(manage, global, ""), s.leaderOnly(s.putUser))
 	handle(http.MethodDelete, "/api/v1/auth/users/{name}", need(manage, global, ""), s.leaderOnly(s.deleteUser))

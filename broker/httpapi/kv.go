@@ -99,7 +99,7 @@ func (s *Server) kv(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	res, err := s.svc.KV(r.Context(), kvOps(req.Operations))
+	res, err := s.b(r).KV(r.Context(), kvOps(req.Operations))
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -130,7 +130,7 @@ func nullIfEmpty(v json.RawMessage) json.RawMessage {
 }
 
 func (s *Server) kvGet(w http.ResponseWriter, r *http.Request) {
-	res, err := s.svc.KVGet(r.PathValue("ns"), r.PathValue("key"))
+	res, err := s.b(r).KVGet(r.PathValue("ns"), r.PathValue("key"))
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -159,7 +159,7 @@ func (s *Server) kvDelete(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) kvSingle(w http.ResponseWriter, r *http.Request, op broker.KVOp) {
-	res, err := s.svc.KV(r.Context(), []broker.KVOp{op})
+	res, err := s.b(r).KV(r.Context(), []broker.KVOp{op})
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -177,7 +177,7 @@ func (s *Server) once(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	won, err := s.svc.Once(r.Context(), req.NS, req.Key, req.TTLSeconds, req.Forever)
+	won, err := s.b(r).Once(r.Context(), req.NS, req.Key, req.TTLSeconds, req.Forever)
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -231,7 +231,7 @@ func (s *Server) timers(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	res, err := s.svc.Timers(r.Context(), ops)
+	res, err := s.b(r).Timers(r.Context(), ops)
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -244,7 +244,7 @@ func (s *Server) timers(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listTimers(w http.ResponseWriter, r *http.Request) {
-	ts, err := s.svc.ListTimers(r.PathValue("queue"))
+	ts, err := s.b(r).ListTimers(r.PathValue("queue"))
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -264,7 +264,7 @@ func (s *Server) listTimers(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) cancelTimer(w http.ResponseWriter, r *http.Request) {
-	res, err := s.svc.Timers(r.Context(), []broker.TimerOp{{Op: raftfsm.TimerCancel, Queue: r.PathValue("queue"), TimerKey: r.PathValue("timerKey")}})
+	res, err := s.b(r).Timers(r.Context(), []broker.TimerOp{{Op: raftfsm.TimerCancel, Queue: r.PathValue("queue"), TimerKey: r.PathValue("timerKey")}})
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return

@@ -44,7 +44,7 @@ func (s *Server) push(w http.ResponseWriter, r *http.Request) {
 		}
 		items[i] = broker.PushItem{Queue: it.Queue, Partition: it.Partition, TransactionID: it.TransactionID, Payload: it.Payload}
 	}
-	results, err := s.svc.Push(r.Context(), items)
+	results, err := s.b(r).Push(r.Context(), items)
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -157,7 +157,7 @@ func (s *Server) fetch(w http.ResponseWriter, r *http.Request) {
 		}
 		reqs[i] = broker.FetchRequest{Queue: e.Queue, Partition: e.Partition, Offset: e.Offset, MaxBytes: e.MaxBytes}
 	}
-	results, err := s.svc.Fetch(reqs)
+	results, err := s.b(r).Fetch(reqs)
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return

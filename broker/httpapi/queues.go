@@ -72,7 +72,7 @@ func (s *Server) configure(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o := req.Options
-	q, err := s.svc.Configure(r.Context(), req.Queue, broker.QueueOptions{DedupWindowSeconds: o.DedupWindowSeconds, LeaseTimeSeconds: o.LeaseTimeSeconds,
+	q, err := s.b(r).Configure(r.Context(), req.Queue, broker.QueueOptions{DedupWindowSeconds: o.DedupWindowSeconds, LeaseTimeSeconds: o.LeaseTimeSeconds,
 		RetryLimit: o.RetryLimit, DeadLetterQueue: o.DeadLetterQueue, DelayedProcessingSeconds: o.DelayedProcessingSeconds,
 		KafkaPartitions: o.Partitions, RetentionSeconds: o.RetentionSeconds, CompletedRetentionSeconds: o.CompletedRetention})
 	if err != nil {
@@ -83,7 +83,7 @@ func (s *Server) configure(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
-	qs, err := s.svc.Queues()
+	qs, err := gather(s, Broker.Queues)
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -98,7 +98,7 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
-	q, err := s.svc.Queue(r.PathValue("queue"))
+	q, err := s.b(r).Queue(r.PathValue("queue"))
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -108,7 +108,7 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("queue")
-	outcome, err := s.svc.DeleteTopic(r.Context(), name)
+	outcome, err := s.b(r).DeleteTopic(r.Context(), name)
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return

@@ -72,7 +72,7 @@ func (s *Server) keyedWrite(h http.HandlerFunc, mint bool) http.HandlerFunc {
 		// The node that forwarded it retries; and before the cluster
 		// carries keyed writes (a rolling upgrade) nothing makes a retry
 		// safe: a client's key is refused there (upgrade_in_progress).
-		if r.Header.Get(forwardedHeader) != "" || !s.svc.KeyedWrites() {
+		if r.Header.Get(forwardedHeader) != "" || !s.b(r).KeyedWrites() {
 			serve(w, r)
 			return
 		}

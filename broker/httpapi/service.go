@@ -29,6 +29,7 @@ type Broker interface {
 	RegisterNode(a broker.NodeAddrs) error
 	Snapshot() (uint64, error)
 	Backup() (*raftfsm.Backup, error)
+	ApplyEntry(entry []byte) (broker.AppliedEntry, error) // placement.go
 
 	// Messages (messages.go).
 	Push(ctx context.Context, items []broker.PushItem) ([]broker.PushResult, error)

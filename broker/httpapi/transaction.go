@@ -65,7 +65,7 @@ func (s *Server) transaction(w http.ResponseWriter, r *http.Request) {
 	if treq.Timers, ok = timerOps(w, req.Timers); !ok {
 		return
 	}
-	res, err := s.svc.Transaction(r.Context(), treq)
+	res, err := s.b(r).Transaction(r.Context(), treq)
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return

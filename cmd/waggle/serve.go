@@ -280,6 +280,7 @@ func serve(ctx context.Context, o serveOptions) error {
 			log.Error("raft groups shutdown", "err", err)
 		}
 	}()
+	groups, forwarding := joinGroups(set, nodeClient(peerTLS, authConf.BootstrapToken), scheme)
 	for _, g := range set.All() {
 		go g.Svc.RunMaintenance(ctx, time.Second, groupLog(log, set, g))
 	}
@@ -310,7 +311,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}, log)
 	srv := &http.Server{Handler: httpapi.New(svc, log, httpapi.Options{Metrics: m, PeerTLS: peerTLS, Auth: authConf, Version: version,
 		KafkaGroups: ks.DescribeGroup, DiskUsage: func() (uint64, uint64, error) { return diskUsage(o.dataDir) },
-		RaftGroups: groupHealth(set)}), ReadHeaderTimeout: 10 * time.Second}
+		RaftGroups: groupHealth(set), Groups: groups, Forwarding: forwarding}), ReadHeaderTimeout: 10 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
 	go func() {
@@ -535,6 +536,27 @@ func voterWithRoom(svc *broker.Service, client *http.Client, scheme string) (bro
 		}
 	}
 	return broker.Member{}, false
+}
+
+// joinGroups tells each group's service which group it serves and how to
+// reach the others' leaders, and lists the groups' services for the HTTP
+// API: as they are, and forwarding their writes to the group's leader.
+// With one group there is nothing to join (nil lists).
+func joinGroups(set *raftgroups.Set, client *http.Client, scheme string) (groups, forwarding []httpapi.Broker) {
+	all := set.All()
+	if len(all) <= 1 {
+		return nil, nil
+	}
+	meta := all[0].Svc
+	for _, g := range all {
+		if g.ID == 0 {
+			g.Svc.JoinGroup(0, nil, client, scheme)
+		} else {
+			g.Svc.JoinGroup(g.ID, meta, client, scheme)
+		}
+		groups, forwarding = append(groups, g.Svc), append(forwarding, g.Svc.Forwarding())
+	}
+	return groups, forwarding
 }
 
 // groupHealth reports each raft group's state on this node for /health;

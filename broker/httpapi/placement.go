@@ -1,0 +1,221 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/waggle-mq/waggle/placement"
+)
+
+// With several raft groups (Options.Groups), every request is served by
+// the group that owns what it names: a queue, a KV namespace, a consumer
+// group, or an id that group minted (placement). placed finds the group
+// and leaderOnly forwards the request to that group's leader. A request
+// that names things of two groups is refused: one raft entry, and so one
+// atomic write, lives in one group.
+
+// groupKey keys the request's group in its context.
+type groupKey struct{}
+
+// b is the broker of the group serving r: its placed group, or group 0.
+func (s *Server) b(r *http.Request) Broker {
+	if g, ok := r.Context().Value(groupKey{}).(uint32); ok {
+		return s.groups[g]
+	}
+	return s.svc
+}
+
+// where finds the group a request belongs to; an error is the client's
+// (a request spanning groups).
+type where func(s *Server, r *http.Request) (uint32, error)
+
+// placed serves h in the group where finds. With one group it is h.
+func (s *Server) placed(find where, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if len(s.groups) <= 1 {
+			h(w, r)
+			return
+		}
+		g, err := find(s, r)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "cross_group", err.Error())
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), groupKey{}, g)))
+	}
+}
+
+// groupOf is the group owning a queue, KV namespace or consumer group.
+func (s *Server) groupOf(name string) uint32 { return placement.Group(name, len(s.groups)) }
+
+// byPath places a request by the name in its path parameter param.
+func inPath(param string) where {
+	return func(s *Server, r *http.Request) (uint32, error) { return s.groupOf(r.PathValue(param)), nil }
+}
+
+// byQuery places a request by the queue in its ?queue= (group 0 without).
+func byQuery(param string) where {
+	return func(s *Server, r *http.Request) (uint32, error) {
+		if q := r.URL.Query().Get(param); q != "" {
+			return s.groupOf(q), nil
+		}
+		return 0, nil
+	}
+}
+
+// byID places a request by the id in path parameter param, which the
+// group that minted it names (placement.GroupOfID).
+func byID(param string) where {
+	return func(s *Server, r *http.Request) (uint32, error) {
+		return s.groupOfID(r.PathValue(param)), nil
+	}
+}
+
+// groupOfID is the group that minted a numeric id, or a lease id ("…@g");
+// group 0 for what names none (the handler judges it).
+func (s *Server) groupOfID(id string) uint32 {
+	if i := strings.LastIndexByte(id, '@'); i >= 0 {
+		id = id[i+1:]
+		if g, err := strconv.ParseUint(id, 10, 32); err == nil && g < uint64(len(s.groups)) {
+			return uint32(g)
+		}
+		return 0
+	}
+	n, err := strconv.ParseUint(id, 10, 64)
+	if g := placement.GroupOfID(n); err == nil && g < uint32(len(s.groups)) {
+		return g
+	}
+	return 0
+}
+
+// named is what a request body can name, in every request shape: a push's
+// items, a fetch's entries, a transaction's operations, KV ops and timers,
+// an ack's partition and lease.
+type named struct {
+	Queue           string  `json:"queue"`
+	NS              string  `json:"ns"`
+	PartitionID     string  `json:"partitionId"`
+	LeaseID         string  `json:"leaseId"`
+	Items           []named `json:"items"`
+	Entries         []named `json:"entries"`
+	Operations      []named `json:"operations"`
+	KV              []named `json:"kv"`
+	Timers          []named `json:"timers"`
+	Acknowledgments []named `json:"acknowledgments"`
+}
+
+// byBody places a request by what its body names. A body that is too
+// large or not JSON goes to group 0, whose handler answers why.
+func byBody(s *Server, r *http.Request) (uint32, error) {
+	raw, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(raw), r.Body))
+	var n named
+	if err != nil || len(raw) > MaxBodyBytes || json.Unmarshal(raw, &n) != nil {
+		return 0, nil
+	}
+	p := placer{s: s}
+	p.add(n)
+	return p.group, p.err
+}
+
+// placer gathers the groups of a body's names.
+type placer struct {
+	s     *Server
+	group uint32
+	first string // the first name placed, for the error
+	err   error
+}
+
+func (p *placer) add(n named) {
+	p.name("queue", n.Queue, p.s.groupOf)
+	p.name("namespace", n.NS, p.s.groupOf)
+	p.name("partition id", n.PartitionID, p.s.groupOfID)
+	if strings.Contains(n.LeaseID, "@") {
+		p.name("lease", n.LeaseID, p.s.groupOfID)
+	}
+	for _, list := range [][]named{n.Items, n.Entries, n.Operations, n.KV, n.Timers, n.Acknowledgments} {
+		for _, m := range list {
+			p.add(m)
+		}
+	}
+}
+
+func (p *placer) name(kind, name string, group func(string) uint32) {
+	if name == "" || p.err != nil {
+		return
+	}
+	g := group(name)
+	switch {
+	case p.first == "":
+		p.first, p.group = kind+" "+strconv.Quote(name), g
+	case g != p.group:
+		p.err = fmt.Errorf("%s is in raft group %d but %s %q is in group %d: one request (one transaction) reaches one group; "+
+			"names sharing the part before their first '.' share a group", p.first, p.group, kind, name, g)
+	}
+}
+
+// eachGroup runs fn on every group's broker (forwarding its writes to
+// the group's leader), stopping at the first error.
+func (s *Server) eachGroup(fn func(Broker) error) error {
+	if len(s.groups) <= 1 {
+		return fn(s.svc)
+	}
+	for _, b := range s.forwarding {
+		if err := fn(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gather collects fn's answers from every group's local store, in group
+// order.
+func gather[T any](s *Server, fn func(Broker) ([]T, error)) ([]T, error) {
+	if len(s.groups) <= 1 {
+		return fn(s.svc)
+	}
+	var out []T
+	for _, b := range s.groups {
+		part, err := fn(b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, part...)
+	}
+	return out, nil
+}
+
+// applyEntry applies a raft entry another node of a data group sent to
+// this node as the group's leader (broker.Service.Forwarding): the body is
+// the encoded command, ?group= the group.
+func (s *Server) applyEntry(w http.ResponseWriter, r *http.Request) {
+	g, err := strconv.ParseUint(r.URL.Query().Get("group"), 10, 32)
+	b := s.svc
+	switch {
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "invalid", "?group= names no raft group")
+		return
+	case len(s.groups) > 0 && g >= uint64(len(s.groups)) || len(s.groups) == 0 && g > 0:
+		writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("this cluster has no raft group %d", g))
+		return
+	case len(s.groups) > 0:
+		b = s.groups[g]
+	}
+	entry, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "an entry is at most 1 MiB here")
+		return
+	}
+	applied, err := b.ApplyEntry(entry)
+	if err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, applied)
+}

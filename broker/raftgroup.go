@@ -1,0 +1,196 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/waggle-mq/waggle/placement"
+	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/store"
+)
+
+// A node runs one Service per raft group (raftgroups). Group 0 also holds
+// the cluster's shape (its members' addresses, users, tokens); a data
+// group's service reads those from group 0's.
+
+// JoinGroup makes s the service of data group id, beside meta (group 0's
+// service). Its writes then mint ids in the group's own range (a SeedIDs
+// entry goes first), and Forwarding hands writes to the group's leader
+// through client (scheme "http" or "https"). Call before serving.
+func (s *Service) JoinGroup(id uint32, meta *Service, client *http.Client, scheme string) {
+	s.group, s.meta = id, meta
+	s.idBase = placement.IDBase(id)
+	fwd := *s.settings()
+	fwd.remote = &remoteApply{client: client, scheme: scheme}
+	s.forwarding = &fwd
+}
+
+// Group is the raft group this service serves (0: the metadata group).
+func (s *Service) Group() uint32 { return s.group }
+
+// Forwarding returns a service for the same group whose writes, on a node
+// that does not lead the group, are sent to the leader and applied there
+// (see ApplyEntry). It serves calls that must write to several groups at
+// once: deleting a consumer group everywhere, committing a Kafka group's
+// offsets for topics of other groups. Without JoinGroup it is s.
+func (s *Service) Forwarding() *Service {
+	if s.forwarding == nil {
+		return s
+	}
+	return s.forwarding
+}
+
+// settings copies what configures s, without its leader-only state.
+func (s *Service) settings() *Service {
+	return &Service{nodeID: s.nodeID, node: s.node, store: s.store, ApplyTimeout: s.ApplyTimeout, Metrics: s.Metrics,
+		RequestWindow: s.RequestWindow, KafkaRetentionMs: s.KafkaRetentionMs, now: s.now,
+		group: s.group, meta: s.meta, idBase: s.idBase}
+}
+
+// registry is the store that holds the members' addresses: group 0's.
+func (s *Service) registry() *store.Store {
+	if s.meta != nil {
+		return s.meta.store
+	}
+	return s.store
+}
+
+// seedIDs applies the group's SeedIDs entry before its first write of this
+// leadership, unless the counter is already in the group's range.
+func (s *Service) seedIDs() error {
+	if s.idBase == 0 || s.seeded.Load() {
+		return nil
+	}
+	var next uint64
+	if err := s.store.View(func(tx *store.Tx) error {
+		m, err := tx.Meta()
+		next = m.NextID
+		return err
+	}); err != nil {
+		return err
+	}
+	if next < s.idBase {
+		if _, err := s.proposeNow(&raftfsm.SeedIDsCommand{Base: s.idBase})(); err != nil {
+			return err
+		}
+	}
+	s.seeded.Store(true)
+	return nil
+}
+
+// newLeaseID mints a lease id; a data group's ends in "@" and the group,
+// so a request naming only the lease finds its group.
+func (s *Service) newLeaseID() string {
+	if s.group == 0 {
+		return uuid.NewString()
+	}
+	return uuid.NewString() + "@" + strconv.FormatUint(uint64(s.group), 10)
+}
+
+// remoteApply sends raft entries to a group's leader over HTTP.
+type remoteApply struct {
+	client *http.Client
+	scheme string
+}
+
+// ApplyPath is the route a node sends another node's group leader an entry
+// to apply: POST with the encoded command as the body and ?group=.
+const ApplyPath = "/api/v1/internal/apply"
+
+// AppliedEntry is the leader's answer to an entry sent to ApplyPath.
+type AppliedEntry struct {
+	Index  uint64          `json:"index"`  // the raft index the entry took
+	Answer json.RawMessage `json:"answer"` // the state machine's answer as JSON
+}
+
+// ApplyEntry applies an encoded command another node of the group sent
+// (Forwarding) and answers its raft index and its answer as JSON. Leader
+// only: elsewhere ErrNotLeader, and the sender answers as for its own
+// write.
+func (s *Service) ApplyEntry(entry []byte) (AppliedEntry, error) {
+	if err := raftfsm.CheckEntry(entry); err != nil {
+		return AppliedEntry{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if !s.IsLeader() {
+		return AppliedEntry{}, ErrNotLeader
+	}
+	if err := s.seedIDs(); err != nil {
+		return AppliedEntry{}, err
+	}
+	answer, index, err := s.proposeEntry(entry)()
+	if err != nil {
+		return AppliedEntry{}, err
+	}
+	b, err := json.Marshal(answer)
+	return AppliedEntry{Index: index, Answer: b}, err
+}
+
+// proposeRemote sends cmd to the group's leader, then waits (briefly) for
+// this node to apply the entry too, so a read here right after the write
+// sees it.
+func (s *Service) proposeRemote(cmd raftfsm.Command) (any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.ApplyTimeout)
+	defer cancel()
+	addr, local, err := s.AwaitLeaderHTTPAddr(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if local {
+		if err := s.seedIDs(); err != nil {
+			return nil, err
+		}
+		return s.proposeNow(cmd)()
+	}
+	entry, err := raftfsm.EncodeAs(cmd, s.node.FSM.LogFormat())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUpgradeInProgress, err)
+	}
+	url := s.remote.scheme + "://" + addr + ApplyPath + "?group=" + strconv.FormatUint(uint64(s.group), 10)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(entry))
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.remote.client.Do(req)
+	if err != nil {
+		// Sent or not, the leader may have applied it.
+		return nil, fmt.Errorf("%w: sending the entry to group %d's leader at %s: %v", ErrOutcomeUnknown, s.group, addr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading group %d's leader's answer: %v", ErrOutcomeUnknown, s.group, err)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusServiceUnavailable:
+		return nil, fmt.Errorf("%w: group %d's leader at %s: %s", ErrOutcomeUnknown, s.group, addr, bytes.TrimSpace(body))
+	default:
+		return nil, fmt.Errorf("group %d's leader at %s answered %d: %s", s.group, addr, resp.StatusCode, bytes.TrimSpace(body))
+	}
+	var applied AppliedEntry
+	if err := json.Unmarshal(body, &applied); err != nil {
+		return nil, fmt.Errorf("%w: group %d's leader's answer: %v", ErrOutcomeUnknown, s.group, err)
+	}
+	answer, err := raftfsm.DecodeAnswer(entry, applied.Answer)
+	if err != nil {
+		return nil, err
+	}
+	s.awaitApplied(applied.Index, 2*time.Second)
+	return answer, nil
+}
+
+// awaitApplied waits until this node has applied index, or for wait.
+func (s *Service) awaitApplied(index uint64, wait time.Duration) {
+	deadline := time.Now().Add(wait)
+	for s.node.FSM.AppliedIndex() < index && time.Now().Before(deadline) {
+		time.Sleep(forwardPoll)
+	}
+}
