@@ -61,18 +61,21 @@ func waitGroupLeaders(t *testing.T, on []*node, groups uint32, want func(group u
 	})
 }
 
+// preferred wants group g led by node g+1, the voter it prefers while all
+// are up (raftgroups.Preferred).
+func preferred(g uint32, leader int) error {
+	if leader != int(g)+1 {
+		return fmt.Errorf("led by %d, want %d", leader, g+1)
+	}
+	return nil
+}
+
 // A 3-node cluster with three raft groups spreads their leadership, one
 // group per node (group g on the node at position g of the voters). A
 // node killed with kill -9 has its group led by a survivor within an
 // election; once it is back, its group's leadership returns to it.
 func TestDataGroupsSpreadLeadershipAndFailOver(t *testing.T) {
 	c := startCluster(t, 3, "--data-groups", "3")
-	preferred := func(g uint32, leader int) error {
-		if leader != int(g)+1 {
-			return fmt.Errorf("led by %d, want %d", leader, g+1)
-		}
-		return nil
-	}
 	start := time.Now()
 	waitGroupLeaders(t, c.nodes, 3, preferred)
 	t.Logf("leadership spread %v after the cluster formed", time.Since(start).Round(time.Millisecond))
@@ -136,12 +139,7 @@ func TestDamagedDataGroupIsRepairedAlone(t *testing.T) {
 	c := startCluster(t, 3, "--data-groups", "2", "--raft-snapshot-threshold", "16", "--raft-trailing-logs", "16")
 	c.pushUntilAccepted(20*time.Second, pushItem{Queue: "kept", TransactionID: "k-1", Payload: "k-1"})
 	victim := c.nodes[2] // a follower of group 1, which node 2 leads
-	waitGroupLeaders(t, c.nodes, 2, func(g uint32, leader int) error {
-		if leader != int(g)+1 {
-			return fmt.Errorf("led by %d, want %d", leader, g+1)
-		}
-		return nil
-	})
+	waitGroupLeaders(t, c.nodes, 2, preferred)
 	// The leader's maintenance entries fill group 1's log until the victim
 	// has a snapshot of its own.
 	snapshots := filepath.Join(groupDir(victim, 1), "raft", "snapshots")

@@ -79,7 +79,7 @@ func (c *conn) checkProduce(acks int16, topic string) int16 {
 		return kerr.InvalidRequiredAcks.Code
 	case !broker.ValidTopicName(topic), isInternalTopic(topic): // no client writes to an internal topic
 		return kerr.InvalidTopicException.Code
-	case !c.s.svc.IsLeader():
+	case !c.s.topic(topic).IsLeader():
 		return kerr.NotLeaderForPartition.Code
 	}
 	return 0
@@ -96,7 +96,7 @@ func (c *conn) producePartition(topic string, rp kmsg.ProduceRequestTopicPartiti
 		}
 	}
 	maxBytes := broker.DefaultMaxMessageBytes
-	topics, err := c.s.svc.Topics([]string{topic})
+	topics, err := c.s.topic(topic).Topics([]string{topic})
 	if err != nil {
 		fail(errCode(err), err.Error())
 		return nil
@@ -134,7 +134,7 @@ func (c *conn) producePartition(topic string, rp kmsg.ProduceRequestTopicPartiti
 	if c.s.cfg.AutoCreateTopics && c.may(auth.Manage, auth.Queue, topic) { // creating takes the right to manage
 		autoCreate = c.s.cfg.DefaultPartitions
 	}
-	wait := c.s.svc.ProduceAsync(topic, rp.Partition, autoCreate, batches)
+	wait := c.s.topic(topic).ProduceAsync(topic, rp.Partition, autoCreate, batches)
 	return func() {
 		res, err := wait()
 		if err != nil {

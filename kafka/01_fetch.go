@@ -98,8 +98,6 @@ func waitAny(c *conn, signals []<-chan struct{}, timeout time.Duration) bool {
 // out of the answer (no news) and its append signal is waited on.
 func (c *conn) fetchOnce(req *kmsg.FetchRequest, byID map[[16]byte]broker.TopicInfo, session *fetchSession) (*kmsg.FetchResponse, int, []<-chan struct{}) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
-	leader := c.s.svc.IsLeader()
-	epoch := c.s.svc.LeaderEpoch() // one atomic load (raft's term)
 	budget := int(req.MaxBytes)
 	if req.Version < 3 || budget <= 0 {
 		budget = 50 << 20
@@ -115,6 +113,9 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest, byID map[[16]byte]broker.TopicI
 			info, ok := byID[rt.TopicID]
 			name, known = info.Name, ok
 		}
+		tb := c.s.topic(name) // the topic's raft group
+		leader := tb.IsLeader()
+		epoch := tb.LeaderEpoch() // one atomic load (raft's term)
 		for _, rp := range rt.Partitions {
 			p := kmsg.NewFetchResponseTopicPartition()
 			p.Partition = rp.Partition
@@ -141,7 +142,7 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest, byID map[[16]byte]broker.TopicI
 					break
 				}
 				limit := min(int(rp.PartitionMaxBytes), max(budget-size, 0))
-				log, err := c.s.svc.ReadPartition(name, rp.Partition, rp.FetchOffset, max(limit, 1), req.IsolationLevel == readCommitted)
+				log, err := tb.ReadPartition(name, rp.Partition, rp.FetchOffset, max(limit, 1), req.IsolationLevel == readCommitted)
 				if err != nil {
 					p.ErrorCode = errCode(err)
 					break
@@ -155,7 +156,7 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest, byID map[[16]byte]broker.TopicI
 					at.ProducerID, at.FirstOffset = a.ProducerID, int64(a.FirstOffset)
 					p.AbortedTransactions = append(p.AbortedTransactions, at)
 				}
-				if rp.FetchOffset > log.HighWatermark && !c.s.svc.LeaderCaughtUp() {
+				if rp.FetchOffset > log.HighWatermark && !tb.LeaderCaughtUp() {
 					p.ErrorCode = kerr.OffsetNotAvailable.Code // retriable: a new leader still applying
 					break
 				}

@@ -18,9 +18,8 @@ const (
 func handleListOffsets(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
-	leader := c.s.svc.IsLeader()
-	epoch := c.s.svc.LeaderEpoch()
 	for _, rt := range req.Topics {
+		leader, epoch := c.s.topic(rt.Topic).IsLeader(), c.s.topic(rt.Topic).LeaderEpoch()
 		t := kmsg.NewListOffsetsResponseTopic()
 		t.Topic = rt.Topic
 		for _, rp := range rt.Partitions {
@@ -57,7 +56,7 @@ func handleListOffsets(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 func (c *conn) listOffset(topic string, rp kmsg.ListOffsetsRequestTopicPartition, committed bool, p *kmsg.ListOffsetsResponseTopicPartition) {
 	switch rp.Timestamp {
 	case latestTimestamp, earliestTimestamp:
-		log, err := c.s.svc.ReadPartition(topic, rp.Partition, -1, 1, false)
+		log, err := c.s.topic(topic).ReadPartition(topic, rp.Partition, -1, 1, false)
 		if err != nil {
 			p.ErrorCode = errCode(err)
 			return
@@ -77,7 +76,7 @@ func (c *conn) listOffset(topic string, rp kmsg.ListOffsetsRequestTopicPartition
 			p.ErrorCode = kerr.UnsupportedVersion.Code // -3 (max timestamp) and below
 			return
 		}
-		offset, ts, outcome, err := c.s.svc.OffsetForTime(topic, rp.Partition, rp.Timestamp)
+		offset, ts, outcome, err := c.s.topic(topic).OffsetForTime(topic, rp.Partition, rp.Timestamp)
 		if err != nil {
 			p.ErrorCode = errCode(err)
 			return

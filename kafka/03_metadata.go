@@ -26,13 +26,13 @@ func handleMetadata(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	// Null topics (v1+) or an empty list (v0) ask for every topic.
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
-		topics, err := c.s.svc.Topics(nil)
+		topics, err := c.s.topics(nil)
 		if err != nil {
 			return nil, err
 		}
 		for _, t := range topics {
 			if c.describable(t.Name) && !isInternalTopic(t.Name) { // others are left out, as Kafka does
-				resp.Topics = append(resp.Topics, topicMetadata(t, leader, epoch))
+				resp.Topics = append(resp.Topics, c.topicMetadata(t))
 			}
 		}
 		if c.describable(consumerOffsetsTopic) {
@@ -65,7 +65,7 @@ func handleMetadata(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			if isInternalTopic(t.Name) {
 				resp.Topics = append(resp.Topics, internalTopicMetadata(leader, epoch))
 			} else {
-				resp.Topics = append(resp.Topics, topicMetadata(t, leader, epoch))
+				resp.Topics = append(resp.Topics, c.topicMetadata(t))
 			}
 			continue
 		}
@@ -81,32 +81,33 @@ func handleMetadata(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		}
 		// Creating a topic on the fly takes the right to manage it.
 		create := (req.AllowAutoTopicCreation || req.Version < 4) && c.may(auth.Manage, auth.Queue, *rt.Topic)
-		resp.Topics = append(resp.Topics, c.namedTopicMetadata(*rt.Topic, create, leader, epoch))
+		resp.Topics = append(resp.Topics, c.namedTopicMetadata(*rt.Topic, create))
 	}
 	return resp, nil
 }
 
 // namedTopicMetadata describes one topic, creating it first when allowed.
-func (c *conn) namedTopicMetadata(name string, allowCreate bool, leader, epoch int32) kmsg.MetadataResponseTopic {
+func (c *conn) namedTopicMetadata(name string, allowCreate bool) kmsg.MetadataResponseTopic {
 	missing := kmsg.NewMetadataResponseTopic()
 	missing.Topic = kmsg.StringPtr(name)
 	if !broker.ValidTopicName(name) {
 		missing.ErrorCode = kerr.InvalidTopicException.Code
 		return missing
 	}
-	topics, err := c.s.svc.Topics([]string{name})
+	tb := c.s.topic(name)
+	topics, err := tb.Topics([]string{name})
 	if err != nil {
 		missing.ErrorCode = kerr.UnknownServerError.Code
 		return missing
 	}
 	if len(topics) == 0 && allowCreate && c.s.cfg.AutoCreateTopics {
-		// A follower cannot create; LEADER_NOT_AVAILABLE makes the client
-		// ask again, by which time it has the leader's address.
-		if _, err := c.s.svc.CreateTopic(name, c.s.cfg.DefaultPartitions, nil); err != nil {
+		// Created through the leader of the topic's raft group; with no
+		// leader, LEADER_NOT_AVAILABLE makes the client ask again.
+		if _, err := c.s.writer(c.s.placedIn(name)).CreateTopic(name, c.s.cfg.DefaultPartitions, nil); err != nil {
 			missing.ErrorCode = kerr.LeaderNotAvailable.Code
 			return missing
 		}
-		topics, err = c.s.svc.Topics([]string{name})
+		topics, err = tb.Topics([]string{name})
 		if err != nil {
 			missing.ErrorCode = kerr.UnknownServerError.Code
 			return missing
@@ -116,7 +117,13 @@ func (c *conn) namedTopicMetadata(name string, allowCreate bool, leader, epoch i
 		missing.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		return missing
 	}
-	return topicMetadata(topics[0], leader, epoch)
+	return c.topicMetadata(topics[0])
+}
+
+// topicMetadata describes a topic, led by the leader of its raft group.
+func (c *conn) topicMetadata(t broker.TopicInfo) kmsg.MetadataResponseTopic {
+	leader, epoch := c.leaderOf(c.s.topic(t.Name))
+	return topicMetadata(t, leader, epoch)
 }
 
 // topicMetadata describes a topic whose partitions the raft leader leads

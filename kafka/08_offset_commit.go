@@ -52,7 +52,7 @@ func handleOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	var outcomes []broker.TopicOutcome
 	if code == 0 && len(offsets) > 0 {
 		var err error
-		if outcomes, err = c.s.svc.CommitOffsets(req.Group, offsets); err != nil {
+		if outcomes, err = c.s.commitOffsets(req.Group, offsets); err != nil {
 			code = kerr.NotCoordinator.Code
 		}
 	}

@@ -65,7 +65,7 @@ func (c *conn) fetchGroupOffsets(group string, topics []kmsg.OffsetFetchRequestG
 	if !c.coordinating() {
 		return nil, kerr.NotCoordinator.Code
 	}
-	committed, err := c.s.svc.GroupOffsets(group)
+	committed, err := c.s.groupOffsets(group)
 	if err != nil {
 		return nil, kerr.UnknownServerError.Code
 	}
@@ -79,7 +79,7 @@ func (c *conn) fetchGroupOffsets(group string, topics []kmsg.OffsetFetchRequestG
 	}
 	unstable := map[tp]bool{}
 	if requireStable {
-		pending, err := c.s.svc.PendingTxnOffsets(group)
+		pending, err := c.s.pendingTxnOffsets(group)
 		if err != nil {
 			return nil, kerr.UnknownServerError.Code
 		}

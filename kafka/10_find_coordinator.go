@@ -15,19 +15,28 @@ const (
 	coordinatorTxn   = 1
 )
 
-// handleFindCoordinator points every group and every transactional id at
-// the raft leader.
+// handleFindCoordinator points every consumer group at the leader of raft
+// group 0, and every transactional id at the leader of its raft group.
 func handleFindCoordinator(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	brokers, leader := c.brokers()
-	var coord *kafkaBroker
-	for i := range brokers {
-		if brokers[i].id == leader {
-			coord = &brokers[i]
+	coordinator := func(id int32) *kafkaBroker {
+		for i := range brokers {
+			if brokers[i].id == id {
+				return &brokers[i]
+			}
 		}
+		return nil
 	}
 	fill := func(key string, code *int16, id *int32, host *string, port *int32) {
+		// Groups are coordinated by group 0's leader, a transactional id
+		// by the leader of its own raft group (placement.go).
+		coord := coordinator(leader)
+		if req.CoordinatorType == coordinatorTxn {
+			txnLeader, _ := c.leaderOf(c.s.topic(key))
+			coord = coordinator(txnLeader)
+		}
 		switch {
 		case req.CoordinatorType != coordinatorGroup && req.CoordinatorType != coordinatorTxn:
 			*code = kerr.InvalidRequest.Code

@@ -41,7 +41,7 @@ func handleListGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	for _, v := range c.s.groups.list() {
 		add(v.name, v.protocolType, v.state, v.groupType)
 	}
-	names, err := c.s.svc.OffsetGroups()
+	names, err := c.s.offsetGroups()
 	if err != nil {
 		resp.ErrorCode = kerr.UnknownServerError.Code
 		return resp, nil

@@ -28,7 +28,7 @@ func handleCreateTopics(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			t.ErrorMessage = kmsg.StringPtr(msg)
 		}
 		if code == 0 {
-			if infos, err := c.s.svc.Topics([]string{rt.Topic}); err == nil && len(infos) == 1 {
+			if infos, err := c.s.topic(rt.Topic).Topics([]string{rt.Topic}); err == nil && len(infos) == 1 {
 				t.TopicID, t.NumPartitions, t.ReplicationFactor = topicID(infos[0]), infos[0].Partitions, 1
 				// v5+ echoes the topic's configs as DescribeConfigs shows them.
 				for _, dc := range topicConfigs(infos[0], c.s.svc.TopicDefaults(), nil, false, false) {
@@ -74,12 +74,13 @@ func (c *conn) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool) 
 		return kerr.NotController.Code, "this node is not the leader"
 	}
 	if validateOnly {
-		if infos, err := c.s.svc.Topics([]string{rt.Topic}); err == nil && len(infos) > 0 {
+		if infos, err := c.s.topic(rt.Topic).Topics([]string{rt.Topic}); err == nil && len(infos) > 0 {
 			return kerr.TopicAlreadyExists.Code, ""
 		}
 		return 0, ""
 	}
-	outcome, err := c.s.svc.CreateTopic(rt.Topic, partitions, settings)
+	// The controller (group 0's leader) writes in the topic's raft group.
+	outcome, err := c.s.writer(c.s.placedIn(rt.Topic)).CreateTopic(rt.Topic, partitions, settings)
 	if errors.Is(err, broker.ErrInvalid) {
 		return kerr.InvalidRequest.Code, err.Error()
 	}

@@ -46,7 +46,7 @@ func handleDeleteTopics(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		case !c.s.svc.IsLeader():
 			rt.ErrorCode = kerr.NotController.Code
 		default:
-			outcome, err := c.s.svc.DeleteTopic(context.Background(), name)
+			outcome, err := c.s.writer(c.s.placedIn(name)).DeleteTopic(context.Background(), name)
 			if err != nil {
 				rt.ErrorCode = kerr.NotController.Code
 			} else {

@@ -21,7 +21,8 @@ func handleDeleteRecords(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		t := kmsg.NewDeleteRecordsResponseTopic()
 		t.Topic = rt.Topic
 		code := c.topicDenied(auth.Manage, rt.Topic)
-		if code == 0 && !c.s.svc.IsLeader() {
+		tb := c.s.topic(rt.Topic)
+		if code == 0 && !tb.IsLeader() {
 			code = kerr.NotLeaderForPartition.Code
 		}
 		var results []raftfsm.DeleteRecordsResult
@@ -31,7 +32,7 @@ func handleDeleteRecords(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 				before[i] = raftfsm.RecordsBefore{Partition: p.Partition, Offset: p.Offset}
 			}
 			var err error
-			if results, err = c.s.svc.DeleteRecords(rt.Topic, before); err != nil {
+			if results, err = tb.DeleteRecords(rt.Topic, before); err != nil {
 				code = errCode(err)
 			}
 		}

@@ -22,14 +22,14 @@ func handleInitProducerID(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	switch {
 	case req.TransactionalID != nil && c.writesNowhere():
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-	case req.TransactionalID != nil && !c.s.svc.IsLeader():
+	case req.TransactionalID != nil && !c.s.topic(*req.TransactionalID).IsLeader():
 		resp.ErrorCode = kerr.NotCoordinator.Code
 	case req.TransactionalID != nil:
 		id, epoch := int64(-1), int16(-1)
 		if req.Version >= 3 {
 			id, epoch = req.ProducerID, req.ProducerEpoch
 		}
-		res, err := c.s.svc.InitTxnProducer(*req.TransactionalID, req.TransactionTimeoutMillis, id, epoch)
+		res, err := c.s.topic(*req.TransactionalID).InitTxnProducer(*req.TransactionalID, req.TransactionTimeoutMillis, id, epoch)
 		switch {
 		case err != nil:
 			resp.ErrorCode = txnCallCode(err)

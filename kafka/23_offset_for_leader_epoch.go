@@ -33,9 +33,9 @@ func init() {
 func handleOffsetForLeaderEpoch(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
-	leader := c.s.svc.IsLeader()
-	epoch := c.s.svc.LeaderEpoch()
 	for _, rt := range req.Topics {
+		tb := c.s.topic(rt.Topic)
+		leader, epoch := tb.IsLeader(), tb.LeaderEpoch()
 		t := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		t.Topic = rt.Topic
 		denied := c.topicDenied(auth.Read, rt.Topic)
@@ -43,7 +43,7 @@ func handleOffsetForLeaderEpoch(c *conn, kreq kmsg.Request) (kmsg.Response, erro
 		if denied == 0 {
 			if isInternalTopic(rt.Topic) {
 				partitions = consumerOffsetsPartitions
-			} else if infos, err := c.s.svc.Topics([]string{rt.Topic}); err != nil {
+			} else if infos, err := tb.Topics([]string{rt.Topic}); err != nil {
 				return nil, err
 			} else if len(infos) == 1 {
 				partitions = infos[0].Partitions
@@ -65,7 +65,7 @@ func handleOffsetForLeaderEpoch(c *conn, kreq kmsg.Request) (kmsg.Response, erro
 				p.ErrorCode = leaderEpochCode(current, epoch)
 			case !leader:
 				p.ErrorCode = kerr.NotLeaderForPartition.Code
-			case !c.s.svc.LeaderCaughtUp():
+			case !tb.LeaderCaughtUp():
 				// A new leader still applying its log may have a high
 				// watermark below what consumers read from the old one:
 				// that end would look like a truncation. Retriable: clients
@@ -76,7 +76,7 @@ func handleOffsetForLeaderEpoch(c *conn, kreq kmsg.Request) (kmsg.Response, erro
 			case isInternalTopic(rt.Topic):
 				p.LeaderEpoch, p.EndOffset = rp.LeaderEpoch, 0
 			default:
-				log, err := c.s.svc.ReadPartition(rt.Topic, rp.Partition, -1, 1, false)
+				log, err := tb.ReadPartition(rt.Topic, rp.Partition, -1, 1, false)
 				if err != nil {
 					p.ErrorCode = errCode(err)
 				} else if p.ErrorCode = outcomeCode(log.Outcome); p.ErrorCode == 0 {

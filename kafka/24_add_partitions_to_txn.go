@@ -43,10 +43,19 @@ func handleAddPartitionsToTxn(c *conn, kreq kmsg.Request) (kmsg.Response, error)
 				codes[i] = kerr.TopicAuthorizationFailed.Code
 			}
 		}
-	case !c.s.svc.IsLeader():
+	case !c.s.topic(req.TransactionalID).IsLeader():
 		fill(kerr.NotCoordinator.Code)
+	case c.s.outsideTxnGroup(req.TransactionalID, parts) >= 0:
+		// A transaction is one raft group's: its commit markers are
+		// written in one entry.
+		for i, p := range parts {
+			codes[i] = kerr.OperationNotAttempted.Code
+			if c.s.placedIn(p.Topic) != c.s.placedIn(req.TransactionalID) {
+				codes[i] = kerr.InvalidTxnState.Code
+			}
+		}
 	default:
-		res, err := c.s.svc.AddToTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, parts, nil)
+		res, err := c.s.topic(req.TransactionalID).AddToTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, parts, nil)
 		if err != nil {
 			fill(txnCallCode(err))
 			break

@@ -22,10 +22,10 @@ func handleAddOffsetsToTxn(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 	case !broker.ValidGroupName(req.Group):
 		resp.ErrorCode = kerr.InvalidGroupID.Code
-	case !c.s.svc.IsLeader():
+	case !c.s.topic(req.TransactionalID).IsLeader():
 		resp.ErrorCode = kerr.NotCoordinator.Code
 	default:
-		res, err := c.s.svc.AddToTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, nil, []string{req.Group})
+		res, err := c.s.topic(req.TransactionalID).AddToTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, nil, []string{req.Group})
 		if err != nil {
 			resp.ErrorCode = txnCallCode(err)
 			break

@@ -18,10 +18,10 @@ func handleEndTxn(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	switch {
 	case c.writesNowhere():
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-	case !c.s.svc.IsLeader():
+	case !c.s.topic(req.TransactionalID).IsLeader():
 		resp.ErrorCode = kerr.NotCoordinator.Code
 	default:
-		o, err := c.s.svc.EndTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit)
+		o, err := c.s.topic(req.TransactionalID).EndTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit)
 		if err != nil {
 			resp.ErrorCode = txnCallCode(err)
 			break

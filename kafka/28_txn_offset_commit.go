@@ -43,10 +43,21 @@ func handleTxnOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			offsets = append(offsets, o)
 		}
 	}
+	if code == 0 {
+		parts := make([]broker.TxnPartition, len(offsets))
+		for i, o := range offsets {
+			parts[i] = broker.TxnPartition{Topic: o.Topic, Partition: o.Partition}
+		}
+		if c.s.outsideTxnGroup(req.TransactionalID, parts) >= 0 {
+			code = kerr.InvalidTxnState.Code // the offsets would stage in another raft group
+		}
+	}
 	var outcomes []broker.TopicOutcome
 	if code == 0 && len(offsets) > 0 {
 		var err error
-		if outcomes, err = c.s.svc.TxnOffsetCommit(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, offsets); err != nil {
+		// Staged in the transaction's raft group, whose leader may be
+		// another node than this coordinator.
+		if outcomes, err = c.s.writer(c.s.placedIn(req.TransactionalID)).TxnOffsetCommit(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, offsets); err != nil {
 			code = txnCallCode(err)
 		}
 	}

@@ -25,7 +25,7 @@ func handleDescribeConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 				r.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				break
 			}
-			infos, err := c.s.svc.Topics([]string{rr.ResourceName})
+			infos, err := c.s.topic(rr.ResourceName).Topics([]string{rr.ResourceName})
 			if err != nil || len(infos) == 0 {
 				r.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				break

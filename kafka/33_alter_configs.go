@@ -57,7 +57,7 @@ func (c *conn) alterTopic(kind kmsg.ConfigResourceType, topic string, validateOn
 		return kerr.TopicAuthorizationFailed.Code, nil
 	case !c.s.svc.IsLeader():
 		return kerr.NotController.Code, nil
-	case c.s.svc.LogFormat() < raftfsm.LogFormat2:
+	case c.s.topic(topic).LogFormat() < raftfsm.LogFormat2:
 		return refuse(kerr.InvalidRequest.Code, broker.ErrUpgradeInProgress.Error())
 	}
 	s, refusal := settings()
@@ -72,12 +72,12 @@ func (c *conn) alterTopic(kind kmsg.ConfigResourceType, topic string, validateOn
 		seen[setting.Name] = true
 	}
 	if validateOnly {
-		if infos, err := c.s.svc.Topics([]string{topic}); err != nil || len(infos) == 0 {
+		if infos, err := c.s.topic(topic).Topics([]string{topic}); err != nil || len(infos) == 0 {
 			return kerr.UnknownTopicOrPartition.Code, nil
 		}
 		return 0, nil
 	}
-	outcome, err := c.s.svc.AlterTopic(topic, s)
+	outcome, err := c.s.writer(c.s.placedIn(topic)).AlterTopic(topic, s)
 	if err != nil {
 		return refuse(errCode(err), err.Error())
 	}

@@ -44,7 +44,7 @@ func handleDescribeLogDirs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	var topics []broker.TopicInfo
 	if names == nil && req.Topics != nil {
 		// an empty list asks for nothing
-	} else if all, err := c.s.svc.Topics(names); err != nil {
+	} else if all, err := c.s.topics(names); err != nil {
 		return nil, err
 	} else {
 		topics = all
@@ -57,7 +57,7 @@ func handleDescribeLogDirs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		if !c.describable(t.Name) || isInternalTopic(t.Name) {
 			continue
 		}
-		sizes, err := c.s.svc.PartitionSizes(t)
+		sizes, err := c.s.topic(t.Name).PartitionSizes(t)
 		if err != nil {
 			return nil, err
 		}

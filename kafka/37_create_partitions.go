@@ -21,7 +21,7 @@ func handleCreatePartitions(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		case !c.s.svc.IsLeader():
 			t.ErrorCode = kerr.NotController.Code
 		case req.ValidateOnly:
-			infos, err := c.s.svc.Topics([]string{rt.Topic})
+			infos, err := c.s.topic(rt.Topic).Topics([]string{rt.Topic})
 			switch {
 			case err != nil || len(infos) == 0:
 				t.ErrorCode = kerr.UnknownTopicOrPartition.Code
@@ -29,7 +29,7 @@ func handleCreatePartitions(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 				t.ErrorCode = kerr.InvalidPartitions.Code
 			}
 		default:
-			outcome, err := c.s.svc.AddPartitions(rt.Topic, rt.Count)
+			outcome, err := c.s.writer(c.s.placedIn(rt.Topic)).AddPartitions(rt.Topic, rt.Count)
 			if err != nil {
 				t.ErrorCode = kerr.NotController.Code
 			} else {

@@ -42,7 +42,7 @@ func deleteGroup(c *conn, name string) int16 {
 	if !empty {
 		return kerr.NonEmptyGroup.Code
 	}
-	n, err := c.s.svc.DeleteOffsets(name, true, nil)
+	n, err := c.s.deleteOffsets(name, true, nil)
 	switch {
 	case err != nil:
 		return kerr.NotCoordinator.Code

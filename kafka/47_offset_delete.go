@@ -39,7 +39,7 @@ func handleOffsetDelete(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	if len(offsets) == 0 {
 		return resp, nil
 	}
-	if _, err := c.s.svc.DeleteOffsets(req.Group, false, offsets); err != nil {
+	if _, err := c.s.deleteOffsets(req.Group, false, offsets); err != nil {
 		resp.ErrorCode = kerr.NotCoordinator.Code
 	}
 	return resp, nil

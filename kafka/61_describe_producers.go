@@ -16,8 +16,9 @@ func init() { register(kmsg.DescribeProducers.Int16(), 0, 0, answerNow(handleDes
 func handleDescribeProducers(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeProducersRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
-	leader := c.s.svc.IsLeader()
 	for _, rt := range req.Topics {
+		tb := c.s.topic(rt.Topic)
+		leader := tb.IsLeader()
 		t := kmsg.NewDescribeProducersResponseTopic()
 		t.Topic = rt.Topic
 		for _, partition := range rt.Partitions {
@@ -29,7 +30,7 @@ func handleDescribeProducers(c *conn, kreq kmsg.Request) (kmsg.Response, error) 
 			case !leader:
 				p.ErrorCode = kerr.NotLeaderForPartition.Code
 			default:
-				producers, outcome, complete, err := c.s.svc.PartitionProducers(rt.Topic, partition)
+				producers, outcome, complete, err := tb.PartitionProducers(rt.Topic, partition)
 				if err != nil {
 					p.ErrorCode = errCode(err)
 					break

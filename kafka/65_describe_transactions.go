@@ -12,11 +12,12 @@ func init() { register(kmsg.DescribeTransactions.Int16(), 0, 0, answerNow(handle
 func handleDescribeTransactions(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeTransactionsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
-	leader := c.s.svc.IsLeader()
 	for _, id := range req.TransactionalIDs {
+		tb := c.s.topic(id)
+		leader := tb.IsLeader()
 		ts := kmsg.NewDescribeTransactionsResponseTransactionState()
 		ts.TransactionalID, ts.ProducerID, ts.ProducerEpoch, ts.StartTimestamp = id, -1, -1, -1
-		st, found, err := c.s.svc.Txn(id)
+		st, found, err := tb.Txn(id)
 		switch {
 		case c.writesNowhere():
 			ts.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code

@@ -26,16 +26,24 @@ func handleListTransactions(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			resp.UnknownStateFilters = append(resp.UnknownStateFilters, f)
 		}
 	}
+	// Each broker lists the transactions it coordinates: those of the raft
+	// groups it leads (admin clients ask every broker).
+	var leading []Broker
+	for _, b := range c.s.everyGroup() {
+		if b.IsLeader() {
+			leading = append(leading, b)
+		}
+	}
 	switch {
 	case c.writesNowhere():
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return resp, nil
-	case !c.s.svc.IsLeader():
+	case len(leading) == 0:
 		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp, nil
 	}
 	now := c.s.svc.Now().UnixMilli()
-	err := c.s.svc.EachTxn(func(st broker.TxnState) {
+	each := func(st broker.TxnState) {
 		switch {
 		case len(req.StateFilters) > 0 && !slices.Contains(req.StateFilters, string(st.Status)),
 			len(req.ProducerIDFilters) > 0 && !slices.Contains(req.ProducerIDFilters, st.ProducerID),
@@ -45,9 +53,11 @@ func handleListTransactions(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		ts := kmsg.NewListTransactionsResponseTransactionState()
 		ts.TransactionalID, ts.ProducerID, ts.TransactionState = st.TransactionalID, st.ProducerID, string(st.Status)
 		resp.TransactionStates = append(resp.TransactionStates, ts)
-	})
-	if err != nil {
-		resp.ErrorCode = errCode(err)
+	}
+	for _, b := range leading {
+		if err := b.EachTxn(each); err != nil {
+			resp.ErrorCode = errCode(err)
+		}
 	}
 	return resp, nil
 }

@@ -31,7 +31,7 @@ func handleConsumerGroupHeartbeat(c *conn, kreq kmsg.Request) (kmsg.Response, er
 	var fetched map[string]*topicMeta
 	if req.MemberEpoch >= 0 {
 		names := c.s.groups.consumerTopicNames(req.Group, req.SubscribedTopicNames)
-		infos, err := c.s.svc.Topics(names)
+		infos, err := c.s.topics(names)
 		if err != nil {
 			return heartbeatError(req, kerr.CoordinatorNotAvailable.Code, ""), nil
 		}

@@ -49,10 +49,13 @@ func (c *conn) brokers() ([]kafkaBroker, int32) {
 // The term is read on both sides of the leader so the pair is from one
 // term: a leader named with an epoch from before its election would be
 // fenced by the next request that carries the epoch.
-func (c *conn) leader() (id, epoch int32) {
+func (c *conn) leader() (id, epoch int32) { return c.leaderOf(c.s.svc) }
+
+// leaderOf is leader for the raft group b serves.
+func (c *conn) leaderOf(b Broker) (id, epoch int32) {
 	for range 3 {
-		before := c.s.svc.LeaderEpoch()
-		_, lid := c.s.svc.LeaderWithID()
+		before := b.LeaderEpoch()
+		_, lid := b.LeaderWithID()
 		if lid == "" {
 			return -1, -1
 		}
@@ -60,7 +63,7 @@ func (c *conn) leader() (id, epoch int32) {
 		if err != nil {
 			return -1, -1
 		}
-		if c.s.svc.LeaderEpoch() == before {
+		if b.LeaderEpoch() == before {
 			return int32(n), before
 		}
 	}
@@ -99,7 +102,7 @@ func topicID(t broker.TopicInfo) [16]byte {
 // topicsByID indexes every topic by its id, for requests that name topics
 // by id (Fetch v13+, Produce v13, Metadata v12+).
 func (c *conn) topicsByID() (map[[16]byte]broker.TopicInfo, error) {
-	all, err := c.s.svc.Topics(nil)
+	all, err := c.s.topics(nil)
 	if err != nil {
 		return nil, err
 	}

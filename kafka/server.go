@@ -53,6 +53,11 @@ type Config struct {
 	// DataDir is the node's data directory, the one log directory
 	// DescribeLogDirs reports.
 	DataDir string
+	// Groups are the brokers of the node's raft groups by group id
+	// (Groups[0] is the one New is given), and Forwarding the same groups'
+	// brokers whose writes reach the group's leader from any node
+	// (placement.go). Nil: one group.
+	Groups, Forwarding []Broker
 }
 
 // AuthConfig is the listener's SASL settings.
@@ -114,12 +119,13 @@ func New(svc Broker, cfg Config, log *slog.Logger) *Server {
 		cfg.ConsumerGroups.HeartbeatInterval = def.HeartbeatInterval
 	}
 	groups.consumerCfg = cfg.ConsumerGroups
+	srv := &Server{svc: svc, cfg: cfg, log: log, groups: groups, sessions: newFetchSessions(), inFlight: semaphore.NewWeighted(cfg.InFlightBytes),
+		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
 	groups.hasOffsets = func(group string) bool {
-		offsets, err := svc.GroupOffsets(group)
+		offsets, err := srv.groupOffsets(group)
 		return err != nil || len(offsets) > 0 // unsure: held
 	}
-	return &Server{svc: svc, cfg: cfg, log: log, groups: groups, sessions: newFetchSessions(), inFlight: semaphore.NewWeighted(cfg.InFlightBytes),
-		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+	return srv
 }
 
 // Serve accepts connections on ln until Close.

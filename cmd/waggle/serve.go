@@ -300,6 +300,8 @@ func serve(ctx context.Context, o serveOptions) error {
 	o.kafka.Metrics = m
 	o.kafka.DataDir = o.dataDir
 	o.kafka.Auth = kafka.AuthConfig{Enabled: o.authOn, AllowPlain: tlsConf != nil || o.insecure}
+	o.kafka.Groups = brokers(groups, func(s *broker.Service) kafka.Broker { return s })
+	o.kafka.Forwarding = brokers(forwarding, func(s *broker.Service) kafka.Broker { return s })
 	ks := kafka.New(svc, o.kafka, log)
 	defer ks.Close()
 	markFull := storageFull(svc, nodeClient(peerTLS, authConf.BootstrapToken), scheme, log)
@@ -311,7 +313,8 @@ func serve(ctx context.Context, o serveOptions) error {
 	}, log)
 	srv := &http.Server{Handler: httpapi.New(svc, log, httpapi.Options{Metrics: m, PeerTLS: peerTLS, Auth: authConf, Version: version,
 		KafkaGroups: ks.DescribeGroup, DiskUsage: func() (uint64, uint64, error) { return diskUsage(o.dataDir) },
-		RaftGroups: groupHealth(set), Groups: groups, Forwarding: forwarding}), ReadHeaderTimeout: 10 * time.Second}
+		RaftGroups: groupHealth(set), Groups: brokers(groups, func(s *broker.Service) httpapi.Broker { return s }),
+		Forwarding: brokers(forwarding, func(s *broker.Service) httpapi.Broker { return s })}), ReadHeaderTimeout: 10 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
 	go func() {
@@ -539,10 +542,10 @@ func voterWithRoom(svc *broker.Service, client *http.Client, scheme string) (bro
 }
 
 // joinGroups tells each group's service which group it serves and how to
-// reach the others' leaders, and lists the groups' services for the HTTP
-// API: as they are, and forwarding their writes to the group's leader.
-// With one group there is nothing to join (nil lists).
-func joinGroups(set *raftgroups.Set, client *http.Client, scheme string) (groups, forwarding []httpapi.Broker) {
+// reach the others' leaders, and lists the groups' services, as they are
+// and forwarding their writes to the group's leader. With one group there
+// is nothing to join (nil lists).
+func joinGroups(set *raftgroups.Set, client *http.Client, scheme string) (groups, forwarding []*broker.Service) {
 	all := set.All()
 	if len(all) <= 1 {
 		return nil, nil
@@ -557,6 +560,15 @@ func joinGroups(set *raftgroups.Set, client *http.Client, scheme string) (groups
 		groups, forwarding = append(groups, g.Svc), append(forwarding, g.Svc.Forwarding())
 	}
 	return groups, forwarding
+}
+
+// brokers lists services as the interface I a listener takes.
+func brokers[I any](svcs []*broker.Service, as func(*broker.Service) I) []I {
+	var out []I
+	for _, s := range svcs {
+		out = append(out, as(s))
+	}
+	return out
 }
 
 // groupHealth reports each raft group's state on this node for /health;

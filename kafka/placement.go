@@ -1,0 +1,183 @@
+package kafka
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/placement"
+	"github.com/waggle-mq/waggle/store"
+)
+
+// With several raft groups (Config.Groups), each topic lives in the group
+// its name places it in (placement), and that group's leader leads all of
+// the topic's partitions: Metadata names it, and Produce, Fetch and the
+// other partition calls sent elsewhere answer NOT_LEADER_OR_FOLLOWER, so
+// clients go to the right broker. A transactional id is coordinated by
+// the leader of its own group, and a transaction writes only topics of
+// that group. Consumer groups are coordinated by group 0's leader; their
+// offsets live beside each topic, in the topic's group, written there
+// from the coordinator (broker.Service.Forwarding).
+
+// topic is the broker of the raft group that owns a topic (or a
+// transactional id).
+func (s *Server) topic(name string) Broker {
+	if len(s.cfg.Groups) <= 1 {
+		return s.svc
+	}
+	return s.cfg.Groups[placement.Group(name, len(s.cfg.Groups))]
+}
+
+// placedIn reports the group of a topic (0 with one group).
+func (s *Server) placedIn(name string) uint32 {
+	return placement.Group(name, max(len(s.cfg.Groups), 1))
+}
+
+// everyGroup lists the groups' brokers (just svc with one group).
+func (s *Server) everyGroup() []Broker {
+	if len(s.cfg.Groups) <= 1 {
+		return []Broker{s.svc}
+	}
+	return s.cfg.Groups
+}
+
+// topics answers the named topics from their groups, or every topic of
+// every group (by name) when names is nil.
+func (s *Server) topics(names []string) ([]broker.TopicInfo, error) {
+	if len(s.cfg.Groups) <= 1 {
+		return s.svc.Topics(names)
+	}
+	var out []broker.TopicInfo
+	if names == nil {
+		for _, b := range s.cfg.Groups {
+			ts, err := b.Topics(nil)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ts...)
+		}
+		slices.SortFunc(out, func(a, b broker.TopicInfo) int { return strings.Compare(a.Name, b.Name) })
+		return out, nil
+	}
+	for _, name := range names {
+		ts, err := s.topic(name).Topics([]string{name})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ts...)
+	}
+	return out, nil
+}
+
+// groupOffsets answers a consumer group's committed offsets from every
+// group's store.
+func (s *Server) groupOffsets(group string) ([]broker.OffsetCommit, error) {
+	return fromEveryGroup(s, func(b Broker) ([]broker.OffsetCommit, error) { return b.GroupOffsets(group) })
+}
+
+// offsetGroups lists the consumer groups with offsets in any group.
+func (s *Server) offsetGroups() ([]string, error) {
+	names, err := fromEveryGroup(s, Broker.OffsetGroups)
+	slices.Sort(names)
+	return slices.Compact(names), err
+}
+
+// pendingTxnOffsets lists a consumer group's offsets staged by open
+// transactions, in any group.
+func (s *Server) pendingTxnOffsets(group string) ([]store.TxnOffset, error) {
+	return fromEveryGroup(s, func(b Broker) ([]store.TxnOffset, error) { return b.PendingTxnOffsets(group) })
+}
+
+func fromEveryGroup[T any](s *Server, fn func(Broker) ([]T, error)) ([]T, error) {
+	var out []T
+	for _, b := range s.everyGroup() {
+		part, err := fn(b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, part...)
+	}
+	return out, nil
+}
+
+// writer is the broker that writes in a topic's group from this node:
+// the coordinator writes offsets of topics whose group another node leads.
+func (s *Server) writer(group uint32) Broker {
+	if len(s.cfg.Forwarding) <= 1 {
+		return s.svc
+	}
+	return s.cfg.Forwarding[group]
+}
+
+// commitOffsets stores a consumer group's offsets in their topics'
+// groups, one outcome per offset in order.
+func (s *Server) commitOffsets(group string, offsets []broker.OffsetCommit) ([]broker.TopicOutcome, error) {
+	if len(s.cfg.Groups) <= 1 {
+		return s.svc.CommitOffsets(group, offsets)
+	}
+	out := make([]broker.TopicOutcome, len(offsets))
+	for g, idx := range s.byGroup(offsets) {
+		part := make([]broker.OffsetCommit, len(idx))
+		for i, j := range idx {
+			part[i] = offsets[j]
+		}
+		outcomes, err := s.writer(g).CommitOffsets(group, part)
+		if err != nil {
+			return nil, err
+		}
+		for i, j := range idx {
+			out[j] = outcomes[i]
+		}
+	}
+	return out, nil
+}
+
+// deleteOffsets deletes a consumer group's offsets (all of them, in every
+// group, with all) and answers how many it deleted.
+func (s *Server) deleteOffsets(group string, all bool, offsets []broker.OffsetCommit) (int, error) {
+	if len(s.cfg.Groups) <= 1 {
+		return s.svc.DeleteOffsets(group, all, offsets)
+	}
+	parts := map[uint32][]broker.OffsetCommit{}
+	if all {
+		for g := range s.cfg.Groups {
+			parts[uint32(g)] = nil
+		}
+	}
+	for g, idx := range s.byGroup(offsets) {
+		for _, j := range idx {
+			parts[g] = append(parts[g], offsets[j])
+		}
+	}
+	n := 0
+	for g, part := range parts {
+		deleted, err := s.writer(g).DeleteOffsets(group, all, part)
+		if err != nil {
+			return n, err
+		}
+		n += deleted
+	}
+	return n, nil
+}
+
+// outsideTxnGroup is the index of the first partition whose topic lives in
+// another raft group than the transactional id, or -1.
+func (s *Server) outsideTxnGroup(txnID string, parts []broker.TxnPartition) int {
+	home := s.placedIn(txnID)
+	for i, p := range parts {
+		if s.placedIn(p.Topic) != home {
+			return i
+		}
+	}
+	return -1
+}
+
+// byGroup indexes offsets by their topic's group.
+func (s *Server) byGroup(offsets []broker.OffsetCommit) map[uint32][]int {
+	out := map[uint32][]int{}
+	for i, o := range offsets {
+		g := s.placedIn(o.Topic)
+		out[g] = append(out[g], i)
+	}
+	return out
+}
