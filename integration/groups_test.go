@@ -23,7 +23,7 @@ type groupsAnswer struct {
 
 // groupLeaders answers which node each raft group's member on n follows
 // (0: none known).
-func groupLeaders(t *testing.T, n *node) (map[uint32]int, error) {
+func groupLeaders(t testing.TB, n *node) (map[uint32]int, error) {
 	var h groupsAnswer
 	if status := getJSON(t, n.url("/health"), &h); status != http.StatusOK {
 		return nil, fmt.Errorf("node %d: health status %d", n.id, status)
@@ -40,7 +40,7 @@ func groupLeaders(t *testing.T, n *node) (map[uint32]int, error) {
 
 // waitGroupLeaders waits until every node in on agrees that each group is
 // led by the node want names (want returns false for "any node but").
-func waitGroupLeaders(t *testing.T, on []*node, groups uint32, want func(group uint32, leader int) error) {
+func waitGroupLeaders(t testing.TB, on []*node, groups uint32, want func(group uint32, leader int) error) {
 	t.Helper()
 	waitFor(t, 45*time.Second, func() error {
 		for _, n := range on {
@@ -120,9 +120,14 @@ func TestDataGroupsCountIsFixed(t *testing.T) {
 	n.start()
 	n.waitLeader()
 	n.stop()
+	// waggle verify checks each group's store and raft log.
+	out, err := runWithTimeout(t, exec.Command(waggleBinary, "verify", "--data-dir", n.dataDir), 30*time.Second)
+	if err != nil || !strings.Contains(string(out), "(2 raft groups)") {
+		t.Fatalf("verify: %v\n%s", err, out)
+	}
 	cmd := exec.Command(waggleBinary, "serve", "--node-id", "1", "--data-dir", n.dataDir,
 		"--http-addr", n.httpAddr, "--kafka-addr", n.kafkaAddr, "--raft-addr", n.raftAddr, "--data-groups", "3")
-	out, err := runWithTimeout(t, cmd, 30*time.Second)
+	out, err = runWithTimeout(t, cmd, 30*time.Second)
 	if err == nil || !strings.Contains(string(out), "created with 2 raft groups, not 3") {
 		t.Fatalf("a node with another group count: %v\n%s", err, out)
 	}

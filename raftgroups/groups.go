@@ -147,31 +147,44 @@ func CheckCount(dataDir string, count int) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(dataDir, "groups", countFile)
-	had := 0
-	b, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		if had, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
-			return fmt.Errorf("groups: %s: %w", path, err)
-		}
-	case errors.Is(err, os.ErrNotExist):
-		if _, err := os.Stat(filepath.Join(dataDir, "raft")); err == nil {
-			had = 1
-		}
-	default:
+	had, err := Recorded(dataDir)
+	if err != nil {
 		return err
 	}
 	if had != 0 && had != count {
 		return fmt.Errorf("this data directory was created with %d raft groups, not %d (--data-groups cannot change)", had, count)
 	}
 	if had == 0 && count > 1 {
+		path := filepath.Join(dataDir, "groups", countFile)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return err
 		}
 		return os.WriteFile(path, []byte(strconv.Itoa(count)+"\n"), 0o644)
 	}
 	return nil
+}
+
+// Recorded is the group count a data directory was created with: 0 for a
+// new directory, 1 for one with a raft log and no record (made by a node
+// without data groups).
+func Recorded(dataDir string) (int, error) {
+	path := filepath.Join(dataDir, "groups", countFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			return 0, fmt.Errorf("groups: %s: %w", path, err)
+		}
+		return n, nil
+	case errors.Is(err, os.ErrNotExist):
+		if _, err := os.Stat(filepath.Join(dataDir, "raft")); err == nil {
+			return 1, nil
+		}
+		return 0, nil
+	default:
+		return 0, err
+	}
 }
 
 // All returns every group, group 0 first.

@@ -17,6 +17,12 @@ import (
 // is cut off: a backup holds a read transaction and links to every
 // segment file, which keep retention from freeing disk while it lasts.
 func (s *Server) backup(w http.ResponseWriter, r *http.Request) {
+	if len(s.groups) > 1 {
+		// A backup holds one raft group's state: with several, it would
+		// hold part of the data and pass every check.
+		writeError(w, http.StatusConflict, "several_groups", "backup covers one raft group, and this cluster has several (--data-groups): it is not supported yet")
+		return
+	}
 	if !s.backupRunning.CompareAndSwap(false, true) {
 		w.Header().Set("Retry-After", "60")
 		writeError(w, http.StatusTooManyRequests, "backup_running", "a backup of this node is already being taken; retry when it is done")

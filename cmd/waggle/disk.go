@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/raftgroups"
 )
 
 // Badger writes its memtable through a memory map: when the disk fills up
@@ -136,6 +137,21 @@ func newVerifyCmd() *cobra.Command {
 				return fmt.Errorf("nothing to verify: %w", err)
 			case err != nil:
 				return err
+			}
+			// Each data group has a store and raft log of its own.
+			groups, err := raftgroups.Recorded(dir)
+			if err != nil {
+				return err
+			}
+			for g := uint32(1); g < uint32(groups); g++ {
+				err := verify(raftgroups.Dir(dir, g))
+				if err != nil && !errors.Is(err, raftfsm.ErrNoData) { // a group never started holds nothing
+					return fmt.Errorf("raft group %d: %w", g, err)
+				}
+			}
+			if groups > 1 {
+				fmt.Fprintf(cmd.OutOrStdout(), "ok: %s (%d raft groups)\n", dir, groups)
+				return nil
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "ok:", dir)
 			return nil

@@ -96,10 +96,7 @@ func newServeCmd() *cobra.Command {
 	f.BoolVar(&o.join, "join", false, "start empty and wait to be added to a running cluster (POST /api/v1/cluster/nodes)")
 	f.StringVar(&o.advertiseHTTP, "advertise-http", "", "HTTP address other nodes and clients use for this node (default: --http-addr)")
 	f.StringVar(&o.advertiseKafka, "advertise-kafka", "", "Kafka address clients use for this node (default: --kafka-addr)")
-	f.IntVar(&o.dataGroups, "data-groups", 1, "raft groups in the cluster, the metadata group included (every node the same; fixed when the data directory is created)")
-	// Hidden until queues are placed on the data groups: today they run
-	// (membership, leadership spread) but hold nothing.
-	f.MarkHidden("data-groups")
+	f.IntVar(&o.dataGroups, "data-groups", 1, "raft groups in the cluster, the metadata group included, each with its own leader; queues and topics are placed on them by name (every node the same; fixed when the data directory is created)")
 	f.Uint64Var(&o.snapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (0: the built-in default)")
 	f.Uint64Var(&o.trailingLogs, "raft-trailing-logs", 0, "log entries kept behind a snapshot (0: the built-in default)")
 	f.Uint64Var(&o.minFreeDiskMiB, "min-free-disk-mib", 64, "stop (and refuse to start) when the data directory's disk has less free space (0: never)")
