@@ -39,6 +39,10 @@ import (
 // unknown.
 //
 // WAGGLE_CHAOS_SECONDS sets the length (default 90 s in the regular run, so in .ci/run).
+// WAGGLE_CHAOS_GROUPS=3 runs the cluster with three raft groups
+// (--data-groups): the queues, namespaces and topic are placed on them by
+// name, and each group's leader is a target of its own. The transaction's
+// queues and namespace share the key "chaostxn", so they share a group.
 
 type opOutcome int
 
@@ -168,7 +172,11 @@ func TestChaos(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("WAGGLE_CHAOS_SECONDS")); err == nil && v > 0 {
 		seconds = v
 	}
-	c, links := startPartitionableCluster(t, 3)
+	var extra []string
+	if g := os.Getenv("WAGGLE_CHAOS_GROUPS"); g != "" {
+		extra = []string{"--data-groups", g}
+	}
+	c, links := startPartitionableCluster(t, 3, extra...)
 	h := &history{}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -251,10 +259,10 @@ func TestChaos(t *testing.T) {
 		var out txnAnswer
 		status, open := untilAnswered(c, "/api/v1/transaction", "txn-"+id, map[string]any{
 			"operations": []map[string]any{
-				{"type": "push", "items": []pushItem{{Queue: "chaos-a", TransactionID: id, Payload: id}}},
-				{"type": "push", "items": []pushItem{{Queue: "chaos-b", TransactionID: id, Payload: id}}},
+				{"type": "push", "items": []pushItem{{Queue: "chaostxn.a", TransactionID: id, Payload: id}}},
+				{"type": "push", "items": []pushItem{{Queue: "chaostxn.b", TransactionID: id, Payload: id}}},
 			},
-			"kv": []map[string]any{{"op": "put", "ns": "chaos-txn", "key": id, "value": id, "forever": true}},
+			"kv": []map[string]any{{"op": "put", "ns": "chaostxn", "key": id, "value": id, "forever": true}},
 		}, &out)
 		countOpen("txn", open)
 		switch {
@@ -278,7 +286,7 @@ func TestChaos(t *testing.T) {
 			return map[string]any{"queue": q, "partition": "Default", "offset": 0, "maxBytes": 1}
 		}
 		var f fetchAnswer
-		status, err := chaosPost(c, "/api/v1/fetch", map[string]any{"entries": []map[string]any{entry("chaos-a"), entry("chaos-b")}}, &f)
+		status, err := chaosPost(c, "/api/v1/fetch", map[string]any{"entries": []map[string]any{entry("chaostxn.a"), entry("chaostxn.b")}}, &f)
 		if err != nil || status != http.StatusOK || len(f.Entries) != 2 {
 			return // not answered, or the queues do not exist yet
 		}
@@ -516,8 +524,8 @@ func TestChaos(t *testing.T) {
 		}
 		return true
 	})
-	a := idSet(l.fetchAll("chaos-a", "Default"))
-	b := idSet(l.fetchAll("chaos-b", "Default"))
+	a := idSet(l.fetchAll("chaostxn.a", "Default"))
+	b := idSet(l.fetchAll("chaostxn.b", "Default"))
 	partial := 0
 	for id := range a {
 		if !b[id] {

@@ -165,7 +165,8 @@ func (c *cluster) pushUntilAccepted(timeout time.Duration, items ...pushItem) []
 	}
 }
 
-// waitCaughtUp waits until n has applied at least the leader's commit index.
+// waitCaughtUp waits until n has applied at least the leader's commit
+// index, in every raft group the cluster runs.
 func (c *cluster) waitCaughtUp(n *node) {
 	c.t.Helper()
 	waitFor(c.t, 30*time.Second, func() error {
@@ -179,8 +180,37 @@ func (c *cluster) waitCaughtUp(n *node) {
 		if nh.Raft.Applied < lh.Raft.Commit {
 			return fmt.Errorf("node %d applied %d, leader committed %d", n.id, nh.Raft.Applied, lh.Raft.Commit)
 		}
-		return nil
+		return c.groupsCaughtUp(n)
 	}, n.logTail)
+}
+
+// groupsCaughtUp reports whether n has applied, in each data group, what
+// the group's leader has committed.
+func (c *cluster) groupsCaughtUp(n *node) error {
+	type groupState struct {
+		ID      uint32 `json:"id"`
+		Role    string `json:"role"`
+		Commit  uint64 `json:"commit"`
+		Applied uint64 `json:"applied"`
+	}
+	var mine struct{ Groups []groupState }
+	getJSON(c.t, n.url("/health"), &mine)
+	committed := map[uint32]uint64{}
+	for _, m := range c.live() {
+		var h struct{ Groups []groupState }
+		getJSON(c.t, m.url("/health"), &h)
+		for _, g := range h.Groups {
+			if g.Role == "leader" {
+				committed[g.ID] = g.Commit
+			}
+		}
+	}
+	for _, g := range mine.Groups {
+		if g.Applied < committed[g.ID] {
+			return fmt.Errorf("node %d applied %d of raft group %d, its leader committed %d", n.id, g.Applied, g.ID, committed[g.ID])
+		}
+	}
+	return nil
 }
 
 // snapshotAll forces a snapshot on every live node.

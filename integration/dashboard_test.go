@@ -175,9 +175,11 @@ func TestHealthReportsDiskAndMemory(t *testing.T) {
 
 // Every member of a 3-node cluster reports its disk and memory, in the API
 // and on the dashboard; a killed member is shown unreachable, with the
-// error, and without figures.
+// error, and without figures. The cluster runs three raft groups, listed
+// with their leaders; the killed node's group is shown led by a survivor.
 func TestClusterDashboardShowsNodeHealth(t *testing.T) {
-	c := startCluster(t, 3)
+	c := startCluster(t, 3, "--data-groups", "3")
+	waitGroupLeaders(t, c.nodes, 3, preferred)
 	leader := c.leader()
 	waitFor(t, 30*time.Second, func() error {
 		var cl struct{ Members []memberResources }
@@ -205,6 +207,11 @@ func TestClusterDashboardShowsNodeHealth(t *testing.T) {
 				return fmt.Errorf("node %d is not shown up with its disk and memory: %q\n%.3000s", n.id, row, out)
 			}
 		}
+		for g := range 3 {
+			if row := rowOf(out, fmt.Sprintf(`data-raft-group="%d"`, g)); !strings.Contains(row, fmt.Sprintf(`data-leader="%d"`, g+1)) {
+				return fmt.Errorf("raft group %d is not shown led by node %d: %q", g, g+1, row)
+			}
+		}
 		return nil
 	})
 	victim := c.followers()[0]
@@ -221,6 +228,11 @@ func TestClusterDashboardShowsNodeHealth(t *testing.T) {
 		// Its error is spelt out below the table.
 		if !regexp.MustCompile(fmt.Sprintf(`<li data-node-error="%d"><b>node %d unreachable: </b>[^<]*%s`, victim.id, victim.id, regexp.QuoteMeta(victim.httpAddr))).MatchString(out) {
 			return fmt.Errorf("the killed node's error is not shown:\n%.3000s", out)
+		}
+		// The group it led is led by a survivor.
+		row = rowOf(out, fmt.Sprintf(`data-raft-group="%d"`, victim.id-1))
+		if m := regexp.MustCompile(`data-leader="([0-9]+)"`).FindStringSubmatch(row); m == nil || m[1] == fmt.Sprint(victim.id) {
+			return fmt.Errorf("raft group %d is not shown led by a survivor: %q", victim.id-1, row)
 		}
 		return nil
 	})

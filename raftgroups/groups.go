@@ -155,13 +155,19 @@ func CheckCount(dataDir string, count int) error {
 		return fmt.Errorf("this data directory was created with %d raft groups, not %d (--data-groups cannot change)", had, count)
 	}
 	if had == 0 && count > 1 {
-		path := filepath.Join(dataDir, "groups", countFile)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return err
-		}
-		return os.WriteFile(path, []byte(strconv.Itoa(count)+"\n"), 0o644)
+		return Record(dataDir, count)
 	}
 	return nil
+}
+
+// Record writes the group count of a new data directory (CheckCount does
+// at the first start; a restore of several groups' backups does).
+func Record(dataDir string, count int) error {
+	path := filepath.Join(dataDir, "groups", countFile)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(strconv.Itoa(count)+"\n"), 0o644)
 }
 
 // Recorded is the group count a data directory was created with: 0 for a

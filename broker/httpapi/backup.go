@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -16,12 +17,30 @@ import (
 // One backup runs at a time, and a client that stops reading for a minute
 // is cut off: a backup holds a read transaction and links to every
 // segment file, which keep retention from freeing disk while it lasts.
+//
+// A backup holds one raft group's state. With several groups, ?group=
+// names the group (waggle backup takes one file per group); without it the
+// answer is 409 several_groups rather than a backup that holds part of the
+// data and passes every check.
+// GroupsHeader says, on a backup answer, how many raft groups the cluster
+// runs.
+const GroupsHeader = "X-Waggle-Raft-Groups"
+
 func (s *Server) backup(w http.ResponseWriter, r *http.Request) {
+	b := s.svc
+	w.Header().Set(GroupsHeader, strconv.Itoa(max(len(s.groups), 1)))
 	if len(s.groups) > 1 {
-		// A backup holds one raft group's state: with several, it would
-		// hold part of the data and pass every check.
-		writeError(w, http.StatusConflict, "several_groups", "backup covers one raft group, and this cluster has several (--data-groups): it is not supported yet")
-		return
+		g, err := strconv.ParseUint(r.URL.Query().Get("group"), 10, 32)
+		switch {
+		case r.URL.Query().Get("group") == "":
+			writeError(w, http.StatusConflict, "several_groups",
+				fmt.Sprintf("this cluster runs %d raft groups and a backup holds one: name it with ?group= (waggle backup takes them all)", len(s.groups)))
+			return
+		case err != nil || g >= uint64(len(s.groups)):
+			writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("?group= names no raft group of the %d", len(s.groups)))
+			return
+		}
+		b = s.groups[g]
 	}
 	if !s.backupRunning.CompareAndSwap(false, true) {
 		w.Header().Set("Retry-After", "60")
@@ -29,22 +48,22 @@ func (s *Server) backup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.backupRunning.Store(false)
-	b, err := s.svc.Backup()
+	bk, err := b.Backup()
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
 	}
-	defer b.Release()
+	defer bk.Release()
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("X-Waggle-Backup-Index", strconv.FormatUint(b.Header.Index, 10))
-	w.Header().Set("X-Waggle-Backup-Term", strconv.FormatUint(b.Header.Term, 10))
+	w.Header().Set("X-Waggle-Backup-Index", strconv.FormatUint(bk.Header.Index, 10))
+	w.Header().Set("X-Waggle-Backup-Term", strconv.FormatUint(bk.Header.Term, 10))
 	w.WriteHeader(http.StatusOK)
-	n, err := b.WriteTo(&stallGuard{w: w, rc: http.NewResponseController(w)})
+	n, err := bk.WriteTo(&stallGuard{w: w, rc: http.NewResponseController(w)})
 	if err != nil {
-		s.log.Error("backup broke off", "index", b.Header.Index, "bytes", n, "err", err)
+		s.log.Error("backup broke off", "index", bk.Header.Index, "bytes", n, "err", err)
 		panic(http.ErrAbortHandler)
 	}
-	s.log.Info("backup written", "index", b.Header.Index, "term", b.Header.Term, "bytes", n)
+	s.log.Info("backup written", "index", bk.Header.Index, "term", bk.Header.Term, "bytes", n)
 }
 
 // stallGuard gives every write to a response a deadline of its own, so a

@@ -10,11 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/waggle-mq/waggle/broker/httpapi"
 	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/raftgroups"
 )
 
 // newBackupCmd downloads a backup file from a running node (GET
@@ -31,7 +34,19 @@ func newBackupCmd(o *clientOptions) *cobra.Command {
 				return errors.New("--out FILE is required")
 			}
 			start := time.Now()
-			h, n, err := downloadBackup(o, out)
+			h, n, groups, err := downloadBackup(o, out, -1)
+			if api := (*apiError)(nil); errors.As(err, &api) && api.Code == "several_groups" && groups > 1 {
+				// One file per raft group: FILE holds group 0.
+				for g := range groups {
+					file := groupBackupFile(out, g, groups)
+					if h, n, _, err = downloadBackup(o, file, g); err != nil {
+						return fmt.Errorf("raft group %d: %w", g, err)
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "backup of raft group %d at index %d (term %d) written to %s: %d bytes\n", g, h.Index, h.Term, file, n)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%d raft groups backed up in %v\n", groups, time.Since(start).Round(time.Millisecond))
+				return nil
+			}
 			if err != nil {
 				return err
 			}
@@ -44,17 +59,30 @@ func newBackupCmd(o *clientOptions) *cobra.Command {
 	return cmd
 }
 
-// downloadBackup streams the backup into out.tmp, verifying it on the way,
-// fsyncs it and renames it to out.
-func downloadBackup(o *clientOptions, out string) (raftfsm.BackupHeader, int64, error) {
-	var h raftfsm.BackupHeader
+// groupBackupFile is where raft group g's backup of a cluster of groups
+// goes: out itself for group 0, out.group<g>-of-<groups> for the others.
+func groupBackupFile(out string, g, groups int) string {
+	if g == 0 {
+		return out
+	}
+	return fmt.Sprintf("%s.group%d-of-%d", out, g, groups)
+}
+
+// downloadBackup streams the backup of raft group (-1: the cluster's only
+// one) into out.tmp, verifying it on the way, fsyncs it and renames it to
+// out. It also answers how many raft groups the cluster runs.
+func downloadBackup(o *clientOptions, out string, group int) (h raftfsm.BackupHeader, n int64, groups int, err error) {
 	c := o.client()
 	// A backup takes as long as the data takes to stream: no overall
 	// timeout (the admin client's would cut it off).
 	c.http.Timeout = 0
-	req, err := http.NewRequest(http.MethodGet, c.base+"/api/v1/cluster/backup", nil)
+	path := "/api/v1/cluster/backup"
+	if group >= 0 {
+		path += "?group=" + strconv.Itoa(group)
+	}
+	req, err := http.NewRequest(http.MethodGet, c.base+path, nil)
 	if err != nil {
-		return h, 0, err
+		return h, 0, 0, err
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
@@ -63,20 +91,21 @@ func downloadBackup(o *clientOptions, out string) (raftfsm.BackupHeader, int64, 
 	if err != nil {
 		var uerr *url.Error
 		if errors.As(err, &uerr) {
-			return h, 0, fmt.Errorf("cannot reach waggle at %s (is it running? set --server or WAGGLE_SERVER): %v", c.base, uerr.Err)
+			return h, 0, 0, fmt.Errorf("cannot reach waggle at %s (is it running? set --server or WAGGLE_SERVER): %v", c.base, uerr.Err)
 		}
-		return h, 0, err
+		return h, 0, 0, err
 	}
 	defer resp.Body.Close()
+	groups, _ = strconv.Atoi(resp.Header.Get(httpapi.GroupsHeader))
 	if resp.StatusCode != http.StatusOK {
 		var e struct{ Error, Code string }
 		json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
-		return h, 0, &apiError{Status: resp.StatusCode, Code: e.Code, Msg: e.Error}
+		return h, 0, groups, &apiError{Status: resp.StatusCode, Code: e.Code, Msg: e.Error}
 	}
 	tmp := out + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
-		return h, 0, fmt.Errorf("%w (a backup still running, or left by one that failed: remove it)", err)
+		return h, 0, 0, fmt.Errorf("%w (a backup still running, or left by one that failed: remove it)", err)
 	}
 	ok := false
 	defer func() {
@@ -86,24 +115,24 @@ func downloadBackup(o *clientOptions, out string) (raftfsm.BackupHeader, int64, 
 		}
 	}()
 	v := raftfsm.NewBackupVerifier()
-	n, err := io.Copy(io.MultiWriter(f, v), resp.Body)
+	n, err = io.Copy(io.MultiWriter(f, v), resp.Body)
 	if err != nil {
-		return h, n, fmt.Errorf("backup broke off after %d bytes: %w", n, err)
+		return h, n, 0, fmt.Errorf("backup broke off after %d bytes: %w", n, err)
 	}
 	if h, err = v.Check(); err != nil {
-		return h, n, fmt.Errorf("the node sent a bad backup: %w", err)
+		return h, n, 0, fmt.Errorf("the node sent a bad backup: %w", err)
 	}
 	if err := f.Sync(); err != nil {
-		return h, n, err
+		return h, n, 0, err
 	}
 	if err := f.Close(); err != nil {
-		return h, n, err
+		return h, n, 0, err
 	}
 	if err := os.Rename(tmp, out); err != nil {
-		return h, n, err
+		return h, n, 0, err
 	}
 	ok = true
-	return h, n, syncParent(out)
+	return h, n, groups, syncParent(out)
 }
 
 // syncParent fsyncs the directory holding path, so a rename into it is
@@ -156,46 +185,106 @@ func restore(cmd *cobra.Command, o restoreOptions) error {
 		return errors.New("--node-id must be a positive number")
 	}
 	start := time.Now()
-	f, err := os.Open(o.in)
+	groups, err := backupGroups(o.in)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	v := raftfsm.NewBackupVerifier()
-	if _, err := io.Copy(v, f); err != nil {
-		return fmt.Errorf("read %s: %w", o.in, err)
-	}
-	h, err := v.Check()
-	if err != nil {
-		return fmt.Errorf("refusing to restore %s: %w", o.in, err)
+	// Every file is read and checked before anything is created.
+	files := make([]checkedBackup, groups)
+	for g := range groups {
+		if files[g], err = openBackup(groupBackupFile(o.in, g, groups)); err != nil {
+			return err
+		}
+		defer files[g].f.Close()
 	}
 	// Checked before anything is created: a failed restore cleans out the
 	// directory (cleanRestoreTarget), which must never hold anything else.
 	if err := raftfsm.RequireEmptyDir(o.dataDir); err != nil {
 		return fmt.Errorf("refusing to restore into %s: %w", o.dataDir, err)
 	}
-	body, err := raftfsm.BackupBody(f, fi.Size())
-	if err != nil {
-		return err
-	}
 	self := raftfsm.Peer{ID: strconv.FormatUint(uint64(o.nodeID), 10), Addr: orDefault(o.advertiseRaft, o.raftAddr)}
 	created, err := createDir(o.dataDir)
 	if err != nil {
 		return err
 	}
-	if err := raftfsm.RestoreBackup(o.dataDir, body, h, self); err != nil {
-		// Leave the directory as it was found: missing or empty.
-		cleanRestoreTarget(o.dataDir, created)
-		return fmt.Errorf("restore into %s failed (it was emptied again): %w", o.dataDir, err)
+	for g, b := range files {
+		err := raftfsm.RestoreBackup(raftgroups.Dir(o.dataDir, uint32(g)), b.body, b.h, self)
+		if err == nil && g == 0 && groups > 1 {
+			err = raftgroups.Record(o.dataDir, groups)
+		}
+		if err != nil {
+			// Leave the directory as it was found: missing or empty.
+			cleanRestoreTarget(o.dataDir, created)
+			return fmt.Errorf("restore of raft group %d into %s failed (it was emptied again): %w", g, o.dataDir, err)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "restored raft index %d (term %d, backup taken %s) from %s\n",
+			b.h.Index, b.h.Term, b.h.Created.UTC().Format(time.RFC3339), b.name)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "restored raft index %d (term %d, backup taken %s) into %s as node %s (raft %s) in %v\n",
-		h.Index, h.Term, h.Created.UTC().Format(time.RFC3339), o.dataDir, self.ID, self.Addr, time.Since(start).Round(time.Millisecond))
-	fmt.Fprintf(cmd.OutOrStdout(), "start it with: waggle serve --data-dir %s --node-id %s --raft-addr %s\n", o.dataDir, self.ID, o.raftAddr)
+	fmt.Fprintf(cmd.OutOrStdout(), "restored into %s as node %s (raft %s) in %v\n", o.dataDir, self.ID, self.Addr, time.Since(start).Round(time.Millisecond))
+	hint := fmt.Sprintf("waggle serve --data-dir %s --node-id %s --raft-addr %s", o.dataDir, self.ID, o.raftAddr)
+	if groups > 1 {
+		hint += fmt.Sprintf(" --data-groups %d", groups)
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), "start it with:", hint)
 	return nil
+}
+
+// backupGroups is how many raft groups the backup in FILE covers: 1, or N
+// when waggle backup wrote FILE.group1-of-N … beside it (all of them
+// must be there).
+func backupGroups(in string) (int, error) {
+	matches, err := filepath.Glob(in + ".group1-of-*")
+	if err != nil || len(matches) == 0 {
+		return 1, err
+	}
+	if len(matches) > 1 {
+		return 0, fmt.Errorf("more than one set of group files beside %s: %v", in, matches)
+	}
+	groups, err := strconv.Atoi(strings.TrimPrefix(matches[0], in+".group1-of-"))
+	if err != nil || groups < 2 {
+		return 0, fmt.Errorf("%s: not a file waggle backup writes", matches[0])
+	}
+	for g := 2; g < groups; g++ {
+		if _, err := os.Stat(groupBackupFile(in, g, groups)); err != nil {
+			return 0, fmt.Errorf("the backup of %d raft groups lacks group %d's file: %w", groups, g, err)
+		}
+	}
+	return groups, nil
+}
+
+// checkedBackup is a backup file whose checksums and trailer passed.
+type checkedBackup struct {
+	name string
+	f    *os.File
+	h    raftfsm.BackupHeader
+	body io.Reader
+}
+
+// openBackup reads a backup file whole to check it, then opens its body.
+func openBackup(name string) (checkedBackup, error) {
+	b := checkedBackup{name: name}
+	f, err := os.Open(name)
+	if err != nil {
+		return b, err
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		v := raftfsm.NewBackupVerifier()
+		if _, err = io.Copy(v, f); err != nil {
+			err = fmt.Errorf("read %s: %w", name, err)
+		} else if b.h, err = v.Check(); err != nil {
+			err = fmt.Errorf("refusing to restore %s: %w", name, err)
+		}
+	}
+	if err == nil {
+		b.body, err = raftfsm.BackupBody(f, fi.Size())
+	}
+	if err != nil {
+		f.Close()
+		return b, err
+	}
+	b.f = f
+	return b, nil
 }
 
 // createDir creates dir if missing and reports whether it did.
