@@ -127,6 +127,14 @@ func TestDataGroupsSpreadKafkaPartitionLeaders(t *testing.T) {
 	if got := readGroup(total); len(got) != total {
 		t.Fatalf("the group read %d records, want %d", len(got), total)
 	}
+	// The group's coordinator is the leader of the raft group its name
+	// places it in.
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKey = "readers"
+	coord, err := fc.RequestWith(context.Background(), cl)
+	if want := int32(placement.Group("readers", 3)) + 1; err != nil || coord.ErrorCode != 0 || coord.NodeID != want {
+		t.Fatalf("FindCoordinator(readers): %+v, %v; want node %d", coord, err, want)
+	}
 	var more []*kgo.Record
 	for i, topic := range topics {
 		more = append(more, &kgo.Record{Topic: topic, Partition: int32(i % 3), Value: []byte("more-" + topic)})

@@ -19,13 +19,14 @@ func handleOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	if req.Version == 0 {
 		generation = -1
 	}
+	co, coordinating := c.coordinator(req.Group)
 	switch {
 	case req.Group == "" || !broker.ValidGroupName(req.Group):
 		code = kerr.InvalidGroupID.Code
-	case !c.coordinating():
+	case !coordinating:
 		code = kerr.NotCoordinator.Code
 	default:
-		code = c.s.groups.checkOffsetCommit(req.Group, req.MemberID, req.InstanceID, generation, req.Version)
+		code = co.checkOffsetCommit(req.Group, req.MemberID, req.InstanceID, generation, req.Version)
 	}
 	// A partition refused on its own (metadata over Kafka's default
 	// offset.metadata.max.bytes, a name no topic can have) is answered

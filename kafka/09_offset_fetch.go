@@ -62,7 +62,7 @@ func asGroupTopics(ts []kmsg.OffsetFetchRequestTopic) []kmsg.OffsetFetchRequestG
 // offset a transaction in progress has staged answers
 // UNSTABLE_OFFSET_COMMIT, and the consumer asks again.
 func (c *conn) fetchGroupOffsets(group string, topics []kmsg.OffsetFetchRequestGroupTopic, requireStable bool) ([]kmsg.OffsetFetchResponseGroupTopic, int16) {
-	if !c.coordinating() {
+	if _, coordinating := c.coordinator(group); !coordinating {
 		return nil, kerr.NotCoordinator.Code
 	}
 	committed, err := c.s.groupOffsets(group)

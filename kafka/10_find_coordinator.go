@@ -15,12 +15,12 @@ const (
 	coordinatorTxn   = 1
 )
 
-// handleFindCoordinator points every consumer group at the leader of raft
-// group 0, and every transactional id at the leader of its raft group.
+// handleFindCoordinator points every consumer group and every
+// transactional id at the leader of the raft group that owns its name.
 func handleFindCoordinator(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	brokers, leader := c.brokers()
+	brokers, _ := c.brokers()
 	coordinator := func(id int32) *kafkaBroker {
 		for i := range brokers {
 			if brokers[i].id == id {
@@ -30,13 +30,10 @@ func handleFindCoordinator(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		return nil
 	}
 	fill := func(key string, code *int16, id *int32, host *string, port *int32) {
-		// Groups are coordinated by group 0's leader, a transactional id
-		// by the leader of its own raft group (placement.go).
-		coord := coordinator(leader)
-		if req.CoordinatorType == coordinatorTxn {
-			txnLeader, _ := c.leaderOf(c.s.topic(key))
-			coord = coordinator(txnLeader)
-		}
+		// A consumer group or a transactional id is coordinated by the
+		// leader of the raft group its name places it in (placement.go).
+		keyLeader, _ := c.leaderOf(c.s.topic(key))
+		coord := coordinator(keyLeader)
 		switch {
 		case req.CoordinatorType != coordinatorGroup && req.CoordinatorType != coordinatorTxn:
 			*code = kerr.InvalidRequest.Code

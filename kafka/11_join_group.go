@@ -11,10 +11,11 @@ func init() { register(kmsg.JoinGroup.Int16(), 0, 9, handleJoinGroup) }
 // rejoined, or the rebalance timeout passed).
 func handleJoinGroup(c *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.JoinGroupRequest)
-	if !c.coordinating() {
+	co, coordinating := c.coordinator(req.Group)
+	if !coordinating {
 		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
 		resp.ErrorCode, resp.MemberID = kerr.NotCoordinator.Code, req.MemberID
 		return ready(resp, nil)
 	}
-	return c.s.groups.join(req, c.clientID, c.nc.RemoteAddr().String()), nil
+	return co.join(req, c.clientID, c.nc.RemoteAddr().String()), nil
 }

@@ -10,10 +10,11 @@ func init() { register(kmsg.Heartbeat.Int16(), 0, 4, answerNow(handleHeartbeat))
 func handleHeartbeat(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.HeartbeatRequest)
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-	if !c.coordinating() {
+	co, coordinating := c.coordinator(req.Group)
+	if !coordinating {
 		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp, nil
 	}
-	resp.ErrorCode = c.s.groups.heartbeat(req.Group, req.MemberID, req.InstanceID, req.Generation)
+	resp.ErrorCode = co.heartbeat(req.Group, req.MemberID, req.InstanceID, req.Generation)
 	return resp, nil
 }

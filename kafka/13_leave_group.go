@@ -10,19 +10,20 @@ func init() { register(kmsg.LeaveGroup.Int16(), 0, 5, answerNow(handleLeaveGroup
 func handleLeaveGroup(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.LeaveGroupRequest)
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
-	if !c.coordinating() {
+	co, coordinating := c.coordinator(req.Group)
+	if !coordinating {
 		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp, nil
 	}
 	if req.Version < 3 {
-		resp.ErrorCode = c.s.groups.leave(req.Group, []leaver{{memberID: req.MemberID}})[0]
+		resp.ErrorCode = co.leave(req.Group, []leaver{{memberID: req.MemberID}})[0]
 		return resp, nil
 	}
 	leavers := make([]leaver, len(req.Members))
 	for i, m := range req.Members {
 		leavers[i] = leaver{memberID: m.MemberID, instanceID: m.InstanceID}
 	}
-	for i, code := range c.s.groups.leave(req.Group, leavers) {
+	for i, code := range co.leave(req.Group, leavers) {
 		m := kmsg.NewLeaveGroupResponseMember()
 		m.MemberID, m.InstanceID, m.ErrorCode = req.Members[i].MemberID, req.Members[i].InstanceID, code
 		resp.Members = append(resp.Members, m)

@@ -11,10 +11,11 @@ func init() { register(kmsg.SyncGroup.Int16(), 0, 5, handleSyncGroup) }
 // the assignment.
 func handleSyncGroup(c *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.SyncGroupRequest)
-	if !c.coordinating() {
+	co, coordinating := c.coordinator(req.Group)
+	if !coordinating {
 		resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
 		resp.ErrorCode = kerr.NotCoordinator.Code
 		return ready(resp, nil)
 	}
-	return c.s.groups.syncGroup(req), nil
+	return co.syncGroup(req), nil
 }

@@ -12,8 +12,8 @@ func init() { register(kmsg.DescribeGroups.Int16(), 0, 5, answerNow(handleDescri
 func handleDescribeGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
-	leader := c.coordinating()
 	for _, name := range req.Groups {
+		co, leader := c.coordinator(name)
 		g := kmsg.NewDescribeGroupsResponseGroup()
 		g.Group = name
 		if g.ErrorCode = c.groupDenied(auth.Read, name); g.ErrorCode != 0 || !leader {
@@ -23,7 +23,7 @@ func handleDescribeGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}
-		v, _ := c.s.groups.describe(name) // a snapshot: safe to read without the lock
+		v, _ := co.describe(name) // a snapshot: safe to read without the lock
 		g.State, g.ProtocolType, g.Protocol = v.state, v.protocolType, v.protocol
 		for _, m := range v.members {
 			dm := kmsg.NewDescribeGroupsResponseGroupMember()

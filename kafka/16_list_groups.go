@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -16,7 +17,15 @@ func init() { register(kmsg.ListGroups.Int16(), 0, 5, answerNow(handleListGroups
 func handleListGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ListGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
-	if !c.coordinating() {
+	// Each broker lists the groups it coordinates: those of the raft
+	// groups it leads (admin clients ask every broker).
+	var leads []uint32
+	for g := range c.s.coords {
+		if c.s.leading(uint32(g)) {
+			leads = append(leads, uint32(g))
+		}
+	}
+	if len(leads) == 0 {
 		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp, nil
 	}
@@ -38,8 +47,10 @@ func handleListGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		g.Group, g.ProtocolType, g.GroupState, g.GroupType = name, protocolType, state, groupType
 		resp.Groups = append(resp.Groups, g)
 	}
-	for _, v := range c.s.groups.list() {
-		add(v.name, v.protocolType, v.state, v.groupType)
+	for _, g := range leads {
+		for _, v := range c.s.coords[g].list() {
+			add(v.name, v.protocolType, v.state, v.groupType)
+		}
 	}
 	names, err := c.s.offsetGroups()
 	if err != nil {
@@ -47,6 +58,9 @@ func handleListGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		return resp, nil
 	}
 	for _, n := range names {
+		if !slices.Contains(leads, c.s.placedIn(n)) {
+			continue // another broker's
+		}
 		add(n, "consumer", stateEmpty, groupTypeClassic)
 	}
 	return resp, nil

@@ -18,6 +18,7 @@ func handleTxnOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.TxnOffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	code := int16(0)
+	co, coordinating := c.coordinator(req.Group)
 	switch {
 	case c.writesNowhere():
 		code = kerr.TransactionalIDAuthorizationFailed.Code
@@ -25,10 +26,10 @@ func handleTxnOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		code = kerr.GroupAuthorizationFailed.Code
 	case !broker.ValidGroupName(req.Group):
 		code = kerr.InvalidGroupID.Code
-	case !c.coordinating():
+	case !coordinating:
 		code = kerr.NotCoordinator.Code
 	case req.Version >= 3 && req.Generation >= 0:
-		code = c.s.groups.checkCommit(req.Group, req.MemberID, req.InstanceID, req.Generation)
+		code = co.checkCommit(req.Group, req.MemberID, req.InstanceID, req.Generation)
 	}
 	var offsets []broker.OffsetCommit
 	for _, rt := range req.Topics {

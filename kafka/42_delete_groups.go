@@ -15,8 +15,8 @@ func init() { register(kmsg.DeleteGroups.Int16(), 0, 2, answerNow(handleDeleteGr
 func handleDeleteGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DeleteGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
-	leader := c.coordinating()
 	for _, name := range req.Groups {
+		_, leader := c.coordinator(name)
 		g := kmsg.NewDeleteGroupsResponseGroup()
 		g.Group = name
 		switch {
@@ -38,7 +38,8 @@ func handleDeleteGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 // forget decides "has members" and "known here" in one critical section; a
 // describe before it would let a join slip in between.
 func deleteGroup(c *conn, name string) int16 {
-	inMemory, empty := c.s.groups.forget(name)
+	co, _ := c.coordinator(name)
+	inMemory, empty := co.forget(name)
 	if !empty {
 		return kerr.NonEmptyGroup.Code
 	}

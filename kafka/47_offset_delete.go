@@ -16,7 +16,7 @@ func handleOffsetDelete(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		resp.ErrorCode = kerr.InvalidGroupID.Code
 		return resp, nil
 	}
-	if !c.coordinating() {
+	if _, coordinating := c.coordinator(req.Group); !coordinating {
 		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp, nil
 	}

@@ -17,7 +17,8 @@ func init() {
 // so partitions added and topics created later are assigned.
 func handleConsumerGroupHeartbeat(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
-	if !c.coordinating() {
+	co, coordinating := c.coordinator(req.Group)
+	if !coordinating {
 		return heartbeatError(req, kerr.NotCoordinator.Code, ""), nil
 	}
 	for _, t := range req.SubscribedTopicNames {
@@ -30,7 +31,7 @@ func handleConsumerGroupHeartbeat(c *conn, kreq kmsg.Request) (kmsg.Response, er
 	}
 	var fetched map[string]*topicMeta
 	if req.MemberEpoch >= 0 {
-		names := c.s.groups.consumerTopicNames(req.Group, req.SubscribedTopicNames)
+		names := co.consumerTopicNames(req.Group, req.SubscribedTopicNames)
 		infos, err := c.s.topics(names)
 		if err != nil {
 			return heartbeatError(req, kerr.CoordinatorNotAvailable.Code, ""), nil
@@ -43,5 +44,5 @@ func handleConsumerGroupHeartbeat(c *conn, kreq kmsg.Request) (kmsg.Response, er
 			fetched[t.Name] = &topicMeta{id: topicID(t), partitions: t.Partitions}
 		}
 	}
-	return c.s.groups.consumerHeartbeat(req, c.clientID, c.nc.RemoteAddr().String(), fetched), nil
+	return co.consumerHeartbeat(req, c.clientID, c.nc.RemoteAddr().String(), fetched), nil
 }

@@ -21,8 +21,8 @@ const memberTypeConsumer = 1
 func handleConsumerGroupDescribe(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ConsumerGroupDescribeRequest)
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
-	leader := c.coordinating()
 	for _, name := range req.Groups {
+		co, leader := c.coordinator(name)
 		g := kmsg.NewConsumerGroupDescribeResponseGroup()
 		g.Group = name
 		v, found := consumerGroupView{}, false
@@ -31,7 +31,7 @@ func handleConsumerGroupDescribe(c *conn, kreq kmsg.Request) (kmsg.Response, err
 		case !leader:
 			g.ErrorCode = kerr.NotCoordinator.Code
 		default:
-			if v, found = c.s.groups.describeConsumer(name); !found {
+			if v, found = co.describeConsumer(name); !found {
 				g.ErrorCode = kerr.GroupIDNotFound.Code
 				g.ErrorMessage = kmsg.StringPtr("Group " + name + " is not a consumer group.")
 			}

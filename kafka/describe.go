@@ -9,7 +9,7 @@ import (
 // its state, protocol, generation, members and their partitions. found is
 // false when this node holds no such group (only the leader holds any).
 func (s *Server) DescribeGroup(name string) (g broker.KafkaGroup, found bool) {
-	v, found := s.groups.describe(name)
+	v, found := s.coords[s.placedIn(name)].describe(name)
 	if !found {
 		return g, false
 	}

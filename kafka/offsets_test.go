@@ -267,7 +267,7 @@ func TestCoordinatorAsksTheBrokerForCommittedOffsets(t *testing.T) {
 		group string
 		held  bool
 	}{{"committed", true}, {"fresh", false}} {
-		_ = c.coordinating() // takes the lead in term 5: the grace starts now
+		_, _ = c.coordinator(tc.group) // takes the lead in term 5: the grace starts now
 		if until := s.groups.holdFor(tc.group, 0); until.IsZero() == tc.held {
 			t.Errorf("group %s: held until %v, want held %v", tc.group, until, tc.held)
 		}

@@ -15,9 +15,10 @@ import (
 // other partition calls sent elsewhere answer NOT_LEADER_OR_FOLLOWER, so
 // clients go to the right broker. A transactional id is coordinated by
 // the leader of its own group, and a transaction writes only topics of
-// that group. Consumer groups are coordinated by group 0's leader; their
-// offsets live beside each topic, in the topic's group, written there
-// from the coordinator (broker.Service.Forwarding).
+// that group. A consumer group is coordinated by the leader of the group
+// its name places it in; its offsets live beside each topic, in the
+// topic's group, written there from the coordinator
+// (broker.Service.Forwarding).
 
 // topic is the broker of the raft group that owns a topic (or a
 // transactional id).
@@ -26,6 +27,14 @@ func (s *Server) topic(name string) Broker {
 		return s.svc
 	}
 	return s.cfg.Groups[placement.Group(name, len(s.cfg.Groups))]
+}
+
+// group is the broker of raft group g (svc with one group).
+func (s *Server) group(g uint32) Broker {
+	if len(s.cfg.Groups) <= 1 {
+		return s.svc
+	}
+	return s.cfg.Groups[g]
 }
 
 // placedIn reports the group of a topic (0 with one group).

@@ -93,7 +93,8 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 
-	groups   *coordinator
+	groups   *coordinator        // group 0's coordinator (coords[0])
+	coords   []*coordinator      // per raft group: the consumer groups it owns (placement.go)
 	sessions *fetchSessions      // Fetch sessions (KIP-227)
 	inFlight *semaphore.Weighted // request bytes read and not yet answered (Config.InFlightBytes)
 
@@ -110,7 +111,6 @@ func New(svc Broker, cfg Config, log *slog.Logger) *Server {
 	if cfg.InFlightBytes <= 0 {
 		cfg.InFlightBytes = DefaultConfig().InFlightBytes
 	}
-	groups := newCoordinator()
 	def := DefaultConsumerGroupConfig()
 	if cfg.ConsumerGroups.SessionTimeout <= 0 {
 		cfg.ConsumerGroups.SessionTimeout = def.SessionTimeout
@@ -118,13 +118,18 @@ func New(svc Broker, cfg Config, log *slog.Logger) *Server {
 	if cfg.ConsumerGroups.HeartbeatInterval <= 0 {
 		cfg.ConsumerGroups.HeartbeatInterval = def.HeartbeatInterval
 	}
-	groups.consumerCfg = cfg.ConsumerGroups
-	srv := &Server{svc: svc, cfg: cfg, log: log, groups: groups, sessions: newFetchSessions(), inFlight: semaphore.NewWeighted(cfg.InFlightBytes),
+	srv := &Server{svc: svc, cfg: cfg, log: log, sessions: newFetchSessions(), inFlight: semaphore.NewWeighted(cfg.InFlightBytes),
 		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
-	groups.hasOffsets = func(group string) bool {
-		offsets, err := srv.groupOffsets(group)
-		return err != nil || len(offsets) > 0 // unsure: held
+	for range max(len(cfg.Groups), 1) {
+		co := newCoordinator()
+		co.consumerCfg = cfg.ConsumerGroups
+		co.hasOffsets = func(group string) bool {
+			offsets, err := srv.groupOffsets(group)
+			return err != nil || len(offsets) > 0 // unsure: held
+		}
+		srv.coords = append(srv.coords, co)
 	}
+	srv.groups = srv.coords[0]
 	return srv
 }
 
@@ -134,7 +139,9 @@ func (s *Server) Serve(ln net.Listener) error {
 		<-s.ctx.Done()
 		ln.Close()
 	}()
-	go s.groups.run(s.ctx.Done())
+	for _, co := range s.coords {
+		go co.run(s.ctx.Done())
+	}
 	go s.watchLeadership()
 	for {
 		nc, err := ln.Accept()
@@ -191,19 +198,25 @@ type conn struct {
 // the SASL ones.
 func (c *conn) authenticated() bool { return !c.s.cfg.Auth.Enabled || c.principal != nil }
 
-// coordinating reports whether this node coordinates groups now (it leads
-// raft); a node that stopped leading forgets its groups' membership.
-func (c *conn) coordinating() bool { return c.s.leading() }
+// coordinator returns the coordinator of the consumer group name (the
+// one of the raft group that owns the name) and whether this node
+// coordinates it now: it leads that raft group. A node that stopped
+// leading forgets its groups' membership.
+func (c *conn) coordinator(name string) (*coordinator, bool) {
+	g := c.s.placedIn(name)
+	return c.s.coords[g], c.s.leading(g)
+}
 
-// leading reports whether this node leads raft, and tells the coordinator:
-// a node that stopped leading forgets its groups, one that took the lead
-// in a new term starts its failover grace (failover.go).
-func (s *Server) leading() bool {
-	if term, ok := s.svc.LeaderTerm(); ok {
-		s.groups.lead(term)
+// leading reports whether this node leads raft group g, and tells the
+// group's coordinator: a node that stopped leading forgets its groups, one
+// that took the lead in a new term starts its failover grace (failover.go).
+func (s *Server) leading(g uint32) bool {
+	co := s.coords[g]
+	if term, ok := s.group(g).LeaderTerm(); ok {
+		co.lead(term)
 		return true
 	}
-	s.groups.reset()
+	co.reset()
 	return false
 }
 
@@ -217,7 +230,9 @@ func (s *Server) watchLeadership() {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
-			s.leading()
+			for g := range s.coords {
+				s.leading(uint32(g))
+			}
 		}
 	}
 }

@@ -161,7 +161,7 @@ func (s *Server) routes() {
 	handle(http.MethodGet, "/api/v1/timers/{queue}", need(read, queue, "queue"), s.placed(inPath("queue"), s.listTimers))
 	handle(http.MethodDelete, "/api/v1/timers/{queue}/{timerKey}", need(write, queue, "queue"), s.placed(inPath("queue"), s.keyedWrite(s.cancelTimer, true)))
 	handle(http.MethodGet, "/api/v1/consumer-groups", need(read, global, ""), s.listGroups)
-	handle(http.MethodGet, "/api/v1/consumer-groups/{group}", need(read, group, "group"), s.leaderOnly(s.getGroup))
+	handle(http.MethodGet, "/api/v1/consumer-groups/{group}", need(read, group, "group"), s.placed(inPath("group"), s.leaderOnly(s.getGroup)))
 	handle(http.MethodGet, "/api/v1/cluster", need(read, global, ""), s.cluster)
 	handle(http.MethodPost, "/api/v1/cluster/nodes", need(manage, global, ""), s.leaderOnly(s.addNode))
 	handle(http.MethodDelete, "/api/v1/cluster/nodes/{id}", need(manage, global, ""), s.leaderOnly(s.removeNode))
