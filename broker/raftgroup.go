@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -193,4 +194,33 @@ func (s *Service) awaitApplied(index uint64, wait time.Duration) {
 	for s.node.FSM.AppliedIndex() < index && time.Now().Before(deadline) {
 		time.Sleep(forwardPoll)
 	}
+}
+
+// PreferLeader records in group 0 (this service's) that raft group group
+// should be led by node, a voter ("" forgets the choice: the group goes
+// back to the voter its id picks). The group's leader hands leadership
+// over within seconds, whenever the node can lead.
+func (s *Service) PreferLeader(group uint32, node string) error {
+	if node != "" {
+		members, err := s.Members()
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(members, func(m Member) bool { return m.ID == node && m.Voter }) {
+			return fmt.Errorf("%w: node %s is not a voter of the cluster", ErrInvalid, node)
+		}
+	}
+	_, err := apply(s, &raftfsm.PreferLeaderCommand{Group: group, Node: node})
+	return err
+}
+
+// LeaderPreference answers the node an operator chose to lead raft group
+// group ("" for none), from this node's copy of group 0.
+func (s *Service) LeaderPreference(group uint32) (string, error) {
+	var node string
+	err := s.registry().View(func(tx *store.Tx) (err error) {
+		node, _, err = tx.LeaderPreference(group)
+		return err
+	})
+	return node, err
 }

@@ -110,6 +110,36 @@ func TestDataGroupsSpreadLeadershipAndFailOver(t *testing.T) {
 	start = time.Now()
 	waitGroupLeaders(t, c.nodes, 3, preferred)
 	t.Logf("group 1 back on node 2 %v after its restart", time.Since(start).Round(time.Millisecond))
+
+	// An operator moves group 1's leadership to node 3, then gives it back.
+	lead := func(args ...string) string {
+		out, err := runWithTimeout(t, exec.Command(waggleBinary, append([]string{"cluster", "lead", "--server", c.nodes[0].httpAddr}, args...)...), 30*time.Second)
+		if err != nil {
+			t.Fatalf("cluster lead %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out, err := runWithTimeout(t, exec.Command(waggleBinary, "cluster", "lead", "--server", c.nodes[0].httpAddr, "1", "9"), 30*time.Second); err == nil {
+		t.Fatalf("choosing node 9, no voter, succeeded:\n%s", out)
+	}
+	lead("1", "3")
+	start = time.Now()
+	waitGroupLeaders(t, c.nodes, 3, func(g uint32, leader int) error {
+		if g == 1 && leader != 3 {
+			return fmt.Errorf("led by %d, want node 3 as chosen", leader)
+		}
+		if g == 1 {
+			return nil
+		}
+		return preferred(g, leader)
+	})
+	t.Logf("group 1 moved to node 3 %v after the choice", time.Since(start).Round(time.Millisecond))
+	out, err = runWithTimeout(t, exec.Command(waggleBinary, "cluster", "status", "--server", c.nodes[1].httpAddr), 30*time.Second)
+	if err != nil || !regexp.MustCompile(`(?m)^1 +3 +3 +`).Match(out) {
+		t.Fatalf("cluster status does not show group 1 led by its chosen node 3: %v\n%s", err, out)
+	}
+	lead("1", "--clear")
+	waitGroupLeaders(t, c.nodes, 3, preferred)
 }
 
 // A data directory keeps the group count it was created with: a node

@@ -281,6 +281,7 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 	}
 	h.one((&PruneRequestsCommand{NowMs: later, Limit: MaxPruneLimit}).Encode())
 	h.one((&SeedIDsCommand{Base: 1 << 44}).Encode())
+	h.one((&PreferLeaderCommand{Group: 1, Node: "2"}).Encode())
 	for {
 		r := h.one((&TickCommand{NowMs: later, Limit: 1000}).Encode()).(TickResult)
 		if r.PrunedKV < 1000 && r.Fired < 1000 {

@@ -62,7 +62,8 @@ const (
 	CmdKeyed         CommandType = 38
 	CmdPruneRequests CommandType = 39
 	// Raft groups (seedids.go), log format 2.
-	CmdSeedIDs CommandType = 40
+	CmdSeedIDs      CommandType = 40
+	CmdPreferLeader CommandType = 41
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.

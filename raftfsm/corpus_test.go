@@ -159,6 +159,9 @@ func corpusScenario() []corpusEntry {
 		{"prune-requests", &PruneRequestsCommand{NowMs: later + 700_000, Limit: 100}},
 		// A data group's first entry: its ids from then on are its own.
 		{"seed-ids", &SeedIDsCommand{Base: 1 << 44}},
+		// An operator moves group 2's leadership to node 3, then back.
+		{"prefer-leader", &PreferLeaderCommand{Group: 2, Node: "3"}},
+		{"prefer-leader-cleared", &PreferLeaderCommand{Group: 2}},
 	}
 }
 

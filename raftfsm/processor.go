@@ -137,6 +137,7 @@ func init() {
 	register(CmdKeyed, decodeKeyed, func(c *KeyedCommand) int64 { return c.NowMs }, (*Processor).keyed)
 	register(CmdPruneRequests, decodePruneRequests, func(c *PruneRequestsCommand) int64 { return c.NowMs }, (*Processor).pruneRequests)
 	register(CmdSeedIDs, decodeSeedIDs, nil, (*Processor).seedIDs)
+	register(CmdPreferLeader, decodePreferLeader, nil, (*Processor).preferLeader)
 }
 
 func (p *Processor) pruneDedup(tx *store.Tx, meta *store.Meta, c *PruneDedupCommand) PruneDedupResult {

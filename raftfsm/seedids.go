@@ -81,3 +81,42 @@ func CheckEntry(entry []byte) error {
 	_, err := dec(entry[1:])
 	return err
 }
+
+// PreferLeaderCommand records, in group 0, the node raft group Group
+// should be led by (Node "" forgets the preference: the group goes back to
+// the voter its id picks). The leader of that group hands leadership over
+// whenever the node can lead (raftgroups). The answer is nothing.
+type PreferLeaderCommand struct {
+	Group uint32
+	Node  string
+}
+
+func (c *PreferLeaderCommand) since() LogFormat { return LogFormat2 }
+
+// Encode returns the raft entry for the command.
+func (c *PreferLeaderCommand) Encode() []byte {
+	e := encoder{}
+	e.byte(byte(CmdPreferLeader))
+	e.uvarint(uint64(c.Group))
+	e.string(c.Node)
+	return e.b
+}
+
+func decodePreferLeader(b []byte) (*PreferLeaderCommand, error) {
+	d := decoder{b: b}
+	g := d.uvarint()
+	c := &PreferLeaderCommand{Group: uint32(g), Node: d.string()}
+	if g > 1<<32-1 {
+		return nil, fmt.Errorf("raftfsm: raft group %d", g)
+	}
+	return c, d.finish()
+}
+
+func (p *Processor) preferLeader(tx *store.Tx, _ *store.Meta, c *PreferLeaderCommand) any {
+	if c.Node == "" {
+		must(tx.DeleteLeaderPreference(c.Group))
+	} else {
+		must(tx.PutLeaderPreference(c.Group, c.Node))
+	}
+	return nil
+}

@@ -50,3 +50,25 @@ func TestDecodeAnswerOfAKeyedEntry(t *testing.T) {
 		t.Fatalf("read back %#v", r)
 	}
 }
+
+func TestFSM_PreferLeader(t *testing.T) {
+	f := newFSM(t)
+	pref := func() (string, bool) {
+		var node string
+		var found bool
+		if err := f.store.View(func(tx *store.Tx) (err error) { node, found, err = tx.LeaderPreference(2); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return node, found
+	}
+	if a := f.ApplyBatch(logs(1, (&PreferLeaderCommand{Group: 2, Node: "3"}).Encode()))[0]; a != nil {
+		t.Fatalf("answered %v, want nothing", a)
+	}
+	if node, found := pref(); !found || node != "3" {
+		t.Fatalf("preference %q %v, want node 3", node, found)
+	}
+	f.ApplyBatch(logs(2, (&PreferLeaderCommand{Group: 2}).Encode()))
+	if node, found := pref(); found {
+		t.Fatalf("preference %q after it was cleared", node)
+	}
+}

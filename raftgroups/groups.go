@@ -42,10 +42,11 @@ type Group struct {
 
 // Set is the node's groups, indexed by id.
 type Set struct {
-	groups  []*Group
-	self    raft.ServerID
-	log     *slog.Logger
-	canLead func(id string) bool
+	groups     []*Group
+	self       raft.ServerID
+	log        *slog.Logger
+	canLead    func(id string) bool
+	preference func(group uint32) string
 
 	mu          sync.Mutex
 	unreachable map[uint32]map[raft.ServerID]bool // per group, peers whose heartbeats fail
@@ -67,6 +68,9 @@ type Config struct {
 	// now (nil: any reachable voter may): a node whose disk is full, or
 	// that is shutting down, should not get it back.
 	CanLead func(id string) bool
+	// Preference answers the node an operator chose to lead a group (""
+	// for none: the voter its id picks); nil: no choices.
+	Preference func(group uint32) string
 }
 
 // MaxGroups bounds the raft groups of a cluster: each runs its own
@@ -97,7 +101,7 @@ func Start(meta *Group, cfg Config, log *slog.Logger) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Set{groups: []*Group{meta}, self: raft.ServerID(cfg.Node.ID), log: log, canLead: cfg.CanLead,
+	s := &Set{groups: []*Group{meta}, self: raft.ServerID(cfg.Node.ID), log: log, canLead: cfg.CanLead, preference: cfg.Preference,
 		unreachable: map[uint32]map[raft.ServerID]bool{}, notBefore: map[uint32]time.Time{}}
 	for id := uint32(1); id < uint32(count); id++ {
 		g, err := startGroup(id, cfg)
@@ -359,6 +363,11 @@ func (s *Set) balance(g *Group) {
 		return
 	}
 	target, ok := Preferred(servers, g.ID)
+	if s.preference != nil {
+		if id := s.preference(g.ID); id != "" {
+			target, ok = voter(servers, raft.ServerID(id))
+		}
+	}
 	if !ok || target.ID == s.self {
 		return
 	}
@@ -394,6 +403,16 @@ func Preferred(servers []raft.Server, id uint32) (raft.Server, bool) {
 	}
 	slices.SortFunc(voters, func(a, b raft.Server) int { return compareIDs(string(a.ID), string(b.ID)) })
 	return voters[int(id)%len(voters)], true
+}
+
+// voter finds id among the voters of servers.
+func voter(servers []raft.Server, id raft.ServerID) (raft.Server, bool) {
+	for _, sv := range servers {
+		if sv.ID == id && sv.Suffrage == raft.Voter {
+			return sv, true
+		}
+	}
+	return raft.Server{}, false
 }
 
 // compareIDs orders node ids as numbers when both are, else as text.

@@ -382,6 +382,9 @@ func (s *Server) raftGroupsJSON() []raftGroupJSON {
 		if g.LeaderID != "" {
 			gj.Leader = ptr(json.Number(g.LeaderID))
 		}
+		if node, err := s.svc.LeaderPreference(uint32(id)); err == nil && node != "" {
+			gj.PreferredLeader = ptr(json.Number(node))
+		}
 		out = append(out, gj)
 	}
 	return out
@@ -395,6 +398,8 @@ type raftGroupJSON struct {
 	Term    uint64       `json:"term"`
 	Commit  uint64       `json:"commit"`
 	Applied uint64       `json:"applied"`
+	// PreferredLeader is the node an operator chose to lead the group.
+	PreferredLeader *json.Number `json:"preferredLeader,omitempty"`
 }
 
 // resourcesJSON is what a node uses of its machine. DiskUsedBytes and

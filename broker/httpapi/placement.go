@@ -219,3 +219,38 @@ func (s *Server) applyEntry(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, applied)
 }
+
+// preferLeader sets (PUT, {"node"}) or clears (DELETE) the node an
+// operator chose to lead a raft group; the group's leader hands it over
+// within seconds, whenever that node can lead.
+func (s *Server) preferLeader(w http.ResponseWriter, r *http.Request) {
+	g, err := strconv.ParseUint(r.PathValue("group"), 10, 32)
+	if err != nil || g >= uint64(max(len(s.groups), 1)) {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("this cluster has no raft group %q", r.PathValue("group")))
+		return
+	}
+	var req struct {
+		Node json.Number `json:"node"`
+	}
+	if r.Method == http.MethodPut {
+		if !decodeBody(w, r, &req) {
+			return
+		}
+		if req.Node == "" {
+			writeError(w, http.StatusBadRequest, "invalid", "node names the voter to lead the group")
+			return
+		}
+	}
+	if err := s.svc.PreferLeader(uint32(g), req.Node.String()); err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"group": g, "preferredLeader": nullIfEmptyString(req.Node.String())})
+}
+
+func nullIfEmptyString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

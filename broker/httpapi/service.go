@@ -30,6 +30,8 @@ type Broker interface {
 	Snapshot() (uint64, error)
 	Backup() (*raftfsm.Backup, error)
 	ApplyEntry(entry []byte) (broker.AppliedEntry, error) // placement.go
+	PreferLeader(group uint32, node string) error
+	LeaderPreference(group uint32) (string, error)
 
 	// Messages (messages.go).
 	Push(ctx context.Context, items []broker.PushItem) ([]broker.PushResult, error)

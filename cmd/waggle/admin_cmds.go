@@ -207,14 +207,17 @@ func newGroupCmd(o *clientOptions) *cobra.Command {
 // each group's leader and every reachable member's role in it.
 func showRaftGroups(c *cobra.Command, cl clusterInfo) {
 	type row struct {
-		leader string
-		roles  []string
+		leader, chosen string
+		roles          []string
 	}
 	var groups []row
 	for _, m := range cl.Members {
 		for _, g := range m.Groups {
 			for len(groups) <= g.ID {
-				groups = append(groups, row{leader: "-"})
+				groups = append(groups, row{leader: "-", chosen: "-"})
+			}
+			if g.PreferredLeader != nil {
+				groups[g.ID].chosen = strconv.Itoa(*g.PreferredLeader)
 			}
 			groups[g.ID].roles = append(groups[g.ID].roles, fmt.Sprintf("%d:%s", m.ID, g.Role))
 			if g.Role == "leader" {
@@ -227,9 +230,9 @@ func showRaftGroups(c *cobra.Command, cl clusterInfo) {
 	}
 	fmt.Fprintln(c.OutOrStdout())
 	t := newTable(c.OutOrStdout())
-	t.row("GROUP", "LEADER", "MEMBERS")
+	t.row("GROUP", "LEADER", "CHOSEN LEADER", "MEMBERS")
 	for id, g := range groups {
-		t.row(id, g.leader, strings.Join(g.roles, " "))
+		t.row(id, g.leader, g.chosen, strings.Join(g.roles, " "))
 	}
 	t.flush()
 }
@@ -290,7 +293,40 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 			}
 			return show(c, cl)
 		}}
-	cmd.AddCommand(status, add, remove)
+	var clear bool
+	lead := &cobra.Command{Use: "lead GROUP [NODE]", Short: "Choose the node that leads a raft group (--clear: back to the default)",
+		Long: "Choose the voter that leads raft group GROUP (clusters with --data-groups): the group's leader hands leadership\n" +
+			"over within seconds, whenever the node can lead. --clear forgets the choice.",
+		Example: "  waggle cluster lead 1 3        # raft group 1 led by node 3\n  waggle cluster lead 1 --clear  # back to the default spread",
+		Args:    cobra.RangeArgs(1, 2),
+		RunE: func(c *cobra.Command, args []string) error {
+			path := "/api/v1/cluster/groups/" + url.PathEscape(args[0]) + "/leader"
+			var out struct {
+				Group           int     `json:"group"`
+				PreferredLeader *string `json:"preferredLeader"`
+			}
+			var err error
+			switch {
+			case clear && len(args) == 1:
+				_, err = o.client().call(http.MethodDelete, path, nil, &out)
+			case !clear && len(args) == 2:
+				_, err = o.client().call(http.MethodPut, path, map[string]string{"node": args[1]}, &out)
+			default:
+				return errors.New("give GROUP NODE, or GROUP --clear")
+			}
+			if err != nil {
+				return err
+			}
+			return o.print(c, out, func(*tableWriter) {
+				if out.PreferredLeader == nil {
+					fmt.Fprintf(c.OutOrStdout(), "raft group %d: no chosen leader (the voter its id picks leads it)\n", out.Group)
+					return
+				}
+				fmt.Fprintf(c.OutOrStdout(), "raft group %d: node %s leads it once it takes over\n", out.Group, *out.PreferredLeader)
+			})
+		}}
+	lead.Flags().BoolVar(&clear, "clear", false, "forget the chosen leader")
+	cmd.AddCommand(status, add, remove, lead)
 	return cmd
 }
 

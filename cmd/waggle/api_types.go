@@ -115,6 +115,8 @@ type clusterInfo struct {
 			Leader  *int   `json:"leader"`
 			Term    uint64 `json:"term"`
 			Applied uint64 `json:"applied"`
+			// PreferredLeader: the node an operator chose to lead it.
+			PreferredLeader *int `json:"preferredLeader"`
 		} `json:"groups"`
 	} `json:"members"`
 }

@@ -268,6 +268,10 @@ func serve(ctx context.Context, o serveOptions) error {
 		Count: o.dataGroups, DataDir: o.dataDir, Node: nodeConfig, NewService: newService,
 		OpenStore: func(dir string) (*store.Store, error) { return store.Open(dir, newBadgerLogger(log)) },
 		CanLead:   canLead(svc, nodeClient(peerTLS, authConf.BootstrapToken), scheme),
+		Preference: func(g uint32) string {
+			node, _ := svc.LeaderPreference(g) // unreadable: no choice, the default placement
+			return node
+		},
 	}, log)
 	if err != nil {
 		return err

@@ -1,0 +1,35 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// Leadership preferences of raft groups, kept in group 0's store.
+//
+//	familyLeaderPref [0x33] group(4) -> node id
+//
+// A raft group with a preference is handed to that node whenever it can
+// lead (raftgroups); without one, to the voter its id picks.
+const familyLeaderPref byte = 0x33
+
+func leaderPrefKey(group uint32) []byte {
+	return binary.BigEndian.AppendUint32([]byte{familyLeaderPref}, group)
+}
+
+// PutLeaderPreference records the node raft group group should be led by.
+func (t *Tx) PutLeaderPreference(group uint32, node string) error {
+	return t.set(leaderPrefKey(group), []byte(node))
+}
+
+// DeleteLeaderPreference forgets group's preference.
+func (t *Tx) DeleteLeaderPreference(group uint32) error { return t.del(leaderPrefKey(group)) }
+
+// LeaderPreference answers the node group should be led by, if one was set.
+func (t *Tx) LeaderPreference(group uint32) (string, bool, error) {
+	b, err := t.get(leaderPrefKey(group))
+	if errors.Is(err, ErrNotFound) {
+		return "", false, nil
+	}
+	return string(b), err == nil, err
+}
