@@ -32,6 +32,7 @@ import (
 //	0x16–0x17: segment streams, see data.go
 //	0x18–0x1D: Kafka transactions, see txn.go
 //	0x30–0x32: log compaction, see compact.go
+//	0x33: the chosen leaders of raft groups, see leaders.go
 //
 // Badger keys are at most 65,000 bytes and a transactionId may be 65,535,
 // so ids longer than maxRawIDKey are keyed by their SHA-256 in their own
