@@ -22,16 +22,17 @@ import (
 // the cluster's shape (its members' addresses, users, tokens); a data
 // group's service reads those from group 0's.
 
-// JoinGroup makes s the service of data group id, beside meta (group 0's
-// service). Its writes then mint ids in the group's own range (a SeedIDs
-// entry goes first), and Forwarding hands writes to the group's leader
-// through client (scheme "http" or "https"). Call before serving.
+// JoinGroup makes s the service of raft group id, beside meta (group 0's
+// service; nil for group 0 itself). A data group's writes then mint ids in
+// the group's own range (a SeedIDs entry goes first), and Forwarding hands
+// writes to the group's leader through client (scheme "http" or "https").
+// Call before serving.
 func (s *Service) JoinGroup(id uint32, meta *Service, client *http.Client, scheme string) {
 	s.group, s.meta = id, meta
 	s.idBase = placement.IDBase(id)
-	fwd := *s.settings()
+	fwd := s.settings()
 	fwd.remote = &remoteApply{client: client, scheme: scheme}
-	s.forwarding = &fwd
+	s.forwarding = fwd
 }
 
 // Group is the raft group this service serves (0: the metadata group).
@@ -64,8 +65,8 @@ func (s *Service) registry() *store.Store {
 	return s.store
 }
 
-// seedIDs applies the group's SeedIDs entry before its first write of this
-// leadership, unless the counter is already in the group's range.
+// seedIDs applies the group's SeedIDs entry before the first write this
+// node proposes in it, unless the counter is already in the group's range.
 func (s *Service) seedIDs() error {
 	if s.idBase == 0 || s.seeded.Load() {
 		return nil
