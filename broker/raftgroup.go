@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -170,23 +171,45 @@ func (s *Service) proposeRemote(cmd raftfsm.Command) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: reading group %d's leader's answer: %v", ErrOutcomeUnknown, s.group, err)
 	}
-	switch resp.StatusCode {
-	case http.StatusOK:
-	case http.StatusServiceUnavailable:
-		return nil, fmt.Errorf("%w: group %d's leader at %s: %s", ErrOutcomeUnknown, s.group, addr, bytes.TrimSpace(body))
-	default:
-		return nil, fmt.Errorf("group %d's leader at %s answered %d: %s", s.group, addr, resp.StatusCode, bytes.TrimSpace(body))
+	if resp.StatusCode != http.StatusOK {
+		return nil, remoteError(s.group, addr, resp.StatusCode, body)
 	}
 	var applied AppliedEntry
 	if err := json.Unmarshal(body, &applied); err != nil {
 		return nil, fmt.Errorf("%w: group %d's leader's answer: %v", ErrOutcomeUnknown, s.group, err)
 	}
 	answer, err := raftfsm.DecodeAnswer(entry, applied.Answer)
-	if err != nil {
-		return nil, err
+	if err != nil { // applied, but its answer is unreadable here
+		return nil, fmt.Errorf("%w: group %d's leader's answer: %v", ErrOutcomeUnknown, s.group, err)
 	}
 	s.awaitApplied(applied.Index, 2*time.Second)
 	return answer, nil
+}
+
+// remoteError turns a group leader's refusal of a forwarded entry back
+// into the broker error it answered, so the caller answers as for a write
+// of its own: what the leader refused with nothing written stays so.
+func remoteError(group uint32, addr string, status int, body []byte) error {
+	var e struct{ Error, Code string }
+	json.Unmarshal(body, &e)
+	var kind error
+	switch e.Code {
+	case "no_leader", "overloaded":
+		kind = ErrNotLeader // not appended: try again
+	case "upgrade_in_progress":
+		kind = ErrUpgradeInProgress
+	case "storage_full":
+		kind = ErrStorageFull
+	case "invalid_request":
+		kind = ErrInvalid
+	case "too_large":
+		kind = ErrTooLarge
+	case "not_found":
+		kind = ErrNotFound
+	default: // outcome_unknown, or anything else: it may have been applied
+		kind = ErrOutcomeUnknown
+	}
+	return fmt.Errorf("%w: group %d's leader at %s answered %d: %s", kind, group, addr, status, cmp.Or(e.Error, string(bytes.TrimSpace(body))))
 }
 
 // awaitApplied waits until this node has applied index, or for wait.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -96,6 +97,11 @@ func TestDataGroupsSpreadKafkaPartitionLeaders(t *testing.T) {
 		t.Fatalf("produce requests by broker: %s; want all 3 brokers", sent)
 	}
 	t.Logf("produce requests by broker: %s", sent)
+
+	// __consumer_offsets is served by the broker Metadata names for it.
+	if ends, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), "__consumer_offsets"); err != nil || ends.Error() != nil {
+		t.Fatalf("end offsets of __consumer_offsets: %v %v", err, ends.Error())
+	}
 
 	// A franz-go group consumer reads the 12 partitions whole, commits,
 	// and a second member of the group resumes after the commits.

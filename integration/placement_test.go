@@ -84,6 +84,25 @@ func TestDataGroupsPlaceQueuesAndRouteRequests(t *testing.T) {
 		return nil
 	})
 
+	// A group that read one queue only is deleted too: the raft groups
+	// that never knew it are no reason to refuse.
+	if status, popped := c.nodes[1].pop(t, queues[1], map[string]string{"consumerGroup": "audit", "batch": "1"}); status != http.StatusOK || len(popped.Messages) != 1 {
+		t.Fatalf("audit's pop: status %d, %d messages", status, len(popped.Messages))
+	}
+	if status := do(t, http.MethodDelete, c.nodes[0].url("/api/v1/consumer-groups/audit"), nil, nil); status != http.StatusOK {
+		t.Fatalf("delete audit, which has positions in one raft group: status %d", status)
+	}
+	if status := do(t, http.MethodDelete, c.nodes[0].url("/api/v1/consumer-groups/nobody"), nil, nil); status != http.StatusNotFound {
+		t.Fatalf("delete a group no raft group knows: status %d, want 404", status)
+	}
+	// A queue's dead letters are listed from its group.
+	for _, q := range queues {
+		var dl struct{ Messages []any }
+		if status := getJSON(t, c.nodes[2].url("/api/v1/dlq?queue="+q), &dl); status != http.StatusOK {
+			t.Fatalf("dead letters of %s: status %d", q, status)
+		}
+	}
+
 	// Deleting the consumer group through node 3 deletes its positions in
 	// each group, wherever the group's leader is (a write forwarded to it).
 	if status := do(t, http.MethodDelete, c.nodes[2].url("/api/v1/consumer-groups/billing"), nil, nil); status != http.StatusOK {

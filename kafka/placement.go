@@ -22,12 +22,7 @@ import (
 
 // topic is the broker of the raft group that owns a topic (or a
 // transactional id).
-func (s *Server) topic(name string) Broker {
-	if len(s.cfg.Groups) <= 1 {
-		return s.svc
-	}
-	return s.cfg.Groups[placement.Group(name, len(s.cfg.Groups))]
-}
+func (s *Server) topic(name string) Broker { return s.group(s.placedIn(name)) }
 
 // group is the broker of raft group g (svc with one group).
 func (s *Server) group(g uint32) Broker {
@@ -38,7 +33,12 @@ func (s *Server) group(g uint32) Broker {
 }
 
 // placedIn reports the group of a topic (0 with one group).
+// __consumer_offsets, which Metadata lists with the controller as its
+// leader, is group 0's.
 func (s *Server) placedIn(name string) uint32 {
+	if isInternalTopic(name) {
+		return 0
+	}
 	return placement.Group(name, max(len(s.cfg.Groups), 1))
 }
 

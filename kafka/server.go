@@ -111,6 +111,9 @@ func New(svc Broker, cfg Config, log *slog.Logger) *Server {
 	if cfg.InFlightBytes <= 0 {
 		cfg.InFlightBytes = DefaultConfig().InFlightBytes
 	}
+	if len(cfg.Groups) != len(cfg.Forwarding) {
+		panic("kafka: Config.Groups and Config.Forwarding list the same raft groups")
+	}
 	def := DefaultConsumerGroupConfig()
 	if cfg.ConsumerGroups.SessionTimeout <= 0 {
 		cfg.ConsumerGroups.SessionTimeout = def.SessionTimeout

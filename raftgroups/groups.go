@@ -365,7 +365,9 @@ func (s *Set) balance(g *Group) {
 	target, ok := Preferred(servers, g.ID)
 	if s.preference != nil {
 		if id := s.preference(g.ID); id != "" {
-			target, ok = voter(servers, raft.ServerID(id))
+			if chosen, isVoter := voter(servers, raft.ServerID(id)); isVoter {
+				target, ok = chosen, true // else: a node removed since, the default applies
+			}
 		}
 	}
 	if !ok || target.ID == s.self {

@@ -37,7 +37,7 @@ func (s *Server) backup(w http.ResponseWriter, r *http.Request) {
 				fmt.Sprintf("this cluster runs %d raft groups and a backup holds one: name it with ?group= (waggle backup takes them all)", len(s.groups)))
 			return
 		case err != nil || g >= uint64(len(s.groups)):
-			writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("?group= names no raft group of the %d", len(s.groups)))
+			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("?group= names no raft group of the %d", len(s.groups)))
 			return
 		}
 		b = s.groups[g]

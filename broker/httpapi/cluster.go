@@ -341,13 +341,33 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 
 // snapshot takes a raft snapshot on this node (not forwarded: snapshots
 // are per node) and answers its index.
+//
+// With several raft groups each takes one; index is group 0's and groups
+// lists every group's.
 func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) {
 	index, err := s.svc.Snapshot()
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]uint64{"index": index})
+	if len(s.groups) <= 1 {
+		writeJSON(w, http.StatusOK, map[string]uint64{"index": index})
+		return
+	}
+	type groupSnapshot struct {
+		Group uint32 `json:"group"`
+		Index uint64 `json:"index"`
+	}
+	out := []groupSnapshot{{0, index}}
+	for g, b := range s.groups[1:] {
+		i, err := b.Snapshot()
+		if err != nil {
+			s.writeBrokerError(w, fmt.Errorf("raft group %d: %w", g+1, err))
+			return
+		}
+		out = append(out, groupSnapshot{uint32(g + 1), i})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"index": index, "groups": out})
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -211,8 +212,20 @@ func (s *Server) seek(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) deleteGroup(w http.ResponseWriter, r *http.Request) {
 	// A consumer group has positions in every raft group holding a
-	// queue it read: each group deletes its own.
-	err := s.eachGroup(func(b Broker) error { return b.DeleteGroup(r.Context(), r.PathValue("group")) })
+	// queue it read: each group deletes its own, and the group is unknown
+	// only when no raft group knew it.
+	found := false
+	err := s.eachGroup(func(b Broker) error {
+		err := b.DeleteGroup(r.Context(), r.PathValue("group"))
+		if errors.Is(err, broker.ErrNotFound) {
+			return nil
+		}
+		found = found || err == nil
+		return err
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("consumer group %q: %w", r.PathValue("group"), broker.ErrNotFound)
+	}
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -242,9 +255,18 @@ type replayedAsJSON struct {
 	Offset    uint64 `json:"offset"`
 }
 
+// maxDeadLetters is the most dead letters a list answers (what one raft
+// group's list holds at most).
+const maxDeadLetters = 10_000
+
 func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
+	// A queue's dead letters are in its group; without one, every group's.
 	queue := r.URL.Query().Get("queue")
-	dls, err := gather(s, func(b Broker) ([]broker.DeadLetter, error) { return b.DeadLetters(queue) })
+	dls, err := s.b(r).DeadLetters(queue)
+	if queue == "" {
+		dls, err = gather(s, func(b Broker) ([]broker.DeadLetter, error) { return b.DeadLetters("") })
+		dls = dls[:min(len(dls), maxDeadLetters)] // as one group lists at most
+	}
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return

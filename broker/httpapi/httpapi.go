@@ -87,6 +87,9 @@ func New(svc Broker, log *slog.Logger, opts Options) *Server {
 	if opts.InFlightBytes <= 0 {
 		opts.InFlightBytes = DefaultInFlightBytes
 	}
+	if len(opts.Groups) != len(opts.Forwarding) {
+		panic("httpapi: Options.Groups and Options.Forwarding list the same raft groups")
+	}
 	s := &Server{svc: svc, mux: http.NewServeMux(), log: log, metrics: opts.Metrics, peers: newPeerLinks(opts.PeerTLS), auth: opts.Auth,
 		inFlight: semaphore.NewWeighted(opts.InFlightBytes), version: opts.Version, started: time.Now(),
 		kafkaGroups: opts.KafkaGroups, diskUsage: opts.DiskUsage, raftGroups: opts.RaftGroups,
@@ -145,7 +148,7 @@ func (s *Server) routes() {
 	handle(http.MethodPost, "/api/v1/ack", need(read, queue, ""), s.placed(byBody, s.keyedWrite(s.ack, true)))
 	handle(http.MethodPost, "/api/v1/ack/batch", need(read, queue, ""), s.placed(byBody, s.keyedWrite(s.ackBatch, true)))
 	handle(http.MethodPost, "/api/v1/lease/{leaseId}/extend", need(read, queue, ""), s.placed(byID("leaseId"), s.leaderOnly(s.extendLease)))
-	handle(http.MethodGet, "/api/v1/dlq", need(read, global, ""), s.listDeadLetters)
+	handle(http.MethodGet, "/api/v1/dlq", need(read, global, ""), s.placed(byQuery("queue"), s.listDeadLetters))
 	handle(http.MethodPost, "/api/v1/dlq/{id}/replay", need(write, queue, ""), s.placed(byID("id"), s.leaderOnly(s.replayDeadLetter)))
 	handle(http.MethodDelete, "/api/v1/dlq/{id}", need(write, queue, ""), s.placed(byID("id"), s.leaderOnly(s.deleteDeadLetter)))
 	handle(http.MethodDelete, "/api/v1/dlq", need(write, queue, ""), s.placed(byQuery("queue"), s.leaderOnly(s.purgeDeadLetters)))

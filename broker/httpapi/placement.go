@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/waggle-mq/waggle/placement"
+	"github.com/waggle-mq/waggle/raftfsm"
 )
 
 // With several raft groups (Options.Groups), every request is served by
@@ -191,6 +192,21 @@ func gather[T any](s *Server, fn func(Broker) ([]T, error)) ([]T, error) {
 	return out, nil
 }
 
+// maxForwardedEntry bounds an entry another node forwards: the largest
+// one forwarding sends, a transactional offset commit of
+// raftfsm.MaxOffsetsPerEntry offsets with their metadata, is about 41 MB.
+const maxForwardedEntry = 64 << 20
+
+// forwardable are the command types a node forwards to a group's leader
+// (broker.Service.Forwarding): what writes to several groups at once, or
+// in a group led elsewhere, sends. Anything else, say a SeedIDs with
+// another group's range, is refused.
+var forwardable = map[raftfsm.CommandType]bool{
+	raftfsm.CmdDeleteOffsets: true, raftfsm.CmdCommitOffsets: true, raftfsm.CmdTxnOffsetCommit: true,
+	raftfsm.CmdCreateTopic: true, raftfsm.CmdDeleteQueue: true, raftfsm.CmdAlterTopic: true, raftfsm.CmdAddPartitions: true,
+	raftfsm.CmdDeleteDeadLetters: true, raftfsm.CmdKeyed: true,
+}
+
 // applyEntry applies a raft entry another node of a data group sent to
 // this node as the group's leader (broker.Service.Forwarding): the body is
 // the encoded command, ?group= the group.
@@ -199,17 +215,21 @@ func (s *Server) applyEntry(w http.ResponseWriter, r *http.Request) {
 	b := s.svc
 	switch {
 	case err != nil:
-		writeError(w, http.StatusBadRequest, "invalid", "?group= names no raft group")
+		writeError(w, http.StatusBadRequest, "invalid_request", "?group= names no raft group")
 		return
 	case len(s.groups) > 0 && g >= uint64(len(s.groups)) || len(s.groups) == 0 && g > 0:
-		writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("this cluster has no raft group %d", g))
+		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("this cluster has no raft group %d", g))
 		return
 	case len(s.groups) > 0:
 		b = s.groups[g]
 	}
-	entry, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	entry, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxForwardedEntry))
 	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "an entry is at most 1 MiB here")
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("a forwarded entry is at most %d bytes", maxForwardedEntry))
+		return
+	}
+	if len(entry) == 0 || !forwardable[raftfsm.CommandType(entry[0])] {
+		writeError(w, http.StatusBadRequest, "invalid_request", "not an entry another node forwards")
 		return
 	}
 	applied, err := b.ApplyEntry(entry)
@@ -237,7 +257,7 @@ func (s *Server) preferLeader(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if req.Node == "" {
-			writeError(w, http.StatusBadRequest, "invalid", "node names the voter to lead the group")
+			writeError(w, http.StatusBadRequest, "invalid_request", "node names the voter to lead the group")
 			return
 		}
 	}

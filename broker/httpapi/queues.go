@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/waggle-mq/waggle/auth"
@@ -84,6 +86,7 @@ func (s *Server) configure(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 	qs, err := gather(s, Broker.Queues)
+	slices.SortFunc(qs, func(a, b broker.QueueInfo) int { return strings.Compare(a.Name, b.Name) })
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return

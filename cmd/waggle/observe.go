@@ -12,9 +12,10 @@ import (
 	"github.com/waggle-mq/waggle/store"
 )
 
-// observe registers the gauges read at scrape time (raft state, badger
-// sizes, consumer-group lag) and counts leader changes until ctx ends.
-func observe(ctx context.Context, m *metrics.Metrics, node *raftfsm.Node, st *store.Store, svc *broker.Service) {
+// observe registers the gauges read at scrape time (raft state and badger
+// sizes of group 0, consumer-group lag and pending deletes of every raft
+// group in all) and counts group 0's leader changes until ctx ends.
+func observe(ctx context.Context, m *metrics.Metrics, node *raftfsm.Node, st *store.Store, svc *broker.Service, all []*broker.Service) {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
@@ -30,10 +31,14 @@ func observe(ctx context.Context, m *metrics.Metrics, node *raftfsm.Node, st *st
 		gauge("waggle_storage_full", "1 while writes that add data are refused for lack of disk space (--storage-min-free-mib).",
 			func() float64 { return oneIf(svc.StorageFull()) }),
 		gauge("waggle_pending_deletes", "Deleted queues and groups whose data is still being removed.", func() float64 {
-			n, _ := svc.PendingDeletes()
-			return float64(n)
+			total := 0
+			for _, g := range all {
+				n, _ := g.PendingDeletes()
+				total += n
+			}
+			return float64(total)
 		}),
-		&cursorCollector{svc: svc,
+		&cursorCollector{svcs: all,
 			lag: prometheus.NewDesc("waggle_group_lag_messages",
 				"Messages a consumer group has yet to read, per queue partition.", []string{"group", "queue", "partition"}, nil),
 			expired: prometheus.NewDesc("waggle_group_expired_messages",
@@ -54,19 +59,25 @@ func oneIf(b bool) float64 {
 // cursorCollector reports every group's lag, and the messages retention
 // took from it, at scrape time.
 type cursorCollector struct {
-	svc          *broker.Service
+	svcs         []*broker.Service // every raft group's: a queue's cursors are in its group
 	lag, expired *prometheus.Desc
 }
 
 func (c *cursorCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.lag; ch <- c.expired }
 
 func (c *cursorCollector) Collect(ch chan<- prometheus.Metric) {
-	groups, err := c.svc.OffsetGroups()
+	for _, svc := range c.svcs {
+		c.collect(ch, svc)
+	}
+}
+
+func (c *cursorCollector) collect(ch chan<- prometheus.Metric, svc *broker.Service) {
+	groups, err := svc.OffsetGroups()
 	if err != nil {
 		return
 	}
 	for _, g := range groups {
-		cursors, err := c.svc.GroupCursors(g)
+		cursors, err := svc.GroupCursors(g)
 		if err != nil {
 			continue
 		}

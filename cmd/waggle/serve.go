@@ -259,7 +259,6 @@ func serve(ctx context.Context, o serveOptions) error {
 		return svc
 	}
 	svc := newService(node, st)
-	observe(ctx, m, node, st, svc)
 	scheme, peerTLS := "http", (*tls.Config)(nil) // how this node reaches the others' HTTP
 	if tlsConf != nil {
 		scheme, peerTLS = "https", tlsConf.Client
@@ -282,6 +281,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		}
 	}()
 	groups, forwarding := joinGroups(set, nodeClient(peerTLS, authConf.BootstrapToken), scheme)
+	observe(ctx, m, node, st, svc, mapAll(set.All(), func(g *raftgroups.Group) *broker.Service { return g.Svc }))
 	for _, g := range set.All() {
 		go g.Svc.RunMaintenance(ctx, time.Second, groupLog(log, set, g))
 	}
@@ -301,8 +301,8 @@ func serve(ctx context.Context, o serveOptions) error {
 	o.kafka.Metrics = m
 	o.kafka.DataDir = o.dataDir
 	o.kafka.Auth = kafka.AuthConfig{Enabled: o.authOn, AllowPlain: tlsConf != nil || o.insecure}
-	o.kafka.Groups = brokers(groups, func(s *broker.Service) kafka.Broker { return s })
-	o.kafka.Forwarding = brokers(forwarding, func(s *broker.Service) kafka.Broker { return s })
+	o.kafka.Groups = mapAll(groups, func(s *broker.Service) kafka.Broker { return s })
+	o.kafka.Forwarding = mapAll(forwarding, func(s *broker.Service) kafka.Broker { return s })
 	ks := kafka.New(svc, o.kafka, log)
 	defer ks.Close()
 	markFull := storageFull(svc, nodeClient(peerTLS, authConf.BootstrapToken), scheme, log)
@@ -314,8 +314,8 @@ func serve(ctx context.Context, o serveOptions) error {
 	}, log)
 	srv := &http.Server{Handler: httpapi.New(svc, log, httpapi.Options{Metrics: m, PeerTLS: peerTLS, Auth: authConf, Version: version,
 		KafkaGroups: ks.DescribeGroup, DiskUsage: func() (uint64, uint64, error) { return diskUsage(o.dataDir) },
-		RaftGroups: groupHealth(set), Groups: brokers(groups, func(s *broker.Service) httpapi.Broker { return s }),
-		Forwarding: brokers(forwarding, func(s *broker.Service) httpapi.Broker { return s })}), ReadHeaderTimeout: 10 * time.Second}
+		RaftGroups: groupHealth(set), Groups: mapAll(groups, func(s *broker.Service) httpapi.Broker { return s }),
+		Forwarding: mapAll(forwarding, func(s *broker.Service) httpapi.Broker { return s })}), ReadHeaderTimeout: 10 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
 	go func() {
@@ -563,11 +563,12 @@ func joinGroups(set *raftgroups.Set, client *http.Client, scheme string) (groups
 	return groups, forwarding
 }
 
-// brokers lists services as the interface I a listener takes.
-func brokers[I any](svcs []*broker.Service, as func(*broker.Service) I) []I {
-	var out []I
-	for _, s := range svcs {
-		out = append(out, as(s))
+// mapAll converts each of in: services to the interface a listener
+// takes, groups to their services.
+func mapAll[T, U any](in []T, as func(T) U) []U {
+	var out []U
+	for _, v := range in {
+		out = append(out, as(v))
 	}
 	return out
 }
