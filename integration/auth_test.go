@@ -487,3 +487,40 @@ func TestExposedListenerWithoutAuthRefusesToStart(t *testing.T) {
 		return nil
 	}, n.logTail)
 }
+
+// With TLS, auth and three raft groups, a write one node makes in groups
+// other nodes lead (deleting a consumer group everywhere) reaches those
+// leaders through the internal apply route, authenticated by the node's
+// certificate; a client token without manage permission cannot use that
+// route itself.
+func TestDataGroupsForwardWithTLSAndAuth(t *testing.T) {
+	certs := devCerts(t, 3)
+	trustCA(t, certs)
+	c := newCluster(t, 3)
+	for i, n := range c.nodes {
+		useCerts(n, certs, i+1)
+	}
+	c.start(append(authFlags(t), "--data-groups", "3")...)
+	waitGroupLeaders(t, c.nodes, 3, preferred)
+	n := c.nodes[0]
+	for g := range uint32(3) {
+		q := nameIn(t, "secure-", g, 3)
+		waitFor(t, 20*time.Second, func() error {
+			if status := pushAs(t, n, bootstrapToken, q); status != http.StatusCreated {
+				return fmt.Errorf("push to %s: %d", q, status)
+			}
+			return nil
+		})
+		var popped struct{ Messages []any }
+		if status := authDo(t, http.MethodGet, n.url("/api/v1/pop/queue/"+q+"?consumerGroup=g&batch=1"), bootstrapToken, nil, &popped); status != http.StatusOK || len(popped.Messages) != 1 {
+			t.Fatalf("pop of %s: %d, %d messages", q, status, len(popped.Messages))
+		}
+	}
+	if status := authDo(t, http.MethodDelete, n.url("/api/v1/consumer-groups/g"), bootstrapToken, nil, nil); status != http.StatusOK {
+		t.Fatalf("delete g through node 1: %d, want 200", status)
+	}
+	reader := createToken(t, n, "reader", "read-write", "secure-*")
+	if status := authDo(t, http.MethodPost, n.url("/api/v1/internal/apply?group=1"), reader, nil, nil); status != http.StatusForbidden {
+		t.Fatalf("internal apply with a read-write token: %d, want 403", status)
+	}
+}
