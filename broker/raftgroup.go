@@ -24,7 +24,7 @@ import (
 // group's service reads those from group 0's.
 
 // JoinGroup makes s the service of raft group id, beside meta (group 0's
-// service; nil for group 0 itself). A data group's writes then mint ids in
+// service, s itself for group 0). A data group's writes then mint ids in
 // the group's own range (a SeedIDs entry goes first), and Forwarding hands
 // writes to the group's leader through client (scheme "http" or "https").
 // Call before serving.
@@ -147,10 +147,7 @@ func (s *Service) proposeRemote(cmd raftfsm.Command) (any, error) {
 		return nil, err
 	}
 	if local {
-		if err := s.seedIDs(); err != nil {
-			return nil, err
-		}
-		return s.proposeNow(cmd)()
+		return s.proposeLeading(cmd)()
 	}
 	entry, err := raftfsm.EncodeAs(cmd, s.node.FSM.LogFormat())
 	if err != nil {

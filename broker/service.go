@@ -144,6 +144,12 @@ func (s *Service) propose(cmd raftfsm.Command) func() (any, error) {
 		}
 		return func() (any, error) { return nil, ErrNotLeader }
 	}
+	return s.proposeLeading(cmd)
+}
+
+// proposeLeading proposes cmd on the group's leader, this node: after the
+// group's SeedIDs entry when it still needs one.
+func (s *Service) proposeLeading(cmd raftfsm.Command) func() (any, error) {
 	if err := s.seedIDs(); err != nil {
 		return func() (any, error) { return nil, err }
 	}

@@ -187,17 +187,11 @@ func (c *cluster) waitCaughtUp(n *node) {
 // groupsCaughtUp reports whether n has applied, in each data group, what
 // the group's leader has committed.
 func (c *cluster) groupsCaughtUp(n *node) error {
-	type groupState struct {
-		ID      uint32 `json:"id"`
-		Role    string `json:"role"`
-		Commit  uint64 `json:"commit"`
-		Applied uint64 `json:"applied"`
-	}
-	var mine struct{ Groups []groupState }
+	var mine groupsAnswer
 	getJSON(c.t, n.url("/health"), &mine)
 	committed := map[uint32]uint64{}
 	for _, m := range c.live() {
-		var h struct{ Groups []groupState }
+		var h groupsAnswer
 		getJSON(c.t, m.url("/health"), &h)
 		for _, g := range h.Groups {
 			if g.Role == "leader" {

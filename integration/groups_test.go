@@ -15,9 +15,11 @@ import (
 // groupsAnswer is the part of /health that lists a node's raft groups.
 type groupsAnswer struct {
 	Groups []struct {
-		ID     uint32 `json:"id"`
-		Role   string `json:"role"`
-		Leader *int   `json:"leader"`
+		ID      uint32 `json:"id"`
+		Role    string `json:"role"`
+		Leader  *int   `json:"leader"`
+		Commit  uint64 `json:"commit"`
+		Applied uint64 `json:"applied"`
 	} `json:"groups"`
 }
 
@@ -222,12 +224,7 @@ func groupDir(n *node, id int) string { return filepath.Join(n.dataDir, "groups"
 
 // groupApplied is the index n has applied in raft group id.
 func groupApplied(t *testing.T, n *node, id uint32) (uint64, error) {
-	var h struct {
-		Groups []struct {
-			ID      uint32 `json:"id"`
-			Applied uint64 `json:"applied"`
-		} `json:"groups"`
-	}
+	var h groupsAnswer
 	if status := getJSON(t, n.url("/health"), &h); status != http.StatusOK {
 		return 0, fmt.Errorf("node %d: health status %d", n.id, status)
 	}

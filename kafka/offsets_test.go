@@ -249,18 +249,18 @@ func TestCoordinatorAsksTheBrokerForCommittedOffsets(t *testing.T) {
 	fb := newFakeBroker()
 	fb.offsets["committed"] = []broker.OffsetCommit{{Topic: "orders", Offset: 1}}
 	s := newTestServer(t, fb, DefaultConfig())
-	if !s.groups.hasOffsets("committed") || s.groups.hasOffsets("fresh") {
-		t.Fatalf("hasOffsets: committed %v, fresh %v", s.groups.hasOffsets("committed"), s.groups.hasOffsets("fresh"))
+	if !s.coords[0].hasOffsets("committed") || s.coords[0].hasOffsets("fresh") {
+		t.Fatalf("hasOffsets: committed %v, fresh %v", s.coords[0].hasOffsets("committed"), s.coords[0].hasOffsets("fresh"))
 	}
 	fb.groupsErr = errors.New("store closed")
-	if !s.groups.hasOffsets("fresh") {
+	if !s.coords[0].hasOffsets("fresh") {
 		t.Fatal("a group whose offsets cannot be read is not held")
 	}
 
 	// In the grace after this node took the lead, a classic group with
 	// committed offsets waits; one without is formed at once.
-	clk := &fakeClock{t: s.groups.now()}
-	s.groups.now = clk.now
+	clk := &fakeClock{t: s.coords[0].now()}
+	s.coords[0].now = clk.now
 	fb.groupsErr = nil
 	c := newTestConn(t, s, nil)
 	for _, tc := range []struct {
@@ -268,12 +268,12 @@ func TestCoordinatorAsksTheBrokerForCommittedOffsets(t *testing.T) {
 		held  bool
 	}{{"committed", true}, {"fresh", false}} {
 		_, _ = c.coordinator(tc.group) // takes the lead in term 5: the grace starts now
-		if until := s.groups.holdFor(tc.group, 0); until.IsZero() == tc.held {
+		if until := s.coords[0].holdFor(tc.group, 0); until.IsZero() == tc.held {
 			t.Errorf("group %s: held until %v, want held %v", tc.group, until, tc.held)
 		}
 	}
 	clk.add(s.cfg.ConsumerGroups.failoverGrace())
-	if until := s.groups.holdFor("committed", 0); !until.IsZero() {
+	if until := s.coords[0].holdFor("committed", 0); !until.IsZero() {
 		t.Errorf("after the grace: held until %v", until)
 	}
 }

@@ -121,9 +121,6 @@ func (s *Server) writer(group uint32) Broker {
 // commitOffsets stores a consumer group's offsets in their topics'
 // groups, one outcome per offset in order.
 func (s *Server) commitOffsets(group string, offsets []broker.OffsetCommit) ([]broker.TopicOutcome, error) {
-	if len(s.cfg.Groups) <= 1 {
-		return s.svc.CommitOffsets(group, offsets)
-	}
 	out := make([]broker.TopicOutcome, len(offsets))
 	for g, idx := range s.byGroup(offsets) {
 		part := make([]broker.OffsetCommit, len(idx))
@@ -144,12 +141,9 @@ func (s *Server) commitOffsets(group string, offsets []broker.OffsetCommit) ([]b
 // deleteOffsets deletes a consumer group's offsets (all of them, in every
 // group, with all) and answers how many it deleted.
 func (s *Server) deleteOffsets(group string, all bool, offsets []broker.OffsetCommit) (int, error) {
-	if len(s.cfg.Groups) <= 1 {
-		return s.svc.DeleteOffsets(group, all, offsets)
-	}
 	parts := map[uint32][]broker.OffsetCommit{}
 	if all {
-		for g := range s.cfg.Groups {
+		for g := range s.everyGroup() {
 			parts[uint32(g)] = nil
 		}
 	}

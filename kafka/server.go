@@ -93,7 +93,6 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 
-	groups   *coordinator        // group 0's coordinator (coords[0])
 	coords   []*coordinator      // per raft group: the consumer groups it owns (placement.go)
 	sessions *fetchSessions      // Fetch sessions (KIP-227)
 	inFlight *semaphore.Weighted // request bytes read and not yet answered (Config.InFlightBytes)
@@ -132,7 +131,6 @@ func New(svc Broker, cfg Config, log *slog.Logger) *Server {
 		}
 		srv.coords = append(srv.coords, co)
 	}
-	srv.groups = srv.coords[0]
 	return srv
 }
 

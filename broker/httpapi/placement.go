@@ -265,12 +265,9 @@ func (s *Server) preferLeader(w http.ResponseWriter, r *http.Request) {
 		s.writeBrokerError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"group": g, "preferredLeader": nullIfEmptyString(req.Node.String())})
-}
-
-func nullIfEmptyString(s string) any {
-	if s == "" {
-		return nil
+	var chosen *string // null once cleared
+	if req.Node != "" {
+		chosen = ptr(req.Node.String())
 	}
-	return s
+	writeJSON(w, http.StatusOK, map[string]any{"group": g, "preferredLeader": chosen})
 }

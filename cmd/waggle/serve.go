@@ -551,13 +551,8 @@ func joinGroups(set *raftgroups.Set, client *http.Client, scheme string) (groups
 	if len(all) <= 1 {
 		return nil, nil
 	}
-	meta := all[0].Svc
 	for _, g := range all {
-		if g.ID == 0 {
-			g.Svc.JoinGroup(0, nil, client, scheme)
-		} else {
-			g.Svc.JoinGroup(g.ID, meta, client, scheme)
-		}
+		g.Svc.JoinGroup(g.ID, all[0].Svc, client, scheme)
 		groups, forwarding = append(groups, g.Svc), append(forwarding, g.Svc.Forwarding())
 	}
 	return groups, forwarding
