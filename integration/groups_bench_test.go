@@ -1,108 +1,211 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// BenchmarkDataGroupsProduce measures Kafka produce throughput on a 3-node
-// cluster with 1, 2 and 3 raft groups. Six topics, of two partitions each,
-// are spread evenly over the groups (with one group all six are in it);
-// three franz-go producers write random 100-byte records (incompressible)
-// to all of them, acks=all, idempotent.
+// The data-groups benchmarks measure what spreading raft groups' leaders
+// over a 3-node cluster buys: the same load with 1, 2 and 3 groups. Every
+// group has all three nodes as replicas, so every node stores every record
+// whoever leads; what moves is the leader's own work (the client requests,
+// proposing, sending to followers).
 //
-// On a shared machine the nodes compete for the same cores, so the
-// benchmark also reports each node's CPU time per acknowledged record: the
-// busiest node's share bounds the throughput when every node has cores of
-// its own. WAGGLE_BENCH_NODE_CPU=0.4 caps each node at 0.4 of a core (a
-// cgroup CPU quota per node: equal per-node resources), so the measured
-// rate itself shows the scaling.
+// On a shared machine the nodes compete for the same cores, so each
+// benchmark reports every node's CPU time per record as well as the rate:
+// the busiest node's share bounds the throughput when every node has cores
+// of its own. WAGGLE_BENCH_NODE_CPU=0.25 caps each node at a quarter of a
+// core (a cgroup CPU quota per node: equal per-node resources), so the
+// measured rate itself shows the scaling.
+
+// BenchmarkDataGroupsProduce measures Kafka produce throughput. Six topics
+// of two partitions each are spread evenly over the groups (with one group
+// all six are in it); three franz-go producers write random 100-byte
+// records (incompressible), acks=all, idempotent. With producers=spread
+// every producer writes all six topics, so each of its requests is split
+// over every leader; with producers=own producer p writes topics p and p+3
+// alone (with 3 groups: one group's), as separate kafka-producer-perf-test
+// runs would.
 //
 //	go test ./integration -run '^$' -bench DataGroupsProduce -benchtime 300000x
 func BenchmarkDataGroupsProduce(b *testing.B) {
+	for _, layout := range []string{"spread", "own"} {
+		for _, groups := range []int{1, 2, 3} {
+			b.Run(fmt.Sprintf("producers=%s/groups=%d", layout, groups), func(b *testing.B) {
+				c := startGroupsBench(b, groups)
+				brokers := c.kafkaAddrs()
+				admin := kafkaClient(b, brokers)
+				var topics []string
+				for i := range 6 {
+					topics = append(topics, nameIn(b, fmt.Sprintf("bench%d-", i), uint32(i%groups), groups))
+					createTopic(b, admin, topics[i], 2, nil)
+				}
+				// topic is producer p's i-th record's topic.
+				topic := func(p, i int) string { return topics[(i+p)%len(topics)] }
+				if layout == "own" {
+					topic = func(p, i int) string { return topics[p+3*(i%2)] }
+				}
+				// Warm up: every partition's leader known to the producers.
+				producers := make([]*kgo.Client, 3)
+				for p := range producers {
+					producers[p] = kafkaClient(b, brokers, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(10_000))
+					for i := range 2 {
+						produceSync(b, producers[p], &kgo.Record{Topic: topic(p, i), Value: []byte("warm-up")})
+					}
+				}
+				cpu := measureNodeCPU(b, c)
+				b.ResetTimer()
+				start := time.Now()
+				var wg sync.WaitGroup
+				var failed atomic.Pointer[error]
+				for p, cl := range producers {
+					share := b.N / len(producers)
+					if p == 0 {
+						share += b.N % len(producers)
+					}
+					src, size := benchPayloads(p), benchRecordBytes()
+					for i := range share {
+						wg.Add(1)
+						cl.Produce(context.Background(), &kgo.Record{Topic: topic(p, i), Value: src.Bytes(size)}, func(_ *kgo.Record, err error) {
+							if err != nil {
+								failed.Store(&err)
+							}
+							wg.Done()
+						})
+					}
+				}
+				wg.Wait()
+				elapsed := time.Since(start)
+				b.StopTimer()
+				if err := failed.Load(); err != nil {
+					b.Fatal(*err)
+				}
+				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "recs/s")
+				cpu.report(b, b.N, "rec")
+			})
+		}
+	}
+}
+
+// BenchmarkDataGroupsPush measures HTTP push throughput: six queues spread
+// evenly over the groups, twelve clients, each pushing batches of 100
+// messages (random 100-byte payloads, unique transactionIds, dedup on) to
+// one queue through the leader of the queue's group, as a client that
+// knows the leaders would. An op is one push of 100 messages.
+//
+//	go test ./integration -run '^$' -bench DataGroupsPush -benchtime 3000x
+func BenchmarkDataGroupsPush(b *testing.B) {
+	const batch, clients = 100, 12
 	for _, groups := range []int{1, 2, 3} {
 		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
-			c := startCluster(b, 3, "--data-groups", strconv.Itoa(groups))
-			if groups > 1 { // /health lists groups when there are several
-				waitGroupLeaders(b, c.nodes, uint32(groups), preferred)
-			}
-			if v := os.Getenv("WAGGLE_BENCH_NODE_CPU"); v != "" {
-				cores, err := strconv.ParseFloat(v, 64)
-				if err != nil || cores <= 0 {
-					b.Fatalf("WAGGLE_BENCH_NODE_CPU=%q: want a fraction of a core", v)
-				}
-				for _, n := range c.nodes {
-					capCPU(b, n, cores)
+			c := startGroupsBench(b, groups)
+			leaders := map[uint32]int{0: c.leader().id}
+			if groups > 1 {
+				var err error
+				if leaders, err = groupLeaders(b, c.nodes[0]); err != nil {
+					b.Fatal(err)
 				}
 			}
-			brokers := c.kafkaAddrs()
-			admin := kafkaClient(b, brokers)
-			var topics []string
+			var queues, urls []string
 			for i := range 6 {
-				topics = append(topics, nameIn(b, fmt.Sprintf("bench%d-", i), uint32(i%groups), groups))
-				createTopic(b, admin, topics[i], 2, nil)
+				g := uint32(i % groups)
+				queues = append(queues, nameIn(b, fmt.Sprintf("push%d-", i), g, groups))
+				urls = append(urls, c.nodes[leaders[g]-1].url("/api/v1/push"))
 			}
-			// Warm up: every partition's leader known to the producers.
-			producers := make([]*kgo.Client, 3)
-			for i := range producers {
-				producers[i] = kafkaClient(b, brokers, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(10_000))
-				for _, topic := range topics {
-					produceSync(b, producers[i], &kgo.Record{Topic: topic, Value: []byte("warm-up")})
-				}
-			}
-			cpu0 := make([]float64, len(c.nodes))
-			for i, n := range c.nodes {
-				cpu0[i] = cpuSeconds(b, n)
-			}
+			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 30 * time.Second}
+			var throttled, next atomic.Int64
+			var wg sync.WaitGroup
+			cpu := measureNodeCPU(b, c)
 			b.ResetTimer()
 			start := time.Now()
-			var wg sync.WaitGroup
-			var failed error
-			var mu sync.Mutex
-			for p, cl := range producers {
-				share := b.N / len(producers)
-				if p == 0 {
-					share += b.N % len(producers)
-				}
-				src, size := benchPayloads(p), benchRecordBytes()
-				for i := range share {
-					wg.Add(1)
-					cl.Produce(context.Background(), &kgo.Record{Topic: topics[(i+p)%len(topics)], Value: src.Bytes(size)}, func(_ *kgo.Record, err error) {
-						if err != nil {
-							mu.Lock()
-							failed = err
-							mu.Unlock()
+			for k := range clients {
+				wg.Go(func() {
+					var body bytes.Buffer
+					src := benchPayloads(k)
+					for op := next.Add(1) - 1; op < int64(b.N); op = next.Add(1) - 1 {
+						body.Reset()
+						body.WriteString(`{"items":[`)
+						for i := range batch {
+							if i > 0 {
+								body.WriteByte(',')
+							}
+							fmt.Fprintf(&body, `{"queue":%q,"transactionId":"tx-%d-%d","payload":%s}`, queues[k%len(queues)], op, i, src.JSON(100))
 						}
-						wg.Done()
-					})
-				}
+						body.WriteString(`]}`)
+						if err := postPush(hc, urls[k%len(urls)], body.Bytes(), &throttled); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
 			}
 			wg.Wait()
 			elapsed := time.Since(start)
 			b.StopTimer()
-			if failed != nil {
-				b.Fatal(failed)
-			}
-			busiest := 0.0
-			for i, n := range c.nodes {
-				perRec := (cpuSeconds(b, n) - cpu0[i]) * 1e6 / float64(b.N)
-				busiest = max(busiest, perRec)
-				b.ReportMetric(perRec, fmt.Sprintf("node%d-cpu-µs/rec", n.id))
-			}
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "recs/s")
-			b.ReportMetric(busiest, "busiest-node-cpu-µs/rec")
-			// With a core per node, the busiest node saturates first.
-			b.ReportMetric(1e6/busiest, "recs/s-per-core-per-node")
+			b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "msgs/s")
+			b.ReportMetric(float64(throttled.Load()), "pushed-back")
+			cpu.report(b, b.N*batch, "msg")
 		})
 	}
+}
+
+// startGroupsBench starts a 3-node cluster with groups raft groups, each
+// led by its preferred node, every node capped at WAGGLE_BENCH_NODE_CPU
+// cores when that is set.
+func startGroupsBench(b *testing.B, groups int) *cluster {
+	c := startCluster(b, 3, "--data-groups", strconv.Itoa(groups))
+	if groups > 1 { // /health lists groups when there are several
+		waitGroupLeaders(b, c.nodes, uint32(groups), preferred)
+	}
+	if v := os.Getenv("WAGGLE_BENCH_NODE_CPU"); v != "" {
+		cores, err := strconv.ParseFloat(v, 64)
+		if err != nil || cores <= 0 {
+			b.Fatalf("WAGGLE_BENCH_NODE_CPU=%q: want a fraction of a core", v)
+		}
+		for _, n := range c.nodes {
+			capCPU(b, n, cores)
+		}
+	}
+	return c
+}
+
+// nodeCPU is each node's CPU time when a measurement started.
+type nodeCPU struct {
+	nodes []*node
+	start []float64
+}
+
+func measureNodeCPU(b *testing.B, c *cluster) nodeCPU {
+	m := nodeCPU{nodes: c.nodes}
+	for _, n := range c.nodes {
+		m.start = append(m.start, cpuSeconds(b, n))
+	}
+	return m
+}
+
+// report adds each node's CPU µs per unit (of which count were handled)
+// since the measurement started, the busiest node's, and the rate a core
+// per node would give.
+func (m nodeCPU) report(b *testing.B, count int, unit string) {
+	busiest := 0.0
+	for i, n := range m.nodes {
+		per := (cpuSeconds(b, n) - m.start[i]) * 1e6 / float64(count)
+		busiest = max(busiest, per)
+		b.ReportMetric(per, fmt.Sprintf("node%d-cpu-µs/%s", n.id, unit))
+	}
+	b.ReportMetric(busiest, fmt.Sprintf("busiest-node-cpu-µs/%s", unit))
+	b.ReportMetric(1e6/busiest, fmt.Sprintf("%ss/s-per-core-per-node", unit))
 }
 
 // capCPU limits n's process to cores of CPU time (a cgroup v1 cpu quota,
