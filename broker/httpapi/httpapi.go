@@ -137,7 +137,7 @@ func (s *Server) routes() {
 	// adds the Idempotency-Key and the retries under it (requests.go).
 	// Reads are answered from this node's store. Each route names what it needs
 	// (see authn.go); an empty param means the body names the resources.
-	handle(http.MethodPost, "/api/v1/push", need(write, queue, ""), s.placed(byBody, s.keyedWrite(s.push, false)))
+	handle(http.MethodPost, "/api/v1/push", need(write, queue, ""), s.placed(byItems, s.keyedWrite(s.push, false)))
 	handle(http.MethodPost, "/api/v1/fetch", need(read, queue, ""), s.placed(byBody, s.fetch))
 	handle(http.MethodPost, "/api/v1/configure", need(manage, queue, ""), s.placed(byBody, s.keyedWrite(s.configure, true)))
 	handle(http.MethodGet, "/api/v1/resources/queues", need(read, global, ""), s.listQueues)
@@ -297,29 +297,39 @@ func (s *Server) writeBrokerError(w http.ResponseWriter, err error) {
 	}
 }
 
+// errNotUTF8 refuses a body with invalid UTF-8: encoding/json silently
+// turns it into U+FFFD, so two different transactionIds could become one.
+var errNotUTF8 = errors.New("request body is not valid UTF-8")
+
+// parseBody decodes raw, a whole request body, into v by decodeBody's
+// rules.
+func parseBody(raw []byte, v any) error {
+	if !utf8.Valid(raw) {
+		return errNotUTF8
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("unexpected data after the JSON value")
+	}
+	return nil
+}
+
 // decodeBody reads one JSON value into v, refusing unknown fields (a
 // misspelt "transactionId" must not silently turn dedup off), trailing
 // data and bodies over MaxBodyBytes. It writes the error answer itself
 // and reports whether decoding succeeded.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	// encoding/json silently turns invalid UTF-8 into U+FFFD: two different
-	// transactionIds could then become one. Refuse such bodies instead.
-	if err == nil && !utf8.Valid(raw) {
-		writeError(w, http.StatusBadRequest, "bad_json", "request body is not valid UTF-8")
-		return false
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	if err == nil {
-		err = dec.Decode(v)
+		err = parseBody(raw, v)
 	}
-	if err == nil && dec.More() {
-		err = errors.New("unexpected data after the JSON value")
-	} else if err == nil {
-		if _, terr := dec.Token(); terr != io.EOF {
-			err = errors.New("unexpected data after the JSON value")
-		}
+	if errors.Is(err, errNotUTF8) {
+		writeError(w, http.StatusBadRequest, "bad_json", err.Error())
+		return false
 	}
 	if err == nil {
 		return true

@@ -33,9 +33,12 @@ type pushAnswer struct {
 }
 
 func (s *Server) push(w http.ResponseWriter, r *http.Request) {
-	var req pushRequest
-	if !decodeBody(w, r, &req) {
-		return
+	req, ok := predecoded[pushRequest](r)
+	if !ok {
+		req = new(pushRequest)
+		if !decodeBody(w, r, req) {
+			return
+		}
 	}
 	items := make([]broker.PushItem, len(req.Items))
 	for i, it := range req.Items {

@@ -43,6 +43,7 @@ func (s *Server) placed(find where, h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 			return
 		}
+		r = r.WithContext(context.WithValue(r.Context(), decodedKey{}, &decoded{}))
 		g, err := find(s, r)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, "cross_group", err.Error())
@@ -50,6 +51,22 @@ func (s *Server) placed(find where, h http.HandlerFunc) http.HandlerFunc {
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), groupKey{}, g)))
 	}
+}
+
+// decodedKey keys the request's *decoded in its context.
+type decodedKey struct{}
+
+// decoded holds a request body that placing the request decoded already,
+// by the handler's own rules, so the handler does not decode it again.
+type decoded struct{ body any }
+
+// predecoded is r's body as placing r decoded it, if it did.
+func predecoded[T any](r *http.Request) (*T, bool) {
+	if d, ok := r.Context().Value(decodedKey{}).(*decoded); ok {
+		body, ok := d.body.(*T)
+		return body, ok
+	}
+	return nil, false
 }
 
 // groupOf is the group owning a queue, KV namespace or consumer group.
@@ -114,15 +131,43 @@ type named struct {
 // byBody places a request by what its body names. A body that is too
 // large or not JSON goes to group 0, whose handler answers why.
 func byBody(s *Server, r *http.Request) (uint32, error) {
-	raw, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
-	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(raw), r.Body))
+	raw, ok := peekBody(r)
 	var n named
-	if err != nil || len(raw) > MaxBodyBytes || json.Unmarshal(raw, &n) != nil {
+	if !ok || json.Unmarshal(raw, &n) != nil {
 		return 0, nil
 	}
 	p := placer{s: s}
 	p.add(n)
 	return p.group, p.err
+}
+
+// byItems places a push, the busiest request, by the queues of its items.
+// It decodes the body as the push handler would and hands it on
+// (predecoded), so a push is decoded once. A body that does not decode
+// goes to group 0, whose handler answers why.
+func byItems(s *Server, r *http.Request) (uint32, error) {
+	raw, ok := peekBody(r)
+	req := new(pushRequest)
+	if !ok || parseBody(raw, req) != nil {
+		return 0, nil
+	}
+	if d, ok := r.Context().Value(decodedKey{}).(*decoded); ok {
+		d.body = req
+	}
+	p := placer{s: s}
+	for _, it := range req.Items {
+		p.name("queue", it.Queue, s.groupOf)
+	}
+	return p.group, p.err
+}
+
+// peekBody reads r's body, up to MaxBodyBytes, and leaves it to be read
+// again (by the handler, or to forward it); ok is false when it could not
+// be read whole.
+func peekBody(r *http.Request) (raw []byte, ok bool) {
+	raw, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(raw), r.Body))
+	return raw, err == nil && len(raw) <= MaxBodyBytes
 }
 
 // placer gathers the groups of a body's names.
