@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -234,4 +235,71 @@ func groupApplied(t *testing.T, n *node, id uint32) (uint64, error) {
 		}
 	}
 	return 0, fmt.Errorf("node %d lists no group %d", n.id, id)
+}
+
+// A node added to a cluster of three raft groups runs every group: it
+// catches up on each, from snapshots, and holds each group's queue. A node
+// started without the cluster's --data-groups (it would place queues in
+// other groups) stops itself once it is added, saying why, and the
+// cluster goes on.
+func TestDataGroupsNodeAddedRunsEveryGroup(t *testing.T) {
+	c := startCluster(t, 3, "--data-groups", "3")
+	waitGroupLeaders(t, c.nodes, 3, preferred)
+	queues := make([]string, 3)
+	for g := range uint32(3) {
+		queues[g] = nameIn(t, "grow", g, 3)
+		for i := range 10 {
+			requireStatus(t, c.nodes[0].push(pushItem{Queue: queues[g], TransactionID: fmt.Sprint("m-", i), Payload: i})[0], "queued", uint64(i))
+		}
+	}
+	c.snapshotAll()
+	addNode := func(n *node) {
+		t.Helper()
+		if status := postJSON(t, c.leader().url("/api/v1/cluster/nodes"), map[string]any{"id": n.id, "raftAddr": n.raftAddr}, nil); status != http.StatusOK {
+			t.Fatalf("adding node %d: status %d", n.id, status)
+		}
+	}
+
+	odd := withArgs(newNode(t, 4), []string{"--join"}) // one group, the default
+	odd.start()
+	addNode(odd)
+	select {
+	case <-odd.done():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("node 4, running 1 group in a cluster of 3, still runs:\n%s", odd.logTail())
+	}
+	if log, _ := os.ReadFile(odd.logPath); !strings.Contains(string(log), "this node runs 1 raft groups but nodes 1, 2, 3 run 3") {
+		t.Fatalf("node 4 stopped without naming the counts:\n%s", odd.logTail())
+	}
+	if status := do(t, http.MethodDelete, c.leader().url("/api/v1/cluster/nodes/4"), nil, nil); status != http.StatusOK {
+		t.Fatalf("removing node 4: status %d", status)
+	}
+
+	added := withArgs(newNode(t, 5), []string{"--join", "--data-groups", "3"})
+	added.start()
+	c.nodes = append(c.nodes, added)
+	addNode(added)
+	c.waitRegistered(4)
+	c.waitCaughtUp(added)
+	leaders, err := groupLeaders(t, added)
+	if err != nil || len(leaders) != 3 {
+		t.Fatalf("node 5 runs groups %v (%v), want 3", leaders, err)
+	}
+	for g, q := range queues {
+		if recs := added.fetchAll(q, "Default").Entries[0].Records; len(recs) != 10 {
+			t.Fatalf("node 5 holds %d messages of group %d's queue %s, want 10", len(recs), g, q)
+		}
+		requireStatus(t, added.push(pushItem{Queue: q, TransactionID: "m-7", Payload: 0})[0], "duplicate", 7)
+	}
+	waitFor(t, 20*time.Second, func() error {
+		if log, _ := os.ReadFile(added.logPath); !strings.Contains(string(log), "the other members run as many raft groups") {
+			return errors.New("node 5 has not compared its group count with the others yet")
+		}
+		return nil
+	})
+	select {
+	case <-added.done():
+		t.Fatalf("node 5, running the cluster's 3 groups, stopped:\n%s", added.logTail())
+	default:
+	}
 }

@@ -331,6 +331,7 @@ func serve(ctx context.Context, o serveOptions) error {
 
 	self := registration{ID: id, HTTPAddr: orDefault(o.advertiseHTTP, ln.Addr().String()), KafkaAddr: o.kafka.AdvertisedAddr}
 	go registerSelf(ctx, scheme+"://"+ln.Addr().String(), nodeClient(peerTLS, authConf.BootstrapToken), self, wonElection(ctx, node, id), log)
+	oddGroupCount := watchGroupCount(ctx, svc, nodeClient(peerTLS, authConf.BootstrapToken), scheme, id, max(o.dataGroups, 1), log)
 	for _, g := range set.All() {
 		go raiseLogFormats(ctx, g.Svc, svc, nodeClient(peerTLS, authConf.BootstrapToken), scheme, 2*time.Second, wonElection(ctx, g.Node, id), groupLog(log, set, g))
 	}
@@ -342,6 +343,8 @@ func serve(ctx context.Context, o serveOptions) error {
 	case err := <-httpDone:
 		return fmt.Errorf("http server: %w", err)
 	case stopErr = <-diskLow:
+		log.Error("stopping", "err", stopErr)
+	case stopErr = <-oddGroupCount:
 		log.Error("stopping", "err", stopErr)
 	}
 	// Hand leadership over while this node still forwards writes, so
