@@ -56,11 +56,12 @@ func BenchmarkDataGroupsProduce(b *testing.B) {
 				if layout == "own" {
 					topic = func(p, i int) string { return topics[p+3*(i%2)] }
 				}
-				// Warm up: every partition's leader known to the producers.
+				// Warm up: the leaders of every topic a producer writes
+				// known to it.
 				producers := make([]*kgo.Client, 3)
 				for p := range producers {
 					producers[p] = kafkaClient(b, brokers, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(10_000))
-					for i := range 2 {
+					for i := range len(topics) {
 						produceSync(b, producers[p], &kgo.Record{Topic: topic(p, i), Value: []byte("warm-up")})
 					}
 				}

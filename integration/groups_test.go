@@ -240,8 +240,7 @@ func groupApplied(t *testing.T, n *node, id uint32) (uint64, error) {
 // A node added to a cluster of three raft groups runs every group: it
 // catches up on each, from snapshots, and holds each group's queue. A node
 // started without the cluster's --data-groups (it would place queues in
-// other groups) stops itself once it is added, saying why, and the
-// cluster goes on.
+// other groups) is refused by the add and removed again.
 func TestDataGroupsNodeAddedRunsEveryGroup(t *testing.T) {
 	c := startCluster(t, 3, "--data-groups", "3")
 	waitGroupLeaders(t, c.nodes, 3, preferred)
@@ -253,32 +252,30 @@ func TestDataGroupsNodeAddedRunsEveryGroup(t *testing.T) {
 		}
 	}
 	c.snapshotAll()
-	addNode := func(n *node) {
-		t.Helper()
-		if status := postJSON(t, c.leader().url("/api/v1/cluster/nodes"), map[string]any{"id": n.id, "raftAddr": n.raftAddr}, nil); status != http.StatusOK {
-			t.Fatalf("adding node %d: status %d", n.id, status)
-		}
+	add := func(n *node, out any) int {
+		return postJSON(t, c.leader().url("/api/v1/cluster/nodes"), map[string]any{"id": n.id, "raftAddr": n.raftAddr}, out)
 	}
 
 	odd := withArgs(newNode(t, 4), []string{"--join"}) // one group, the default
 	odd.start()
-	addNode(odd)
-	select {
-	case <-odd.done():
-	case <-time.After(30 * time.Second):
-		t.Fatalf("node 4, running 1 group in a cluster of 3, still runs:\n%s", odd.logTail())
+	var e errorAnswer
+	if status := add(odd, &e); status != http.StatusConflict || e.Code != "data_groups_differ" || !strings.Contains(e.Error, "node 4 runs 1 raft groups; the cluster runs 3") {
+		t.Fatalf("adding a node of 1 group to a cluster of 3: status %d %+v, want 409 data_groups_differ", status, e)
 	}
-	if log, _ := os.ReadFile(odd.logPath); !strings.Contains(string(log), "this node runs 1 raft groups but nodes 1, 2, 3 run 3") {
-		t.Fatalf("node 4 stopped without naming the counts:\n%s", odd.logTail())
-	}
-	if status := do(t, http.MethodDelete, c.leader().url("/api/v1/cluster/nodes/4"), nil, nil); status != http.StatusOK {
-		t.Fatalf("removing node 4: status %d", status)
+	var cl clusterAnswer
+	getJSON(t, c.leader().url("/api/v1/cluster"), &cl)
+	for _, m := range cl.Members {
+		if m.ID == 4 {
+			t.Fatalf("node 4 is still a member after the refusal: %+v", cl.Members)
+		}
 	}
 
 	added := withArgs(newNode(t, 5), []string{"--join", "--data-groups", "3"})
 	added.start()
 	c.nodes = append(c.nodes, added)
-	addNode(added)
+	if status := add(added, nil); status != http.StatusOK {
+		t.Fatalf("adding node 5: status %d", status)
+	}
 	c.waitRegistered(4)
 	c.waitCaughtUp(added)
 	leaders, err := groupLeaders(t, added)
@@ -301,5 +298,39 @@ func TestDataGroupsNodeAddedRunsEveryGroup(t *testing.T) {
 	case <-added.done():
 		t.Fatalf("node 5, running the cluster's 3 groups, stopped:\n%s", added.logTail())
 	default:
+	}
+}
+
+// A static peer started with another --data-groups than the others stops
+// itself, saying why; the two that agree go on serving every group.
+func TestDataGroupsPeerWithAnotherCountStops(t *testing.T) {
+	c := newCluster(t, 3)
+	c.nodes[2].ownArgs = []string{"--data-groups", "1"}
+	var peers []string
+	for _, n := range c.nodes {
+		peers = append(peers, fmt.Sprintf("%d=%s", n.id, n.raftAddr))
+	}
+	for _, n := range c.nodes {
+		n.args = append([]string{"--peers", strings.Join(peers, ","), "--data-groups", "3"}, n.ownArgs...)
+		n.start()
+	}
+	odd := c.nodes[2]
+	select {
+	case <-odd.done():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("node 3, running 1 group beside two nodes of 3, still runs:\n%s", odd.logTail())
+	}
+	if log, _ := os.ReadFile(odd.logPath); !strings.Contains(string(log), "this node runs 1 raft groups but nodes 1, 2 run 3") {
+		t.Fatalf("node 3 stopped without naming the counts:\n%s", odd.logTail())
+	}
+	for g := range uint32(3) {
+		q := nameIn(t, "static", g, 3)
+		waitFor(t, 20*time.Second, func() error {
+			var out []pushAnswer
+			if status := postJSON(t, c.nodes[0].url("/api/v1/push"), map[string]any{"items": []pushItem{{Queue: q, TransactionID: "a", Payload: 1}}}, &out); status != http.StatusCreated {
+				return fmt.Errorf("push to group %d's queue: status %d", g, status)
+			}
+			return nil
+		})
 	}
 }

@@ -252,7 +252,9 @@ const joinFormatWait = 20 * time.Second
 // stop at the first entry it cannot read, and a cluster of two would lose
 // its quorum. So it joins as a non-voter, and is promoted once its /health
 // reports a format at least the cluster's; a node that reports an older
-// one is removed again.
+// one is removed again, as is one that runs another number of raft groups
+// (--data-groups: it would place queues in other groups than the
+// cluster's).
 func (s *Server) addNode(w http.ResponseWriter, r *http.Request) {
 	var req addNodeRequest
 	if !decodeBody(w, r, &req) {
@@ -265,7 +267,8 @@ func (s *Server) addNode(w http.ResponseWriter, r *http.Request) {
 			s.writeBrokerError(w, err)
 			return
 		}
-		reads, ok := s.joinerFormat(r, id)
+		h, ok := s.joinerHealth(r, id)
+		reads, groups := max(h.LogFormat, uint32(raftfsm.LogFormat1)), max(len(h.Groups), 1)
 		switch {
 		case !ok:
 			writeError(w, http.StatusGatewayTimeout, "node_not_ready", fmt.Sprintf(
@@ -276,6 +279,12 @@ func (s *Server) addNode(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusConflict, "log_format_too_old", fmt.Sprintf(
 				"node %s runs a waggle that reads raft log format %d; the cluster writes %d: start it with a release that reads %d (removed again: %v)", id, reads, cluster, cluster, err))
 			return
+		case groups != max(len(s.groups), 1):
+			err := s.svc.RemoveNode(id)
+			writeError(w, http.StatusConflict, "data_groups_differ", fmt.Sprintf(
+				"node %s runs %d raft groups; the cluster runs %d, and nodes with different counts place queues in different groups: start it again with an empty data directory and --data-groups %d (removed again: %v)",
+				id, groups, max(len(s.groups), 1), max(len(s.groups), 1), err))
+			return
 		}
 	}
 	if err := s.svc.AddVoter(id, req.RaftAddr); err != nil {
@@ -285,10 +294,10 @@ func (s *Server) addNode(w http.ResponseWriter, r *http.Request) {
 	s.cluster(w, r)
 }
 
-// joinerFormat waits until node id has registered its HTTP address and
-// answers /health, and returns the log format it reads (1 from binaries
-// older than formats).
-func (s *Server) joinerFormat(r *http.Request, id string) (uint32, bool) {
+// joinerHealth waits until node id has registered its HTTP address and
+// answers /health, and returns the answer (binaries older than log
+// formats report none: format 1).
+func (s *Server) joinerHealth(r *http.Request, id string) (healthJSON, bool) {
 	deadline := time.Now().Add(joinFormatWait)
 	for time.Now().Before(deadline) && r.Context().Err() == nil {
 		members, err := s.svc.Members()
@@ -298,13 +307,13 @@ func (s *Server) joinerFormat(r *http.Request, id string) (uint32, bool) {
 					continue
 				}
 				if h, err := s.fetchHealth(r, m.HTTPAddr); err == nil {
-					return max(h.LogFormat, uint32(raftfsm.LogFormat1)), true
+					return h, true
 				}
 			}
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return 0, false
+	return healthJSON{}, false
 }
 
 func (s *Server) removeNode(w http.ResponseWriter, r *http.Request) {

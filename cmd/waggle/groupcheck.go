@@ -21,14 +21,16 @@ const groupCountPoll = 2 * time.Second
 // watchGroupCount checks that the other members of the cluster run as
 // many raft groups as this node (count). Nodes running different counts
 // place a queue in different groups, so one of them could store a
-// retried push a second time. A node started without the cluster's
-// --data-groups, when it joins say, is therefore stopped: once most of
+// retried push a second time. A static peer started without the
+// cluster's --data-groups, say, is therefore stopped: once most of
 // the other voters have answered (their /health lists their groups) and
 // more than half of all the other voters run another count, this node is
 // the odd one, and the returned channel receives the error that says so.
 // A node that agrees with most of them goes on and logs the odd ones; the
 // odd node stops itself. In a cluster of two nothing is stopped, since
-// neither side can tell which is wrong. The check ends once decided.
+// neither side can tell which is wrong. The check ends once decided. (A
+// node added with `waggle cluster add` is checked before that, by the
+// leader that adds it: httpapi's addNode.)
 func watchGroupCount(ctx context.Context, svc *broker.Service, client *http.Client, scheme, self string, count int, log *slog.Logger) <-chan error {
 	out := make(chan error, 1)
 	go func() {
@@ -70,7 +72,7 @@ func compareGroupCounts(ctx context.Context, svc *broker.Service, client *http.C
 	}
 	counts := map[string]int{} // node id → its group count
 	for _, m := range others {
-		if c, ok := groupCountOf(ctx, client, scheme, m.HTTPAddr); ok {
+		if c, ok := groupCountOf(ctx, client, scheme, m); ok {
 			counts[m.ID] = c
 		}
 	}
@@ -91,7 +93,7 @@ func compareGroupCounts(ctx context.Context, svc *broker.Service, client *http.C
 		}
 	}
 	if len(odd) > 0 {
-		log.Error("raft group counts differ in the cluster: the odd nodes stop themselves once they see it", "thisNode", count, "others", strings.Join(odd, "; "))
+		log.Error("raft group counts differ in the cluster: a node whose count differs from most of the others' stops itself", "thisNode", count, "others", strings.Join(odd, "; "))
 	} else {
 		log.Info("the other members run as many raft groups", "groups", count, "answered", len(counts))
 	}
@@ -123,15 +125,16 @@ func judgeGroupCounts(count, others int, answered map[string]int) (done bool, ot
 	return true, 0, nil
 }
 
-// groupCountOf is how many raft groups the node at httpAddr runs, from
-// its /health (which lists them when there are several).
-func groupCountOf(ctx context.Context, client *http.Client, scheme, httpAddr string) (int, bool) {
-	if httpAddr == "" {
+// groupCountOf is how many raft groups member m runs, from its /health
+// (which lists them when there are several). An answer from another node
+// than m (a stale address) is no answer.
+func groupCountOf(ctx context.Context, client *http.Client, scheme string, m broker.Member) (int, bool) {
+	if m.HTTPAddr == "" {
 		return 0, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+httpAddr+"/health", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+m.HTTPAddr+"/health", nil)
 	if err != nil {
 		return 0, false
 	}
@@ -141,9 +144,10 @@ func groupCountOf(ctx context.Context, client *http.Client, scheme, httpAddr str
 	}
 	defer resp.Body.Close()
 	var h struct {
+		NodeID json.Number       `json:"nodeId"`
 		Groups []json.RawMessage `json:"groups"`
 	}
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&h) != nil {
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&h) != nil || h.NodeID.String() != m.ID {
 		return 0, false
 	}
 	return max(len(h.Groups), 1), true
