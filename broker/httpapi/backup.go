@@ -7,6 +7,10 @@ import (
 	"time"
 )
 
+// GroupsHeader says, on a backup answer, how many raft groups the cluster
+// runs.
+const GroupsHeader = "X-Waggle-Raft-Groups"
+
 // backup streams a backup file of this node's state (format in
 // raftfsm/backup.go). Not forwarded: the node asked answers from its own
 // store (see broker.Service.Backup). The raft index and term it covers go
@@ -22,13 +26,9 @@ import (
 // names the group (waggle backup takes one file per group); without it the
 // answer is 409 several_groups rather than a backup that holds part of the
 // data and passes every check.
-// GroupsHeader says, on a backup answer, how many raft groups the cluster
-// runs.
-const GroupsHeader = "X-Waggle-Raft-Groups"
-
 func (s *Server) backup(w http.ResponseWriter, r *http.Request) {
 	b := s.svc
-	w.Header().Set(GroupsHeader, strconv.Itoa(max(len(s.groups), 1)))
+	w.Header().Set(GroupsHeader, strconv.Itoa(s.groupCount()))
 	if len(s.groups) > 1 {
 		g, err := strconv.ParseUint(r.URL.Query().Get("group"), 10, 32)
 		switch {

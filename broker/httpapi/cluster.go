@@ -279,11 +279,11 @@ func (s *Server) addNode(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusConflict, "log_format_too_old", fmt.Sprintf(
 				"node %s runs a waggle that reads raft log format %d; the cluster writes %d: start it with a release that reads %d (removed again: %v)", id, reads, cluster, cluster, err))
 			return
-		case groups != max(len(s.groups), 1):
+		case groups != s.groupCount():
 			err := s.svc.RemoveNode(id)
 			writeError(w, http.StatusConflict, "data_groups_differ", fmt.Sprintf(
 				"node %s runs %d raft groups; the cluster runs %d, and nodes with different counts place queues in different groups: start it again with an empty data directory and --data-groups %d (removed again: %v)",
-				id, groups, max(len(s.groups), 1), max(len(s.groups), 1), err))
+				id, groups, s.groupCount(), s.groupCount(), err))
 			return
 		}
 	}

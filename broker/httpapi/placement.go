@@ -69,6 +69,9 @@ func predecoded[T any](r *http.Request) (*T, bool) {
 	return nil, false
 }
 
+// groupCount is how many raft groups the cluster runs.
+func (s *Server) groupCount() int { return max(len(s.groups), 1) }
+
 // groupOf is the group owning a queue, KV namespace or consumer group.
 func (s *Server) groupOf(name string) uint32 { return placement.Group(name, len(s.groups)) }
 
@@ -290,7 +293,7 @@ func (s *Server) applyEntry(w http.ResponseWriter, r *http.Request) {
 // within seconds, whenever that node can lead.
 func (s *Server) preferLeader(w http.ResponseWriter, r *http.Request) {
 	g, err := strconv.ParseUint(r.PathValue("group"), 10, 32)
-	if err != nil || g >= uint64(max(len(s.groups), 1)) {
+	if err != nil || g >= uint64(s.groupCount()) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("this cluster has no raft group %q", r.PathValue("group")))
 		return
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -35,7 +34,7 @@ func watchGroupCount(ctx context.Context, svc *broker.Service, client *http.Clie
 	out := make(chan error, 1)
 	go func() {
 		for {
-			done, err := compareGroupCounts(ctx, svc, client, scheme, self, count, log)
+			done, err := compareGroupCounts(svc, client, scheme, self, count, log)
 			if err != nil {
 				out <- err
 				return
@@ -56,7 +55,7 @@ func watchGroupCount(ctx context.Context, svc *broker.Service, client *http.Clie
 // compareGroupCounts asks each other voter's /health once. done is true
 // once more than half of them answered; err is set when more than half of
 // them run another count than this node.
-func compareGroupCounts(ctx context.Context, svc *broker.Service, client *http.Client, scheme, self string, count int, log *slog.Logger) (done bool, err error) {
+func compareGroupCounts(svc *broker.Service, client *http.Client, scheme, self string, count int, log *slog.Logger) (done bool, err error) {
 	members, err := svc.Members()
 	if err != nil || !slices.ContainsFunc(members, func(m broker.Member) bool { return m.ID == self }) {
 		return false, nil // not a member yet (a joining node): ask again later
@@ -72,7 +71,7 @@ func compareGroupCounts(ctx context.Context, svc *broker.Service, client *http.C
 	}
 	counts := map[string]int{} // node id → its group count
 	for _, m := range others {
-		if c, ok := groupCountOf(ctx, client, scheme, m); ok {
+		if c, ok := groupCountOf(client, scheme, m); ok {
 			counts[m.ID] = c
 		}
 	}
@@ -128,26 +127,12 @@ func judgeGroupCounts(count, others int, answered map[string]int) (done bool, ot
 // groupCountOf is how many raft groups member m runs, from its /health
 // (which lists them when there are several). An answer from another node
 // than m (a stale address) is no answer.
-func groupCountOf(ctx context.Context, client *http.Client, scheme string, m broker.Member) (int, bool) {
+func groupCountOf(client *http.Client, scheme string, m broker.Member) (int, bool) {
 	if m.HTTPAddr == "" {
 		return 0, false
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+m.HTTPAddr+"/health", nil)
-	if err != nil {
-		return 0, false
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, false
-	}
-	defer resp.Body.Close()
-	var h struct {
-		NodeID json.Number       `json:"nodeId"`
-		Groups []json.RawMessage `json:"groups"`
-	}
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&h) != nil || h.NodeID.String() != m.ID {
+	h, err := fetchPeerHealth(client, scheme, m.HTTPAddr)
+	if err != nil || h.status != http.StatusOK || h.NodeID.String() != m.ID {
 		return 0, false
 	}
 	return max(len(h.Groups), 1), true

@@ -14,9 +14,14 @@ import (
 
 // peerHealth is what this binary reads of another member's /health.
 type peerHealth struct {
-	StorageFull *bool `json:"storageFull"`
+	NodeID      json.Number `json:"nodeId"`
+	StorageFull *bool       `json:"storageFull"`
 	// LogFormat is 0 from binaries older than log formats, which read 1.
 	LogFormat raftfsm.LogFormat `json:"logFormat"`
+	// Groups lists the member's raft groups when it runs several.
+	Groups []json.RawMessage `json:"groups"`
+
+	status int // the HTTP status of the answer
 }
 
 func fetchPeerHealth(client *http.Client, scheme, addr string) (peerHealth, error) {
@@ -28,6 +33,7 @@ func fetchPeerHealth(client *http.Client, scheme, addr string) (peerHealth, erro
 	defer resp.Body.Close()
 	err = json.NewDecoder(resp.Body).Decode(&h)
 	h.LogFormat = max(h.LogFormat, raftfsm.LogFormat1)
+	h.status = resp.StatusCode
 	return h, err
 }
 

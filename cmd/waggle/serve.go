@@ -263,10 +263,11 @@ func serve(ctx context.Context, o serveOptions) error {
 	if tlsConf != nil {
 		scheme, peerTLS = "https", tlsConf.Client
 	}
+	peerClient := nodeClient(peerTLS, authConf.BootstrapToken) // this node's requests to the others
 	set, err := raftgroups.Start(&raftgroups.Group{Store: st, Node: node, Svc: svc}, raftgroups.Config{
 		Count: o.dataGroups, DataDir: o.dataDir, Node: nodeConfig, NewService: newService,
 		OpenStore: func(dir string) (*store.Store, error) { return store.Open(dir, newBadgerLogger(log)) },
-		CanLead:   canLead(svc, nodeClient(peerTLS, authConf.BootstrapToken), scheme),
+		CanLead:   canLead(svc, peerClient, scheme),
 		Preference: func(g uint32) string {
 			node, _ := svc.LeaderPreference(g) // unreadable: no choice, the default placement
 			return node
@@ -280,7 +281,7 @@ func serve(ctx context.Context, o serveOptions) error {
 			log.Error("raft groups shutdown", "err", err)
 		}
 	}()
-	groups, forwarding := joinGroups(set, nodeClient(peerTLS, authConf.BootstrapToken), scheme)
+	groups, forwarding := joinGroups(set, peerClient, scheme)
 	observe(ctx, m, node, st, svc, mapAll(set.All(), func(g *raftgroups.Group) *broker.Service { return g.Svc }))
 	for _, g := range set.All() {
 		go g.Svc.RunMaintenance(ctx, time.Second, groupLog(log, set, g))
@@ -305,7 +306,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	o.kafka.Forwarding = mapAll(forwarding, func(s *broker.Service) kafka.Broker { return s })
 	ks := kafka.New(svc, o.kafka, log)
 	defer ks.Close()
-	markFull := storageFull(svc, nodeClient(peerTLS, authConf.BootstrapToken), scheme, log)
+	markFull := storageFull(svc, peerClient, scheme, log)
 	diskLow := watchFreeSpace(ctx, o.dataDir, minFree, o.storageMinFreeMiB<<20, 250*time.Millisecond, func(full bool) {
 		for _, g := range set.Data() {
 			g.Svc.SetStorageFull(full)
@@ -330,10 +331,10 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 
 	self := registration{ID: id, HTTPAddr: orDefault(o.advertiseHTTP, ln.Addr().String()), KafkaAddr: o.kafka.AdvertisedAddr}
-	go registerSelf(ctx, scheme+"://"+ln.Addr().String(), nodeClient(peerTLS, authConf.BootstrapToken), self, wonElection(ctx, node, id), log)
-	oddGroupCount := watchGroupCount(ctx, svc, nodeClient(peerTLS, authConf.BootstrapToken), scheme, id, max(o.dataGroups, 1), log)
+	go registerSelf(ctx, scheme+"://"+ln.Addr().String(), peerClient, self, wonElection(ctx, node, id), log)
+	oddGroupCount := watchGroupCount(ctx, svc, peerClient, scheme, id, max(o.dataGroups, 1), log)
 	for _, g := range set.All() {
-		go raiseLogFormats(ctx, g.Svc, svc, nodeClient(peerTLS, authConf.BootstrapToken), scheme, 2*time.Second, wonElection(ctx, g.Node, id), groupLog(log, set, g))
+		go raiseLogFormats(ctx, g.Svc, svc, peerClient, scheme, 2*time.Second, wonElection(ctx, g.Node, id), groupLog(log, set, g))
 	}
 
 	var stopErr error
