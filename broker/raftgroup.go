@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hashicorp/raft"
 
 	"github.com/waggle-mq/waggle/placement"
 	"github.com/waggle-mq/waggle/raftfsm"
@@ -24,15 +25,17 @@ import (
 // group's service reads those from group 0's.
 
 // JoinGroup makes s the service of raft group id, beside meta (group 0's
-// service, s itself for group 0). A data group's writes then mint ids in
-// the group's own range (a SeedIDs entry goes first), and Forwarding hands
-// writes to the group's leader through client (scheme "http" or "https").
-// Call before serving.
+// service, s itself for group 0), and tells it how to reach the group's
+// leader: through client (scheme "http" or "https"). A data group's writes
+// then mint ids in the group's own range (a SeedIDs entry goes first),
+// Forwarding hands writes to the leader and CatchUp asks it how far to
+// apply. Call before serving, with one group too.
 func (s *Service) JoinGroup(id uint32, meta *Service, client *http.Client, scheme string) {
 	s.group, s.meta = id, meta
 	s.idBase = placement.IDBase(id)
+	s.remote = &remoteApply{client: client, scheme: scheme}
 	fwd := s.settings()
-	fwd.remote = &remoteApply{client: client, scheme: scheme}
+	fwd.forwards = true
 	s.forwarding = fwd
 }
 
@@ -55,7 +58,7 @@ func (s *Service) Forwarding() *Service {
 func (s *Service) settings() *Service {
 	return &Service{nodeID: s.nodeID, node: s.node, store: s.store, ApplyTimeout: s.ApplyTimeout, Metrics: s.Metrics,
 		RequestWindow: s.RequestWindow, KafkaRetentionMs: s.KafkaRetentionMs, now: s.now,
-		group: s.group, meta: s.meta, idBase: s.idBase}
+		group: s.group, meta: s.meta, idBase: s.idBase, remote: s.remote}
 }
 
 // registry is the store that holds the members' addresses: group 0's.
@@ -211,10 +214,106 @@ func remoteError(group uint32, addr string, status int, body []byte) error {
 
 // awaitApplied waits until this node has applied index, or for wait.
 func (s *Service) awaitApplied(index uint64, wait time.Duration) {
-	deadline := time.Now().Add(wait)
-	for s.node.FSM.AppliedIndex() < index && time.Now().Before(deadline) {
-		time.Sleep(forwardPoll)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	s.awaitAppliedCtx(ctx, index)
+}
+
+// awaitAppliedCtx waits until this node has applied index or ctx ends,
+// and reports whether it has.
+func (s *Service) awaitAppliedCtx(ctx context.Context, index uint64) bool {
+	for s.node.FSM.AppliedIndex() < index {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(forwardPoll):
+		}
 	}
+	return true
+}
+
+// CommitPath is the route a node asks a group's leader how far the group
+// has committed: GET with ?group=, answered as a LeaderCommit.
+const CommitPath = "/api/v1/internal/commit"
+
+// LeaderCommit is a group leader's answer on CommitPath.
+type LeaderCommit struct {
+	Index uint64 `json:"index"` // the leader's commit index
+}
+
+// LeaderCommitIndex answers the group's commit index once this node has
+// confirmed it still leads (raft's read index, section 6.4 of Ongaro's
+// thesis): every write acknowledged to a client before the call lies at or
+// below it. Leader only: elsewhere ErrNotLeader.
+func (s *Service) LeaderCommitIndex() (uint64, error) {
+	r := s.node.Raft
+	if r.State() != raft.Leader {
+		return 0, ErrNotLeader
+	}
+	index := r.CommitIndex()
+	if err := r.VerifyLeader().Error(); err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrNotLeader, err)
+	}
+	return index, nil
+}
+
+// CatchUp waits, until ctx ends, for this node to apply every entry of the
+// group committed when it was called, as the leader tells it: a read here
+// afterwards sees every write acknowledged before, whichever node took it.
+// A Kafka client that created a topic through one broker and names it to
+// another a moment later must not be told it does not exist. Fails with
+// ErrNotLeader when no leader can be asked, and with ctx's error when this
+// node is still behind.
+func (s *Service) CatchUp(ctx context.Context) error {
+	var index uint64
+	if s.IsLeader() {
+		index = s.node.Raft.CommitIndex() // a new leader may still be applying
+	} else {
+		var err error
+		if index, err = s.askLeaderCommit(ctx); err != nil {
+			return err
+		}
+	}
+	if !s.awaitAppliedCtx(ctx, index) {
+		return fmt.Errorf("catching up with group %d's leader: applied %d of %d: %w", s.group, s.node.FSM.AppliedIndex(), index, ctx.Err())
+	}
+	return nil
+}
+
+// askLeaderCommit asks the group's leader for its commit index.
+func (s *Service) askLeaderCommit(ctx context.Context) (uint64, error) {
+	if s.remote == nil {
+		return 0, fmt.Errorf("%w: group %d has no way to reach its leader", ErrNotLeader, s.group)
+	}
+	addr, local, err := s.AwaitLeaderHTTPAddr(ctx)
+	switch {
+	case err != nil:
+		return 0, err
+	case local:
+		return s.node.Raft.CommitIndex(), nil
+	}
+	url := s.remote.scheme + "://" + addr + CommitPath + "?group=" + strconv.FormatUint(uint64(s.group), 10)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := s.remote.client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("%w: asking group %d's leader at %s: %v", ErrNotLeader, s.group, addr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if err != nil {
+		return 0, fmt.Errorf("%w: reading group %d's leader's answer: %v", ErrNotLeader, s.group, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%w: group %d's leader at %s answered %d: %s", ErrNotLeader, s.group, addr, resp.StatusCode, bytes.TrimSpace(body))
+	}
+	var c LeaderCommit
+	if err := json.Unmarshal(body, &c); err != nil {
+		return 0, fmt.Errorf("%w: group %d's leader's answer: %v", ErrNotLeader, s.group, err)
+	}
+	return c.Index, nil
 }
 
 // PreferLeader records in group 0 (this service's) that raft group group

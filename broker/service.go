@@ -45,14 +45,15 @@ type Service struct {
 	// Raft groups (raftgroup.go): the group served, group 0's service for
 	// the members' addresses (nil in group 0), the first id the group
 	// mints, whether this leadership has checked the id counter, the
-	// forwarding sibling, and (on that sibling) how entries reach the
-	// leader.
+	// forwarding sibling, how this node reaches the group's leader, and
+	// (on the sibling) that writes are sent there.
 	group      uint32
 	meta       *Service
 	idBase     uint64
 	seeded     atomic.Bool
 	forwarding *Service
 	remote     *remoteApply
+	forwards   bool
 
 	caughtUpMu    sync.Mutex
 	caughtUpTerm  uint64 // the term caughtUpIndex was taken in
@@ -139,7 +140,7 @@ func applyAsync[R any](s *Service, cmd raftfsm.Answering[R]) func() (R, error) {
 // for the state machine's untyped answer.
 func (s *Service) propose(cmd raftfsm.Command) func() (any, error) {
 	if s.node.Raft.State() != raft.Leader {
-		if s.remote != nil {
+		if s.forwards {
 			return func() (any, error) { return s.proposeRemote(cmd) }
 		}
 		return func() (any, error) { return nil, ErrNotLeader }

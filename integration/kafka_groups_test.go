@@ -217,24 +217,6 @@ func TestCommittedOffsetsSurviveLeaderKill(t *testing.T) {
 	})
 }
 
-func TestKcatGroupConsumer(t *testing.T) {
-	kcat := requireKcat(t)
-	n := startSingle(t)
-	cl := kafkaClient(t, []string{n.kafkaAddr}, kgo.DefaultProduceTopic("kg"))
-	createTopic(t, cl, "kg", 2, nil)
-	produceSync(t, cl, &kgo.Record{Key: []byte("a"), Value: []byte("one")}, &kgo.Record{Key: []byte("b"), Value: []byte("two")},
-		&kgo.Record{Key: []byte("c"), Value: []byte("three")})
-	cmd := exec.Command(kcat, "-b", n.kafkaAddr, "-G", "kcat-group", "-c", "3", "-f", "%s\n", "-X", "auto.offset.reset=earliest", "kg")
-	out, err := runWithTimeout(t, cmd, 60*time.Second)
-	got := map[string]bool{}
-	for _, l := range strings.Split(string(out), "\n") {
-		got[strings.TrimSpace(l)] = true
-	}
-	if err != nil || !got["one"] || !got["two"] || !got["three"] {
-		t.Fatalf("kcat -G: %v\n%s", err, out)
-	}
-}
-
 // A Kafka consumer group and an HTTP consumer group of the same name share
 // their position on a queue, both ways.
 func TestKafkaAndHTTPGroupsShareCursors(t *testing.T) {

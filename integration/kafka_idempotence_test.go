@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -177,19 +176,4 @@ func TestIdempotentProducerExactlyOnceAcrossTwoLeaderKills(t *testing.T) {
 		}
 	}
 	t.Logf("%d records, %d acknowledged, %d failed, %d stored, each once; killed leaders %v", total, total-fails, fails, len(count), killed)
-}
-
-// librdkafka's idempotent producer (kcat -X enable.idempotence=true).
-func TestKcatIdempotentProducer(t *testing.T) {
-	kcat := requireKcat(t)
-	n := startSingle(t)
-	produce := exec.Command(kcat, "-b", n.kafkaAddr, "-P", "-t", "kidem", "-X", "enable.idempotence=true")
-	produce.Stdin = strings.NewReader("1\n2\n3\n")
-	if out, err := produce.CombinedOutput(); err != nil {
-		t.Fatalf("kcat -P idempotent: %v\n%s", err, out)
-	}
-	out, err := exec.Command(kcat, "-b", n.kafkaAddr, "-C", "-t", "kidem", "-o", "beginning", "-e", "-q").CombinedOutput()
-	if err != nil || string(out) != "1\n2\n3\n" {
-		t.Fatalf("kcat -C: %v\n%q", err, out)
-	}
 }

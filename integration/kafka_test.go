@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -303,24 +302,6 @@ func TestKafkaProducerSurvivesLeaderKill(t *testing.T) {
 		}
 	}
 	t.Logf("%d records acknowledged across a leader kill, all present (%d stored)", len(acked), len(stored))
-}
-
-func TestKcatRoundTrip(t *testing.T) {
-	kcat := requireKcat(t)
-	n := startSingle(t)
-	produce := exec.Command(kcat, "-b", n.kafkaAddr, "-P", "-t", "kc", "-K", ":")
-	produce.Stdin = strings.NewReader("a:first\nb:second\nc:{\"third\":3}\n")
-	if out, err := produce.CombinedOutput(); err != nil {
-		t.Fatalf("kcat -P: %v\n%s", err, out)
-	}
-	out, err := exec.Command(kcat, "-b", n.kafkaAddr, "-C", "-t", "kc", "-o", "beginning", "-e", "-q", "-f", "%k=%s@%o\n").CombinedOutput()
-	if err != nil || string(out) != "a=first@0\nb=second@1\nc={\"third\":3}@2\n" {
-		t.Fatalf("kcat -C: %v\n%q", err, out)
-	}
-	meta, err := exec.Command(kcat, "-b", n.kafkaAddr, "-L", "-t", "kc").CombinedOutput()
-	if err != nil || !strings.Contains(string(meta), `topic "kc" with 1 partitions`) || !strings.Contains(string(meta), "leader 1") {
-		t.Fatalf("kcat -L: %v\n%s", err, meta)
-	}
 }
 
 // A fetch may start inside a stored batch: the batch is returned whole and

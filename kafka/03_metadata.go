@@ -94,30 +94,30 @@ func (c *conn) namedTopicMetadata(name string, allowCreate bool) kmsg.MetadataRe
 		missing.ErrorCode = kerr.InvalidTopicException.Code
 		return missing
 	}
-	tb := c.s.topic(name)
-	topics, err := tb.Topics([]string{name})
+	t, ok, err := c.s.lookupTopic(name)
 	if err != nil {
-		missing.ErrorCode = kerr.UnknownServerError.Code
+		missing.ErrorCode = lookupCode(err)
 		return missing
 	}
-	if len(topics) == 0 && allowCreate && c.s.cfg.AutoCreateTopics {
-		// Created through the leader of the topic's raft group; with no
-		// leader, LEADER_NOT_AVAILABLE makes the client ask again.
+	if !ok && allowCreate && c.s.cfg.AutoCreateTopics {
+		// Created by the leader of the topic's raft group, forwarded there
+		// from a follower; with no leader, LEADER_NOT_AVAILABLE makes the
+		// client ask again.
 		if _, err := c.s.writer(c.s.placedIn(name)).CreateTopic(name, c.s.cfg.DefaultPartitions, nil); err != nil {
+			c.s.log.Warn("kafka: creating a topic on the fly", "topic", name, "err", err)
 			missing.ErrorCode = kerr.LeaderNotAvailable.Code
 			return missing
 		}
-		topics, err = tb.Topics([]string{name})
-		if err != nil {
-			missing.ErrorCode = kerr.UnknownServerError.Code
+		if t, ok, err = c.s.lookupTopic(name); err != nil {
+			missing.ErrorCode = lookupCode(err)
 			return missing
 		}
 	}
-	if len(topics) == 0 {
+	if !ok {
 		missing.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		return missing
 	}
-	return c.topicMetadata(topics[0])
+	return c.topicMetadata(t)
 }
 
 // topicMetadata describes a topic, led by the leader of its raft group.

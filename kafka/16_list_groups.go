@@ -18,7 +18,8 @@ func handleListGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ListGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
 	// Each broker lists the groups it coordinates: those of the raft
-	// groups it leads (admin clients ask every broker).
+	// groups it leads, none on a broker that leads none (admin clients ask
+	// every broker and merge the answers, as Kafka's brokers answer).
 	var leads []uint32
 	for g := range c.s.coords {
 		if c.s.leading(uint32(g)) {
@@ -26,7 +27,6 @@ func handleListGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		}
 	}
 	if len(leads) == 0 {
-		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp, nil
 	}
 	wanted := map[string]bool{}

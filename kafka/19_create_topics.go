@@ -28,10 +28,10 @@ func handleCreateTopics(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			t.ErrorMessage = kmsg.StringPtr(msg)
 		}
 		if code == 0 {
-			if infos, err := c.s.topic(rt.Topic).Topics([]string{rt.Topic}); err == nil && len(infos) == 1 {
-				t.TopicID, t.NumPartitions, t.ReplicationFactor = topicID(infos[0]), infos[0].Partitions, 1
+			if info, ok, err := c.s.lookupTopic(rt.Topic); err == nil && ok {
+				t.TopicID, t.NumPartitions, t.ReplicationFactor = topicID(info), info.Partitions, 1
 				// v5+ echoes the topic's configs as DescribeConfigs shows them.
-				for _, dc := range topicConfigs(infos[0], c.s.svc.TopicDefaults(), nil, false, false) {
+				for _, dc := range topicConfigs(info, c.s.svc.TopicDefaults(), nil, false, false) {
 					cc := kmsg.NewCreateTopicsResponseTopicConfig()
 					cc.Name, cc.Value, cc.ReadOnly, cc.Source = dc.Name, dc.Value, dc.ReadOnly, int8(dc.Source)
 					t.Configs = append(t.Configs, cc)
@@ -70,16 +70,17 @@ func (c *conn) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool) 
 			settings = append(settings, setting)
 		}
 	}
-	if !c.s.svc.IsLeader() {
-		return kerr.NotController.Code, "this node is not the leader"
-	}
 	if validateOnly {
-		if infos, err := c.s.topic(rt.Topic).Topics([]string{rt.Topic}); err == nil && len(infos) > 0 {
+		switch _, ok, err := c.s.lookupTopic(rt.Topic); {
+		case err != nil:
+			return lookupCode(err), err.Error()
+		case ok:
 			return kerr.TopicAlreadyExists.Code, ""
 		}
 		return 0, ""
 	}
-	// The controller (group 0's leader) writes in the topic's raft group.
+	// Written by the leader of the topic's raft group, forwarded there from
+	// any other broker (KIP-590).
 	outcome, err := c.s.writer(c.s.placedIn(rt.Topic)).CreateTopic(rt.Topic, partitions, settings)
 	if errors.Is(err, broker.ErrInvalid) {
 		return kerr.InvalidRequest.Code, err.Error()

@@ -43,8 +43,6 @@ func handleDeleteTopics(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
 		case isInternalTopic(name):
 			rt.ErrorCode = kerr.InvalidTopicException.Code
-		case !c.s.svc.IsLeader():
-			rt.ErrorCode = kerr.NotController.Code
 		default:
 			outcome, err := c.s.writer(c.s.placedIn(name)).DeleteTopic(context.Background(), name)
 			if err != nil {

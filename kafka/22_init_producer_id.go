@@ -9,7 +9,8 @@ import (
 
 func init() { register(kmsg.InitProducerID.Int16(), 0, 5, answerNow(handleInitProducerID)) }
 
-// handleInitProducerID gives an idempotent producer its id. A new producer
+// handleInitProducerID gives an idempotent producer its id, on any broker
+// (librdkafka asks whichever it is connected to). A new producer
 // gets a fresh id from the replicated counter with epoch 0; a producer that
 // names its current id and epoch (KIP-360, v3+) keeps the id with the epoch
 // bumped, and must then restart its sequences at 0. A transactional
@@ -41,8 +42,6 @@ func handleInitProducerID(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	case c.writesNowhere():
 		// An idempotent producer needs the right to write somewhere (KIP-679).
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
-	case !c.s.svc.IsLeader():
-		resp.ErrorCode = kerr.NotCoordinator.Code
 	case req.ProducerID >= 0 && req.ProducerEpoch >= 0:
 		if req.ProducerEpoch == 1<<15-1 { // epoch exhausted: a new id
 			return newProducer(c, resp), nil
@@ -54,8 +53,10 @@ func handleInitProducerID(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	return resp, nil
 }
 
+// newProducer mints a producer id in group 0, whichever broker is asked:
+// an idempotent producer may ask any (a follower forwards to the leader).
 func newProducer(c *conn, resp *kmsg.InitProducerIDResponse) *kmsg.InitProducerIDResponse {
-	id, err := c.s.svc.NewProducerID()
+	id, err := c.s.writer(0).NewProducerID()
 	if err != nil {
 		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp

@@ -25,12 +25,16 @@ func handleDescribeConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 				r.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				break
 			}
-			infos, err := c.s.topic(rr.ResourceName).Topics([]string{rr.ResourceName})
-			if err != nil || len(infos) == 0 {
+			info, ok, err := c.s.lookupTopic(rr.ResourceName)
+			if err != nil {
+				r.ErrorCode = lookupCode(err)
+				break
+			}
+			if !ok {
 				r.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				break
 			}
-			r.Configs = topicConfigs(infos[0], c.s.svc.TopicDefaults(), rr.ConfigNames, req.IncludeSynonyms, req.IncludeDocumentation)
+			r.Configs = topicConfigs(info, c.s.svc.TopicDefaults(), rr.ConfigNames, req.IncludeSynonyms, req.IncludeDocumentation)
 		case kmsg.ConfigResourceTypeBroker:
 			// No broker-level configs are settable; answer an empty list.
 		default:

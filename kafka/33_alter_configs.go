@@ -55,8 +55,6 @@ func (c *conn) alterTopic(kind kmsg.ConfigResourceType, topic string, validateOn
 		return refuse(kerr.InvalidRequest.Code, "only topic configs can be altered")
 	case c.topicDenied(auth.Manage, topic) != 0:
 		return kerr.TopicAuthorizationFailed.Code, nil
-	case !c.s.svc.IsLeader():
-		return kerr.NotController.Code, nil
 	case c.s.topic(topic).LogFormat() < raftfsm.LogFormat2:
 		return refuse(kerr.InvalidRequest.Code, broker.ErrUpgradeInProgress.Error())
 	}
@@ -72,7 +70,10 @@ func (c *conn) alterTopic(kind kmsg.ConfigResourceType, topic string, validateOn
 		seen[setting.Name] = true
 	}
 	if validateOnly {
-		if infos, err := c.s.topic(topic).Topics([]string{topic}); err != nil || len(infos) == 0 {
+		switch _, ok, err := c.s.lookupTopic(topic); {
+		case err != nil:
+			return lookupCode(err), nil
+		case !ok:
 			return kerr.UnknownTopicOrPartition.Code, nil
 		}
 		return 0, nil

@@ -18,14 +18,14 @@ func handleCreatePartitions(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		switch {
 		case c.topicDenied(auth.Manage, rt.Topic) != 0:
 			t.ErrorCode = kerr.TopicAuthorizationFailed.Code
-		case !c.s.svc.IsLeader():
-			t.ErrorCode = kerr.NotController.Code
 		case req.ValidateOnly:
-			infos, err := c.s.topic(rt.Topic).Topics([]string{rt.Topic})
+			info, ok, err := c.s.lookupTopic(rt.Topic)
 			switch {
-			case err != nil || len(infos) == 0:
+			case err != nil:
+				t.ErrorCode = lookupCode(err)
+			case !ok:
 				t.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case rt.Count <= infos[0].Partitions:
+			case rt.Count <= info.Partitions:
 				t.ErrorCode = kerr.InvalidPartitions.Code
 			}
 		default:

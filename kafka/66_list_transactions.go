@@ -27,19 +27,16 @@ func handleListTransactions(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		}
 	}
 	// Each broker lists the transactions it coordinates: those of the raft
-	// groups it leads (admin clients ask every broker).
+	// groups it leads, none on a broker that leads none (admin clients ask
+	// every broker and merge the answers).
 	var leading []Broker
 	for _, b := range c.s.everyGroup() {
 		if b.IsLeader() {
 			leading = append(leading, b)
 		}
 	}
-	switch {
-	case c.writesNowhere():
+	if c.writesNowhere() {
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-		return resp, nil
-	case len(leading) == 0:
-		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp, nil
 	}
 	now := c.s.svc.Now().UnixMilli()

@@ -1,12 +1,14 @@
 package kafka
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"slices"
 	"sort"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -49,6 +51,13 @@ type fakeBroker struct {
 	commitErr     error
 	groupsErr     error // GroupOffsets fails
 	pending       map[string][]store.TxnOffset
+
+	// behind holds the topics the leader has and this node has not
+	// applied yet: CatchUp moves them into topics, or fails with
+	// catchUpErr; catchUps counts its calls.
+	behind     map[string]broker.TopicInfo
+	catchUpErr error
+	catchUps   int
 }
 
 type producedCall struct {
@@ -102,7 +111,24 @@ func (f *fakeBroker) LeaderWithID() (addr, id string) {
 }
 
 func (f *fakeBroker) LeaderCaughtUp() bool { return true }
-func (f *fakeBroker) NodeID() string       { return f.nodeID }
+
+func (f *fakeBroker) TopicDefaults() broker.TopicInfo { return broker.TopicInfo{} }
+func (f *fakeBroker) Now() time.Time                  { return time.UnixMilli(1_700_000_000_000) }
+
+func (f *fakeBroker) CatchUp(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.catchUps++
+	if f.catchUpErr != nil {
+		return f.catchUpErr
+	}
+	for name, t := range f.behind {
+		f.topics[name] = t
+		delete(f.behind, name)
+	}
+	return nil
+}
+func (f *fakeBroker) NodeID() string { return f.nodeID }
 
 func (f *fakeBroker) Members() ([]broker.Member, error) { return f.members, nil }
 

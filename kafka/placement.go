@@ -1,8 +1,14 @@
 package kafka
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/placement"
@@ -109,13 +115,59 @@ func fromEveryGroup[T any](s *Server, fn func(Broker) ([]T, error)) ([]T, error)
 	return out, nil
 }
 
-// writer is the broker that writes in a topic's group from this node:
-// the coordinator writes offsets of topics whose group another node leads.
+// writer is the broker that writes in a topic's group from this node,
+// forwarding to the group's leader when another node leads it: the
+// coordinator writes offsets of topics whose group another node leads, and
+// any broker creates, alters and deletes topics (as Kafka's brokers forward
+// admin requests to the controller, KIP-590).
 func (s *Server) writer(group uint32) Broker {
-	if len(s.cfg.Forwarding) <= 1 {
+	if len(s.cfg.Forwarding) == 0 {
 		return s.svc
 	}
 	return s.cfg.Forwarding[group]
+}
+
+// catchUpWait bounds how long a broker that does not know a topic waits to
+// catch up with the leader of the topic's raft group.
+const catchUpWait = 2 * time.Second
+
+// errBehind means this broker could not tell whether a topic exists: it
+// could not catch up with the leader of the topic's raft group in time (or
+// there is none). Kafka clients are answered with a code they retry on.
+var errBehind = errors.New("this broker has not caught up with the leader")
+
+// lookupTopic answers the topic name from its raft group, and whether it
+// exists. A broker that does not know the topic first catches up with the
+// group's leader (broker.Service.CatchUp): a client may have created it
+// through another broker a moment ago, and must not be told it does not
+// exist. Only a miss pays for that.
+func (s *Server) lookupTopic(name string) (broker.TopicInfo, bool, error) {
+	b := s.topic(name)
+	read := func() (broker.TopicInfo, bool, error) {
+		ts, err := b.Topics([]string{name})
+		if err != nil || len(ts) == 0 {
+			return broker.TopicInfo{}, false, err
+		}
+		return ts[0], true, nil
+	}
+	if t, ok, err := read(); ok || err != nil {
+		return t, ok, err
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, catchUpWait)
+	defer cancel()
+	if err := b.CatchUp(ctx); err != nil {
+		return broker.TopicInfo{}, false, fmt.Errorf("%w: %v", errBehind, err)
+	}
+	return read()
+}
+
+// lookupCode is the Kafka error code for a failed lookupTopic: retriable
+// while this broker is behind.
+func lookupCode(err error) int16 {
+	if errors.Is(err, errBehind) {
+		return kerr.LeaderNotAvailable.Code
+	}
+	return kerr.UnknownServerError.Code
 }
 
 // commitOffsets stores a consumer group's offsets in their topics'

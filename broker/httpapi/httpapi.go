@@ -172,6 +172,7 @@ func (s *Server) routes() {
 	handle(http.MethodPost, "/api/v1/cluster/snapshot", need(manage, global, ""), s.snapshot)
 	handle(http.MethodGet, "/api/v1/cluster/backup", need(manage, global, ""), s.backup)
 	handle(http.MethodPost, broker.ApplyPath, need(manage, global, ""), s.applyEntry)
+	handle(http.MethodGet, broker.CommitPath, need(manage, global, ""), s.leaderCommit)
 	handle(http.MethodPut, "/api/v1/cluster/groups/{group}/leader", need(manage, global, ""), s.leaderOnly(s.preferLeader))
 	handle(http.MethodDelete, "/api/v1/cluster/groups/{group}/leader", need(manage, global, ""), s.leaderOnly(s.preferLeader))
 	handle(http.MethodGet, "/api/v1/auth/users", need(manage, global, ""), s.listUsers)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/placement"
 	"github.com/waggle-mq/waggle/raftfsm"
 )
@@ -252,24 +253,16 @@ const maxForwardedEntry = 64 << 20
 var forwardable = map[raftfsm.CommandType]bool{
 	raftfsm.CmdDeleteOffsets: true, raftfsm.CmdCommitOffsets: true, raftfsm.CmdTxnOffsetCommit: true,
 	raftfsm.CmdCreateTopic: true, raftfsm.CmdDeleteQueue: true, raftfsm.CmdAlterTopic: true, raftfsm.CmdAddPartitions: true,
-	raftfsm.CmdDeleteDeadLetters: true, raftfsm.CmdKeyed: true,
+	raftfsm.CmdDeleteDeadLetters: true, raftfsm.CmdKeyed: true, raftfsm.CmdNewProducerID: true,
 }
 
 // applyEntry applies a raft entry another node of a data group sent to
 // this node as the group's leader (broker.Service.Forwarding): the body is
 // the encoded command, ?group= the group.
 func (s *Server) applyEntry(w http.ResponseWriter, r *http.Request) {
-	g, err := strconv.ParseUint(r.URL.Query().Get("group"), 10, 32)
-	b := s.svc
-	switch {
-	case err != nil:
-		writeError(w, http.StatusBadRequest, "invalid_request", "?group= names no raft group")
+	b, ok := s.queriedGroup(w, r)
+	if !ok {
 		return
-	case len(s.groups) > 0 && g >= uint64(len(s.groups)) || len(s.groups) == 0 && g > 0:
-		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("this cluster has no raft group %d", g))
-		return
-	case len(s.groups) > 0:
-		b = s.groups[g]
 	}
 	entry, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxForwardedEntry))
 	if err != nil {
@@ -286,6 +279,38 @@ func (s *Server) applyEntry(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, applied)
+}
+
+// leaderCommit answers this node's commit index as the leader of the
+// raft group ?group= names (broker.Service.CatchUp on another node asks).
+func (s *Server) leaderCommit(w http.ResponseWriter, r *http.Request) {
+	b, ok := s.queriedGroup(w, r)
+	if !ok {
+		return
+	}
+	index, err := b.LeaderCommitIndex()
+	if err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, broker.LeaderCommit{Index: index})
+}
+
+// queriedGroup is the broker of the raft group ?group= names; a bad name
+// is answered 400 (false).
+func (s *Server) queriedGroup(w http.ResponseWriter, r *http.Request) (Broker, bool) {
+	g, err := strconv.ParseUint(r.URL.Query().Get("group"), 10, 32)
+	switch {
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "invalid_request", "?group= names no raft group")
+		return nil, false
+	case len(s.groups) > 0 && g >= uint64(len(s.groups)) || len(s.groups) == 0 && g > 0:
+		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("this cluster has no raft group %d", g))
+		return nil, false
+	case len(s.groups) > 0:
+		return s.groups[g], true
+	}
+	return s.svc, true
 }
 
 // preferLeader sets (PUT, {"node"}) or clears (DELETE) the node an

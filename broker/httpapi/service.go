@@ -30,6 +30,7 @@ type Broker interface {
 	Snapshot() (uint64, error)
 	Backup() (*raftfsm.Backup, error)
 	ApplyEntry(entry []byte) (broker.AppliedEntry, error) // placement.go
+	LeaderCommitIndex() (uint64, error)                   // placement.go
 	PreferLeader(group uint32, node string) error
 	LeaderPreference(group uint32) (string, error)
 

@@ -547,14 +547,12 @@ func voterWithRoom(svc *broker.Service, client *http.Client, scheme string) (bro
 }
 
 // joinGroups tells each group's service which group it serves and how to
-// reach the others' leaders, and lists the groups' services, as they are
-// and forwarding their writes to the group's leader. With one group there
-// is nothing to join (nil lists).
+// reach its leader, and lists the groups' services, as they are and
+// forwarding their writes to the group's leader (one of each with one
+// group: a follower forwards what it cannot refuse, a Kafka topic created
+// through it, say).
 func joinGroups(set *raftgroups.Set, client *http.Client, scheme string) (groups, forwarding []*broker.Service) {
 	all := set.All()
-	if len(all) <= 1 {
-		return nil, nil
-	}
 	for _, g := range all {
 		g.Svc.JoinGroup(g.ID, all[0].Svc, client, scheme)
 		groups, forwarding = append(groups, g.Svc), append(forwarding, g.Svc.Forwarding())

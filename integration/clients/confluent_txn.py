@@ -7,7 +7,7 @@ send_offsets_to_transaction with a record written to the output topic, and a
 second attempt is aborted. Prints the values read and whether the group's
 committed offsets are the positions sent, e.g. "py-c0,py-c1,py-c2;offsets=ok".
 
-Usage: python3 confluent_txn.py HOST:PORT TOPIC GROUP
+Usage: python3 confluent_txn.py HOST:PORT[,HOST:PORT...] TOPIC GROUP
 """
 import sys
 
@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 addr, topic, group = sys.argv[1:4]
 
-producer = Producer({"bootstrap.servers": addr, "transactional.id": "confluent-txn"})
+producer = Producer({"bootstrap.servers": addr, "transactional.id": topic + ".txn"})
 producer.init_transactions(30)
 
 producer.begin_transaction()
@@ -49,8 +49,11 @@ for _ in range(60):
     got.append(msg.value().decode())
 
 # The consumer's position goes into a transaction with an output record.
+# The output topic and the transactional id share the topic's name up to its
+# first dot: with several raft groups a transaction writes its own group's
+# topics only.
 producer.begin_transaction()
-producer.produce(topic + "-out", value=b"derived")
+producer.produce(topic + ".out", value=b"derived")
 positions = consumer.position(consumer.assignment())
 producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
 producer.commit_transaction(30)

@@ -1,7 +1,7 @@
 """kafka-python 2.0.2 against waggle: produce three records, then read them
 back as a consumer group member and commit. Prints the values read.
 
-Usage: python3 kafka_python_roundtrip.py HOST:PORT TOPIC GROUP
+Usage: python3 kafka_python_roundtrip.py HOST:PORT[,HOST:PORT...] TOPIC GROUP
 """
 import sys
 

@@ -2,11 +2,11 @@
 // records, a consumer-group member reads them back and commits. Prints the
 // values read, comma-separated.
 //
-// Usage: node kafkajs_roundtrip.js HOST:PORT TOPIC GROUP
+// Usage: node kafkajs_roundtrip.js HOST:PORT[,HOST:PORT...] TOPIC GROUP
 const { Kafka, logLevel } = require('kafkajs');
 
 const [addr, topic, group] = process.argv.slice(2);
-const kafka = new Kafka({ clientId: 'waggle-test', brokers: [addr], logLevel: logLevel.ERROR });
+const kafka = new Kafka({ clientId: 'waggle-test', brokers: addr.split(','), logLevel: logLevel.ERROR });
 
 async function main() {
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });

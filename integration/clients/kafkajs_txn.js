@@ -3,14 +3,14 @@
 // read_committed consumer reads the committed ones. Prints the values read
 // and the group's committed offset, e.g. "js-c0,js-c1,js-c2;offset=2".
 //
-// Usage: node kafkajs_txn.js HOST:PORT TOPIC GROUP
+// Usage: node kafkajs_txn.js HOST:PORT[,HOST:PORT...] TOPIC GROUP
 const { Kafka, logLevel } = require('kafkajs');
 
 const [addr, topic, group] = process.argv.slice(2);
-const kafka = new Kafka({ clientId: 'waggle-txn-test', brokers: [addr], logLevel: logLevel.ERROR });
+const kafka = new Kafka({ clientId: 'waggle-txn-test', brokers: addr.split(','), logLevel: logLevel.ERROR });
 
 async function main() {
-  const producer = kafka.producer({ transactionalId: 'kafkajs-txn', idempotent: true, maxInFlightRequests: 1 });
+  const producer = kafka.producer({ transactionalId: `${topic}.txn`, idempotent: true, maxInFlightRequests: 1 });
   await producer.connect();
 
   const committed = await producer.transaction();
