@@ -154,11 +154,19 @@ func TestBackupWhileWritingAndRestore(t *testing.T) {
 	n2 := newNode(t, 1)
 	dir := filepath.Join(n2.dataDir, "restored")
 	n2.dataDir = dir
-	out, err = runWithTimeout(t, exec.Command(waggleBinary, "restore", "--in", file, "--data-dir", dir, "--node-id", "1", "--raft-addr", n2.raftAddr), time.Minute)
+	out, err = runWithTimeout(t, exec.Command(waggleBinary, "restore", "--in", file, "--data-dir", dir, "--node-id", "1", "--raft-addr", n2.raftAddr,
+		"--http-addr", n2.httpAddr, "--kafka-addr", n2.kafkaAddr), time.Minute)
 	if err != nil {
 		t.Fatalf("restore: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)
+	// The command it prints starts the node where it was restored for
+	// (issue 30: it named no client addresses, so the node bound the
+	// defaults); n2.start runs that command.
+	if hint := fmt.Sprintf("start it with: waggle serve --data-dir %s --node-id 1 --raft-addr %s --http-addr %s --kafka-addr %s\n",
+		dir, n2.raftAddr, n2.httpAddr, n2.kafkaAddr); !strings.Contains(string(out), hint) {
+		t.Fatalf("restore does not print %q:\n%s", hint, out)
+	}
 	n.stop() // the old node is gone; the new one serves alone
 	n2.start()
 	n2.waitLeader()

@@ -1,13 +1,19 @@
 package integration
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The product's promise across failover: a push whose answer was lost is
@@ -280,13 +286,32 @@ func TestAddAndRemoveNode(t *testing.T) {
 	if len(cl.Members) != 3 {
 		t.Fatalf("after removal the cluster lists %d members", len(cl.Members))
 	}
+
+	// The members' status lists each as a voter; the removed node's says
+	// it was removed (issue 30: "not a member yet") and, knowing no
+	// leader, exits 4.
+	out, err := runWithTimeout(t, exec.Command(waggleBinary, "cluster", "status", "--server", c.leader().httpAddr), 30*time.Second)
+	if err != nil || !strings.Contains(string(out), "VOTER") || strings.Count(string(out), " yes ") != 3 {
+		t.Fatalf("cluster status on the leader: %v\n%s", err, out)
+	}
+	waitFor(t, 15*time.Second, func() error {
+		out, err := runWithTimeout(t, exec.Command(waggleBinary, "cluster", "status", "--server", n4.httpAddr), 30*time.Second)
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 4 || !strings.Contains(string(out), "no longer a member") ||
+			strings.Contains(string(out), "not a member yet") {
+			return fmt.Errorf("cluster status on the removed node: %v\n%s", err, out)
+		}
+		return nil
+	})
 }
 
 // With no leader reachable, a write is refused with 503 no_leader and a
 // Retry-After, and nothing hangs.
 func TestNoLeaderAnswers503(t *testing.T) {
 	c := startCluster(t, 3)
+	createTopic(t, kafkaClient(t, c.kafkaAddrs()), "nq", 2, nil)
 	survivor := c.followers()[0]
+	c.waitCaughtUp(survivor)
 	for _, n := range c.live() {
 		if n != survivor {
 			n.kill9()
@@ -317,5 +342,29 @@ func TestNoLeaderAnswers503(t *testing.T) {
 	// Reads are still answered locally.
 	if status := getJSON(t, survivor.url("/api/v1/resources/queues"), nil); status != http.StatusOK {
 		t.Fatalf("queue listing without a leader: %d", status)
+	}
+	// cluster status prints the members and exits 4: no leader.
+	out, err := runWithTimeout(t, exec.Command(waggleBinary, "cluster", "status", "--server", survivor.httpAddr), 30*time.Second)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 4 || !strings.Contains(string(out), "unreachable") || !strings.Contains(string(out), "no leader") {
+		t.Fatalf("cluster status without a leader: %v\n%s", err, out)
+	}
+	// Kafka clients are told what docs/KAFKA.md says: every partition
+	// LEADER_NOT_AVAILABLE with leader -1, a code they retry on.
+	cl := kafkaClient(t, []string{survivor.kafkaAddr})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr("nq")
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 2 || resp.ControllerID != -1 {
+		t.Fatalf("metadata without a leader: %v %+v", err, resp)
+	}
+	for _, p := range resp.Topics[0].Partitions {
+		if p.Leader != -1 || p.ErrorCode != kerr.LeaderNotAvailable.Code {
+			t.Fatalf("partition %d without a leader: leader %d, %v", p.Partition, p.Leader, kerr.ErrorForCode(p.ErrorCode))
+		}
 	}
 }

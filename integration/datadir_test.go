@@ -76,3 +76,33 @@ func listTree(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// Regression (issue 30): a node whose data directory vanished under it
+// (deleted, or its disk unmounted) went on answering, and SIGTERM then
+// hung in badger's close ("error flushing memtable … no such file or
+// directory", retried forever). It must stop by itself, saying why, with
+// a non-zero exit code.
+func TestNodeStopsWhenItsDataDirectoryVanishes(t *testing.T) {
+	n := newNode(t, 1)
+	dir := filepath.Join(n.dataDir, "data")
+	n.logPath = filepath.Join(t.TempDir(), "node.log") // outside the directory that goes
+	n.args = []string{"--data-dir", dir}
+	n.start()
+	n.waitLeader()
+	n.push(pushItem{Queue: "vanish", TransactionID: "before", Payload: 1})
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-n.done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the node still runs 20 s after its data directory vanished")
+	}
+	log, _ := os.ReadFile(n.logPath)
+	if code := n.cmd.ProcessState.ExitCode(); code == 0 {
+		t.Errorf("the node exited 0:\n%s", log)
+	}
+	if !strings.Contains(string(log), "is gone") {
+		t.Fatalf("the node does not say its data directory is gone:\n%s", log)
+	}
+}

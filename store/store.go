@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ var ErrNotFound = errors.New("store: not found")
 
 // Store is waggle's replicated state on disk.
 type Store struct {
+	dir    string
 	db     *badger.DB
 	segs   *segment.Dir
 	behind error // see DataBehind
@@ -70,7 +72,7 @@ func Open(dir string, logger ...Logger) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	s := &Store{db: db, segs: segs}
+	s := &Store{dir: dir, db: db, segs: segs}
 	// Links of snapshots that were never written out (a crash meanwhile).
 	os.RemoveAll(filepath.Join(segs.Root(), pinDirName))
 	if err := s.recoverStreams(); err != nil {
@@ -91,8 +93,19 @@ type Logger interface {
 // Size reports badger's on-disk sizes: the LSM tree and the value log.
 func (s *Store) Size() (lsm, vlog int64) { return s.db.Size() }
 
-// Close closes the segment files and the database.
-func (s *Store) Close() error { return errors.Join(s.segs.Close(), s.db.Close()) }
+// ErrDirGone is Close's answer when the store's directory no longer exists.
+var ErrDirGone = errors.New("store: the data directory is gone")
+
+// Close closes the segment files and the database. When the store's
+// directory is gone (deleted or unmounted under a running node), badger's
+// Close would try to flush its memtable into it forever: there is nothing
+// left to flush into, so the store is abandoned and ErrDirGone returned.
+func (s *Store) Close() error {
+	if _, err := os.Stat(s.dir); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %s", ErrDirGone, s.dir)
+	}
+	return errors.Join(s.segs.Close(), s.db.Close())
+}
 
 // SyncData fsyncs the message data appended so far (the active segments;
 // sealed ones were fsynced when sealed).

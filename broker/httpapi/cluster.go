@@ -197,8 +197,13 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 		}()
 	}
 	wg.Wait()
-	if !slices.ContainsFunc(members, func(m broker.Member) bool { return m.ID == h.NodeID }) {
+	switch {
+	case slices.ContainsFunc(members, func(m broker.Member) bool { return m.ID == h.NodeID }):
+	case len(members) == 0: // started with --join, never added: no configuration at all
 		out.NotAMember = "node " + h.NodeID + " is not a member yet: add it from a member with `waggle cluster add " + h.NodeID + " RAFT_ADDR`"
+	default: // the configuration it last applied leaves it out
+		out.NotAMember = "node " + h.NodeID + " is no longer a member: it was removed from the cluster. To bring it back, stop it, empty its data directory, " +
+			"start it with --join and add it from a member with `waggle cluster add " + h.NodeID + " RAFT_ADDR`"
 	}
 	// The leader is the one that says so itself; a member that cannot be
 	// reached is not shown as leader, whatever this node last heard.

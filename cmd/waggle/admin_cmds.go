@@ -247,7 +247,7 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 				fmt.Fprintln(c.OutOrStdout(), cl.NotAMember)
 			}
 			fmt.Fprintf(c.OutOrStdout(), "raft log format written: %d\n", max(cl.LogFormat, 1)) // 0: a node older than formats
-			t.row("NODE", "STATE", "ROLE", "TERM", "APPLIED", "LAG", "VERSION", "UPTIME", "DISK", "MEM", "HTTP", "KAFKA", "RAFT", "READS FORMAT")
+			t.row("NODE", "STATE", "ROLE", "VOTER", "TERM", "APPLIED", "LAG", "VERSION", "UPTIME", "DISK", "MEM", "HTTP", "KAFKA", "RAFT", "READS FORMAT")
 			var unreachable []string
 			for _, m := range cl.Members {
 				state, uptime := cmp.Or(m.State, "-"), "-"
@@ -257,7 +257,11 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 				if m.Error != "" {
 					unreachable = append(unreachable, fmt.Sprintf("node %d: %s", m.ID, m.Error))
 				}
-				t.row(m.ID, state, cmp.Or(m.Role, "-"), orDash(m.Term), orDash(m.Applied), orDash(m.Lag), cmp.Or(m.Version, "-"), uptime,
+				voter := "no"
+				if m.Voter {
+					voter = "yes"
+				}
+				t.row(m.ID, state, cmp.Or(m.Role, "-"), voter, orDash(m.Term), orDash(m.Applied), orDash(m.Lag), cmp.Or(m.Version, "-"), uptime,
 					diskShare(m.DiskUsedBytes, m.DiskTotalBytes), bytesOrDash(m.MemoryBytes), m.HTTPAddr, m.KafkaAddr, m.RaftAddr, orDash(m.LogFormat))
 			}
 			// Below the members table: which members could not be asked,
@@ -269,13 +273,22 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 			showRaftGroups(c, cl)
 		})
 	}
-	status := &cobra.Command{Use: "status", Short: "Members, leader, applied indexes and raft log formats", Args: cobra.NoArgs,
+	status := &cobra.Command{Use: "status", Short: "Members, leader, applied indexes and raft log formats",
+		Long: "Members, leader, applied indexes and raft log formats, as the node --server names sees them.\n" +
+			"Exits 4 when that node knows no leader (the cluster has lost its quorum, or the node is cut off or not a member).",
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			var cl clusterInfo
 			if _, err := o.client().call(http.MethodGet, "/api/v1/cluster", nil, &cl); err != nil {
 				return err
 			}
-			return show(c, cl)
+			if err := show(c, cl); err != nil {
+				return err
+			}
+			if cl.Leader == nil {
+				return errNoLeader
+			}
+			return nil
 		}}
 	add := &cobra.Command{Use: "add ID RAFT_ADDR", Short: "Add a voter (start it with --join first)", Args: cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {

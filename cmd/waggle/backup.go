@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -89,11 +88,7 @@ func downloadBackup(o *clientOptions, out string, group int) (h raftfsm.BackupHe
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			return h, 0, 0, fmt.Errorf("cannot reach waggle at %s (is it running? set --server or WAGGLE_SERVER): %v", c.base, uerr.Err)
-		}
-		return h, 0, 0, err
+		return h, 0, 0, unreachable(c.base, err)
 	}
 	defer resp.Body.Close()
 	groups, _ = strconv.Atoi(resp.Header.Get(httpapi.GroupsHeader))
@@ -152,6 +147,9 @@ type restoreOptions struct {
 	nodeID        uint32
 	raftAddr      string
 	advertiseRaft string
+	// The restored node's client listeners, named in the command that
+	// starts it (restore itself opens none).
+	httpAddr, kafkaAddr string
 }
 
 // newRestoreCmd builds a new data directory from a backup file, offline:
@@ -174,6 +172,8 @@ func newRestoreCmd() *cobra.Command {
 	f.Uint32Var(&o.nodeID, "node-id", 1, "id of the restored node (the cluster's only voter)")
 	f.StringVar(&o.raftAddr, "raft-addr", "127.0.0.1:7400", "raft address the restored node will listen on")
 	f.StringVar(&o.advertiseRaft, "advertise-raft", "", "raft address peers dial (default: --raft-addr)")
+	f.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:6632", "HTTP address the restored node will listen on (for the serve command printed)")
+	f.StringVar(&o.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka address the restored node will listen on (for the serve command printed)")
 	return cmd
 }
 
@@ -221,7 +221,11 @@ func restore(cmd *cobra.Command, o restoreOptions) error {
 			b.h.Index, b.h.Term, b.h.Created.UTC().Format(time.RFC3339), b.name)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "restored into %s as node %s (raft %s) in %v\n", o.dataDir, self.ID, self.Addr, time.Since(start).Round(time.Millisecond))
-	hint := fmt.Sprintf("waggle serve --data-dir %s --node-id %s --raft-addr %s", o.dataDir, self.ID, o.raftAddr)
+	hint := fmt.Sprintf("waggle serve --data-dir %s --node-id %s --raft-addr %s --http-addr %s --kafka-addr %s",
+		o.dataDir, self.ID, o.raftAddr, o.httpAddr, o.kafkaAddr)
+	if o.advertiseRaft != "" {
+		hint += " --advertise-raft " + o.advertiseRaft
+	}
 	if groups > 1 {
 		hint += fmt.Sprintf(" --data-groups %d", groups)
 	}

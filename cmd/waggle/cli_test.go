@@ -291,6 +291,26 @@ func TestCLIExplainsAnUnreachableServer(t *testing.T) {
 	}
 }
 
+// Regression (issue 30): a TLS failure was reported as "cannot reach
+// waggle … (is it running?)" though the server answered. Each kind says
+// what to fix instead.
+func TestCLIExplainsTLSTrouble(t *testing.T) {
+	answer := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, `{"queues":[]}`) })
+	secure, plain := httptest.NewTLSServer(answer), httptest.NewServer(answer)
+	defer secure.Close()
+	defer plain.Close()
+	for _, tc := range []struct{ name, server, want string }{
+		{"a certificate nobody told the CLI to trust", secure.URL, "TLS certificate was not accepted"},
+		{"http to an https server", "http://" + secure.Listener.Addr().String(), "serves HTTPS"},
+		{"https to an http server", "https://" + plain.Listener.Addr().String(), "answered without TLS"},
+	} {
+		_, err := cli(t, "", "", "--server", tc.server, "--retry-timeout", "0", "queue", "list")
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "is it running") {
+			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+}
+
 // The CLI retries a push while the cluster answers 503 with Retry-After
 // (no leader yet, an outcome it could not learn), sending the same
 // transaction ids each time, so a retry cannot store a message twice; it

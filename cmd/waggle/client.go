@@ -153,16 +153,15 @@ func (c *apiClient) send(method, path, key string, in, out any) (int, error) {
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			return 0, fmt.Errorf("cannot reach waggle at %s (is it running? set --server or WAGGLE_SERVER): %v", c.base, uerr.Err)
-		}
-		return 0, err
+		return 0, unreachable(c.base, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return resp.StatusCode, err
+	}
+	if resp.StatusCode == http.StatusBadRequest && bytes.Contains(raw, []byte("HTTP request to an HTTPS server")) {
+		return resp.StatusCode, fmt.Errorf("waggle at %s answered, but it serves HTTPS: give --server as https://… (and --ca-file for its certificate authority)", c.base)
 	}
 	if resp.StatusCode >= 400 {
 		var e struct{ Error, Code string }
@@ -179,6 +178,25 @@ func (c *apiClient) send(method, path, key string, in, out any) (int, error) {
 		}
 	}
 	return resp.StatusCode, nil
+}
+
+// unreachable explains a request to base that got no answer. A TLS
+// handshake that failed is not a server that is down: it says what to fix.
+func unreachable(base string, err error) error {
+	var uerr *url.Error
+	if !errors.As(err, &uerr) {
+		return err
+	}
+	var verify *tls.CertificateVerificationError
+	switch {
+	case errors.As(err, &verify):
+		return fmt.Errorf("waggle at %s answered, but its TLS certificate was not accepted (give its certificate authority with --ca-file, or a --server name the certificate holds): %v", base, verify.Err)
+	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"): // net/http's words
+		return fmt.Errorf("waggle at %s answered without TLS: give --server as http://…", base)
+	case strings.Contains(err.Error(), "tls: "):
+		return fmt.Errorf("waggle at %s answered, but the TLS handshake failed: %v", base, uerr.Err)
+	}
+	return fmt.Errorf("cannot reach waggle at %s (is it running? set --server or WAGGLE_SERVER): %v", base, uerr.Err)
 }
 
 // clientOptions are the flags every admin command shares.

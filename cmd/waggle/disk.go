@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -63,13 +64,19 @@ func diskNearlyFull(dir string, free, min uint64) error {
 // watchFreeSpace checks dir every interval and tells full whether it has
 // less than reserve bytes free, so writes that add data are refused while
 // reads, acks, deletes and retention go on (the operator frees space
-// without a restart). Below min bytes it sends one error and returns: the
-// node stops. A reserve or min of 0 is off.
+// without a restart). Below min bytes, or when dir is gone (deleted or
+// unmounted under the node: nothing written from then on would last), it
+// sends one error and returns: the node stops. A reserve or min of 0 is
+// off.
 func watchFreeSpace(ctx context.Context, dir string, min, reserve uint64, interval time.Duration, full func(bool), log *slog.Logger) <-chan error {
 	low := make(chan error, 1)
 	wasFull := false
 	check := func() bool {
 		free, err := freeBytes(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			low <- fmt.Errorf("the data directory %s is gone (deleted or unmounted under the running node): writes would be lost; restore it or repair the node from its peers", dir)
+			return false
+		}
 		if err != nil {
 			log.Warn("free space unknown", "dir", dir, "err", err)
 			return true
@@ -204,7 +211,12 @@ const (
 	exitInUse      = 75 // EX_TEMPFAIL: another process holds the data directory
 	exitUnreadable = 77 // EX_NOPERM: the data directory cannot be read or written
 	exitOnceLost   = 3  // kv once: another caller holds the marker
+	exitNoLeader   = 4  // cluster status: the node asked knows no leader
 )
+
+// errNoLeader is cluster status's answer when the node asked knows no
+// leader: the table is printed, and scripts see exit code 4.
+var errNoLeader = errors.New("no leader: the cluster has lost its quorum, or the node asked is cut off from it or not a member (writes are refused until a majority of voters is back)")
 
 // exitCode is the process's exit code for the error a command returned.
 func exitCode(err error) int {
@@ -215,6 +227,8 @@ func exitCode(err error) int {
 		return exitUnreadable
 	case errors.Is(err, errOnceLost):
 		return exitOnceLost
+	case errors.Is(err, errNoLeader):
+		return exitNoLeader
 	default:
 		return 1
 	}
