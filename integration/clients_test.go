@@ -61,6 +61,8 @@ type kafkaClientCase struct {
 func TestKafkaClientMatrix(t *testing.T) {
 	cases := []kafkaClientCase{
 		{"kgo", kgoRoundTrip},
+		{"kgo-848", kgoServerSideGroup},
+		{"kgo-txn", kgoTransactions},
 		{"kadm", kadmAdmin},
 		{"kcat", kcatRoundTrip},
 		{"kcat-idempotent", kcatIdempotentProducer},
@@ -116,6 +118,76 @@ func kgoRoundTrip(t *testing.T, bootstrap []string, topic, group string) {
 	offsets.Each(func(o kadm.OffsetResponse) { total += o.At })
 	if total != int64(len(recs)) {
 		t.Fatalf("committed offsets add up to %d, want %d", total, len(recs))
+	}
+}
+
+// kgoServerSideGroup: two KIP-848 members (the broker assigns) share a
+// 4-partition topic and read every record between them, once.
+func kgoServerSideGroup(t *testing.T, bootstrap []string, topic, group string) {
+	cl := kafkaClient(t, bootstrap, kgo.DefaultProduceTopic(topic))
+	createTopic(t, cl, topic, 4, nil)
+	recs := make([]*kgo.Record, 100)
+	for i := range recs {
+		recs[i] = &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))}
+	}
+	produceSync(t, cl, recs...)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var members []*kgo.Client
+	for i := range 2 {
+		members = append(members, kafkaClient(t, bootstrap, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+			kgo.Balancers(kgo.StickyBalancer()), kgo.ServerSideBalancer(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgoLogger(t, fmt.Sprintf("member-%d", i))))
+	}
+	seen := map[string]int{}
+	for len(seen) < len(recs) {
+		for _, m := range members {
+			pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			m.PollFetches(pctx).EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++ })
+			pcancel()
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the KIP-848 members read %d of %d records", len(seen), len(recs))
+		}
+	}
+	for v, n := range seen {
+		if n != 1 {
+			t.Fatalf("record %s read %d times", v, n)
+		}
+	}
+}
+
+// kgoTransactions: franz-go's transactional producer commits ten records
+// and aborts five; a read_committed consumer reads the ten only.
+func kgoTransactions(t *testing.T, bootstrap []string, topic, _ string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// The transactional id shares the topic's name up to its first dot: with
+	// several raft groups a transaction writes its own group's topics.
+	txn := kafkaClient(t, bootstrap, kgo.TransactionalID(topic+".txn"), kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(),
+		kgoLogger(t, "txn"))
+	for _, end := range []kgo.TransactionEndTry{kgo.TryCommit, kgo.TryAbort} {
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		n := map[kgo.TransactionEndTry]int{kgo.TryCommit: 10, kgo.TryAbort: 5}[end]
+		for i := range n {
+			txn.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("%v-%d", end, i))}, nil)
+		}
+		if err := txn.Flush(ctx); err != nil {
+			t.Fatalf("flush: %v", err)
+		}
+		if err := txn.EndTransaction(ctx, end); err != nil {
+			t.Fatalf("end transaction (%v): %v", end, err)
+		}
+	}
+	// The last stable offset is past the abort marker once the consumer
+	// has read ten records and reached the end.
+	got := consumeN(t, bootstrap, topic, 10, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	for _, r := range got {
+		if !strings.HasPrefix(string(r.Value), fmt.Sprint(kgo.TryCommit)) {
+			t.Fatalf("read_committed read an aborted record %q", r.Value)
+		}
 	}
 }
 

@@ -368,3 +368,20 @@ func TestNoLeaderAnswers503(t *testing.T) {
 		}
 	}
 }
+
+// Regression (issue 30's operator run): `waggle push` through a follower
+// said "created queue" for a queue its previous push had created, because
+// the follower answered the GET before applying that push (forwarded to
+// the leader, acknowledged once committed there). A queue a client has
+// been told was written is described by the node it asks.
+func TestQueueJustCreatedThroughAFollowerIsFoundThere(t *testing.T) {
+	c := startCluster(t, 3)
+	f := c.followers()[0]
+	for i := range 20 {
+		queue := fmt.Sprint("fresh-", i)
+		f.push(pushItem{Queue: queue, TransactionID: "a", Payload: i})
+		if status := getJSON(t, f.url("/api/v1/resources/queues/"+queue), nil); status != http.StatusOK {
+			t.Fatalf("queue %s, pushed through node %d, answered %d there", queue, f.id, status)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -100,8 +102,20 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// getQueue describes a queue. A node that does not know it catches up with
+// the leader first (broker.Service.CatchUp, bounded): a client that just
+// created the queue through another node, or through this one whose
+// forwarded push it has not applied yet, is not told it does not exist.
 func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
-	q, err := s.b(r).Queue(r.PathValue("queue"))
+	b, name := s.b(r), r.PathValue("queue")
+	q, err := b.Queue(name)
+	if errors.Is(err, broker.ErrNotFound) {
+		ctx, cancel := context.WithTimeout(r.Context(), catchUpWait)
+		defer cancel()
+		if b.CatchUp(ctx) == nil {
+			q, err = b.Queue(name)
+		}
+	}
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return

@@ -42,6 +42,7 @@ type Broker interface {
 	// Queues and topics (queues.go).
 	Configure(ctx context.Context, queue string, opts broker.QueueOptions) (broker.QueueInfo, error)
 	Queue(name string) (broker.QueueInfo, error)
+	CatchUp(ctx context.Context) error
 	Queues() ([]broker.QueueInfo, error)
 	DeleteTopic(ctx context.Context, name string) (broker.TopicOutcome, error)
 
