@@ -33,7 +33,7 @@ import (
 func (s *Service) JoinGroup(id uint32, meta *Service, client *http.Client, scheme string) {
 	s.group, s.meta = id, meta
 	s.idBase = placement.IDBase(id)
-	s.remote = &remoteApply{client: client, scheme: scheme}
+	s.remote = &peerLink{client: client, scheme: scheme}
 	fwd := s.settings()
 	fwd.forwards = true
 	s.forwarding = fwd
@@ -101,8 +101,9 @@ func (s *Service) newLeaseID() string {
 	return uuid.NewString() + "@" + strconv.FormatUint(uint64(s.group), 10)
 }
 
-// remoteApply sends raft entries to a group's leader over HTTP.
-type remoteApply struct {
+// peerLink is how a node reaches its group's leader over HTTP: to send it
+// entries (Forwarding) and to ask its commit index (CatchUp).
+type peerLink struct {
 	client *http.Client
 	scheme string
 }
@@ -182,7 +183,9 @@ func (s *Service) proposeRemote(cmd raftfsm.Command) (any, error) {
 	if err != nil { // applied, but its answer is unreadable here
 		return nil, fmt.Errorf("%w: group %d's leader's answer: %v", ErrOutcomeUnknown, s.group, err)
 	}
-	s.awaitApplied(applied.Index, 2*time.Second)
+	wait, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s.awaitApplied(wait, applied.Index)
 	return answer, nil
 }
 
@@ -212,16 +215,9 @@ func remoteError(group uint32, addr string, status int, body []byte) error {
 	return fmt.Errorf("%w: group %d's leader at %s answered %d: %s", kind, group, addr, status, cmp.Or(e.Error, string(bytes.TrimSpace(body))))
 }
 
-// awaitApplied waits until this node has applied index, or for wait.
-func (s *Service) awaitApplied(index uint64, wait time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	s.awaitAppliedCtx(ctx, index)
-}
-
-// awaitAppliedCtx waits until this node has applied index or ctx ends,
-// and reports whether it has.
-func (s *Service) awaitAppliedCtx(ctx context.Context, index uint64) bool {
+// awaitApplied waits until this node has applied index or ctx ends, and
+// reports whether it has.
+func (s *Service) awaitApplied(ctx context.Context, index uint64) bool {
 	for s.node.FSM.AppliedIndex() < index {
 		select {
 		case <-ctx.Done():
@@ -265,32 +261,28 @@ func (s *Service) LeaderCommitIndex() (uint64, error) {
 // ErrNotLeader when no leader can be asked, and with ctx's error when this
 // node is still behind.
 func (s *Service) CatchUp(ctx context.Context) error {
-	var index uint64
-	if s.IsLeader() {
-		index = s.node.Raft.CommitIndex() // a new leader may still be applying
-	} else {
-		var err error
-		if index, err = s.askLeaderCommit(ctx); err != nil {
-			return err
-		}
+	index, err := s.leaderCommit(ctx)
+	if err != nil {
+		return err
 	}
-	if !s.awaitAppliedCtx(ctx, index) {
+	if !s.awaitApplied(ctx, index) {
 		return fmt.Errorf("catching up with group %d's leader: applied %d of %d: %w", s.group, s.node.FSM.AppliedIndex(), index, ctx.Err())
 	}
 	return nil
 }
 
-// askLeaderCommit asks the group's leader for its commit index.
-func (s *Service) askLeaderCommit(ctx context.Context) (uint64, error) {
-	if s.remote == nil {
-		return 0, fmt.Errorf("%w: group %d has no way to reach its leader", ErrNotLeader, s.group)
-	}
+// leaderCommit is the group's commit index as its leader knows it: this
+// node's own when it leads (a new leader may still be applying), else the
+// leader's, asked on CommitPath.
+func (s *Service) leaderCommit(ctx context.Context) (uint64, error) {
 	addr, local, err := s.AwaitLeaderHTTPAddr(ctx)
 	switch {
 	case err != nil:
 		return 0, err
 	case local:
 		return s.node.Raft.CommitIndex(), nil
+	case s.remote == nil:
+		return 0, fmt.Errorf("%w: group %d has no way to reach its leader", ErrNotLeader, s.group)
 	}
 	url := s.remote.scheme + "://" + addr + CommitPath + "?group=" + strconv.FormatUint(uint64(s.group), 10)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

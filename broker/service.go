@@ -52,7 +52,7 @@ type Service struct {
 	idBase     uint64
 	seeded     atomic.Bool
 	forwarding *Service
-	remote     *remoteApply
+	remote     *peerLink
 	forwards   bool
 
 	caughtUpMu    sync.Mutex

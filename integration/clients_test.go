@@ -73,15 +73,17 @@ func TestKafkaClientMatrix(t *testing.T) {
 		{"confluent-txn", confluentTransactions},
 	}
 	for _, target := range startKafkaTargets(t) {
-		for _, c := range cases {
-			t.Run(target.name+"/"+c.name, func(t *testing.T) {
-				name := strings.ReplaceAll(target.name+"-"+c.name, "_", "-")
-				c.run(t, target.bootstrap, "t-"+name, "g-"+name)
-				if t.Failed() {
-					t.Log(target.log())
-				}
-			})
-		}
+		t.Run(target.name, func(t *testing.T) {
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					name := target.name + "-" + c.name
+					c.run(t, target.bootstrap, "t-"+name, "g-"+name)
+					if t.Failed() {
+						t.Log(target.log())
+					}
+				})
+			}
+		})
 	}
 }
 
