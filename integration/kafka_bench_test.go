@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The Kafka benchmarks run the same franz-go client code against a single
@@ -338,4 +340,64 @@ func BenchmarkKafkaFetchSessionsTrickle(b *testing.B) {
 	b.ReportMetric(with*1e6, "cpu-µs/rec-with-sessions")
 	b.ReportMetric(without*1e6, "cpu-µs/rec-without")
 	b.ReportMetric(without/with, "saving-x")
+}
+
+// BenchmarkKafkaMetadataThroughFollower measures what a broker that does
+// not lead pays to answer Metadata: for a topic it knows (a local read),
+// for one no node has (the miss costs a catch-up with the leader: one
+// HTTP round trip and a leader check), and for a topic created through
+// the leader just before (the follower waits until it has applied it,
+// which takes until the leader's next append tells it the entry is
+// committed: 50-100 ms when nothing else is written, hashicorp/raft's
+// CommitTimeout). On the leader for comparison. One request at a time, to
+// one node, 3 nodes.
+//
+//	go test ./integration -run '^$' -bench MetadataThroughFollower -benchtime 200x
+func BenchmarkKafkaMetadataThroughFollower(b *testing.B) {
+	c := startCluster(b, 3)
+	leader, follower := c.leader(), c.followers()[0]
+	admin := kafkaClient(b, []string{leader.kafkaAddr})
+	createTopic(b, admin, "known", 1, nil)
+	c.waitCaughtUp(follower)
+	ctx := context.Background()
+	metadata := func(b *testing.B, cl *kgo.Broker, topic string, want int16) {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics, req.AllowAutoTopicCreation = append(req.Topics, rt), false
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || resp.Topics[0].ErrorCode != want {
+			b.Fatalf("metadata of %s: %v, code %d, want %d", topic, err, resp.Topics[0].ErrorCode, want)
+		}
+	}
+	made := 0 // topics created so far: b.N runs start again from 0
+	for _, on := range []*node{leader, follower} {
+		role := map[bool]string{true: "leader", false: "follower"}[on == leader]
+		cl := kafkaClient(b, []string{on.kafkaAddr}).Broker(on.id) // every request to this node
+		b.Run("known/"+role, func(b *testing.B) {
+			for range b.N {
+				metadata(b, cl, "known", 0)
+			}
+		})
+		b.Run("missing/"+role, func(b *testing.B) {
+			for range b.N {
+				metadata(b, cl, "missing", kerr.UnknownTopicOrPartition.Code)
+			}
+		})
+		b.Run("created-elsewhere/"+role, func(b *testing.B) {
+			req := kmsg.NewPtrCreateTopicsRequest()
+			for range b.N {
+				made++
+				rt := kmsg.NewCreateTopicsRequestTopic()
+				rt.Topic, rt.NumPartitions, rt.ReplicationFactor = fmt.Sprintf("made-%d", made), 1, -1
+				req.Topics = []kmsg.CreateTopicsRequestTopic{rt}
+				b.StopTimer()
+				if resp, err := req.RequestWith(ctx, admin); err != nil || resp.Topics[0].ErrorCode != 0 {
+					b.Fatalf("create %s: %v %+v", rt.Topic, err, resp)
+				}
+				b.StartTimer()
+				metadata(b, cl, rt.Topic, 0)
+			}
+		})
+	}
 }
