@@ -78,6 +78,11 @@ const ForwardWait = 3 * time.Second
 // before a client's timeout would leave it guessing.
 const NoLeaderWait = time.Second
 
+// CatchUpWait bounds how long a read that finds nothing waits for this
+// node to catch up with its group's leader (CatchUp) before it answers
+// "not found" (HTTP) or a retriable error (Kafka).
+const CatchUpWait = 2 * time.Second
+
 // forwardPoll is how often AwaitLeaderHTTPAddr looks at raft's leader and
 // the FSM's applied index.
 const forwardPoll = 5 * time.Millisecond

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -127,10 +126,6 @@ func (s *Server) writer(group uint32) Broker {
 	return s.cfg.Forwarding[group]
 }
 
-// catchUpWait bounds how long a broker that does not know a topic waits to
-// catch up with the leader of the topic's raft group.
-const catchUpWait = 2 * time.Second
-
 // errBehind means this broker could not tell whether a topic exists: it
 // could not catch up with the leader of the topic's raft group in time (or
 // there is none). Kafka clients are answered with a code they retry on.
@@ -153,7 +148,7 @@ func (s *Server) lookupTopic(name string) (broker.TopicInfo, bool, error) {
 	if t, ok, err := read(); ok || err != nil {
 		return t, ok, err
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, catchUpWait)
+	ctx, cancel := context.WithTimeout(s.ctx, broker.CatchUpWait)
 	defer cancel()
 	if err := b.CatchUp(ctx); err != nil {
 		return broker.TopicInfo{}, false, fmt.Errorf("%w: %v", errBehind, err)

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/placement"
@@ -281,10 +280,6 @@ func (s *Server) applyEntry(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, applied)
 }
-
-// catchUpWait bounds how long a read that finds nothing waits for this
-// node to catch up with the leader (broker.Service.CatchUp).
-const catchUpWait = 2 * time.Second
 
 // leaderCommit answers this node's commit index as the leader of the
 // raft group ?group= names (broker.Service.CatchUp on another node asks).

@@ -110,7 +110,7 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
 	b, name := s.b(r), r.PathValue("queue")
 	q, err := b.Queue(name)
 	if errors.Is(err, broker.ErrNotFound) {
-		ctx, cancel := context.WithTimeout(r.Context(), catchUpWait)
+		ctx, cancel := context.WithTimeout(r.Context(), broker.CatchUpWait)
 		defer cancel()
 		if b.CatchUp(ctx) == nil {
 			q, err = b.Queue(name)
