@@ -211,24 +211,40 @@ func kadmAdmin(t *testing.T, bootstrap []string, topic, group string) {
 	if err != nil || created.Err != nil {
 		t.Fatalf("create topic: %v %v", err, created.Err)
 	}
+	// describeOnEvery asks each broker for the topic's retention.ms.
+	describeOnEvery := func(when, want string) {
+		t.Helper()
+		for _, b := range brokers {
+			req := kmsg.NewPtrDescribeConfigsRequest()
+			r := kmsg.NewDescribeConfigsRequestResource()
+			r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+			req.Resources = append(req.Resources, r)
+			resp, err := req.RequestWith(ctx, cl.Broker(int(b.NodeID)))
+			if err != nil {
+				t.Fatalf("describe configs on broker %d: %v", b.NodeID, err)
+			}
+			got := resp.Resources[0]
+			if err := kerr.ErrorForCode(got.ErrorCode); err != nil {
+				t.Fatalf("describe configs on broker %d right after %s: %v", b.NodeID, when, err)
+			}
+			value := "(not listed)"
+			for _, c := range got.Configs {
+				if c.Name == "retention.ms" && c.Value != nil {
+					value = *c.Value
+				}
+			}
+			if value != want {
+				t.Fatalf("broker %d describes retention.ms=%s right after %s, want %s", b.NodeID, value, when, want)
+			}
+		}
+	}
+	describeOnEvery("the topic was created", "3600000")
+	altered, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kmsg.StringPtr("7200000")}}, topic)
+	if err != nil || len(altered) != 1 || altered[0].Err != nil {
+		t.Fatalf("alter topic configs: %v %+v", err, altered)
+	}
+	describeOnEvery("the config was altered", "7200000")
 	for _, b := range brokers {
-		req := kmsg.NewPtrDescribeConfigsRequest()
-		r := kmsg.NewDescribeConfigsRequestResource()
-		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeTopic, topic
-		req.Resources = append(req.Resources, r)
-		resp, err := req.RequestWith(ctx, cl.Broker(int(b.NodeID)))
-		if err != nil {
-			t.Fatalf("describe configs on broker %d: %v", b.NodeID, err)
-		}
-		got := resp.Resources[0]
-		if err := kerr.ErrorForCode(got.ErrorCode); err != nil {
-			t.Fatalf("describe configs on broker %d right after the topic was created: %v", b.NodeID, err)
-		}
-		if !slices.ContainsFunc(got.Configs, func(c kmsg.DescribeConfigsResponseResourceConfig) bool {
-			return c.Name == "retention.ms" && c.Value != nil && *c.Value == "3600000"
-		}) {
-			t.Fatalf("broker %d does not describe retention.ms=3600000: %+v", b.NodeID, got.Configs)
-		}
 		meta := kmsg.NewPtrMetadataRequest()
 		mt := kmsg.NewMetadataRequestTopic()
 		mt.Topic = kmsg.StringPtr(topic)

@@ -16,6 +16,13 @@ func init() { register(kmsg.DescribeConfigs.Int16(), 0, 4, answerNow(handleDescr
 func handleDescribeConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	var topics []string
+	for _, rr := range req.Resources {
+		if rr.ResourceType == kmsg.ConfigResourceTypeTopic {
+			topics = append(topics, rr.ResourceName)
+		}
+	}
+	c.s.catchUpGroups(topics)
 	for _, rr := range req.Resources {
 		r := kmsg.NewDescribeConfigsResponseResource()
 		r.ResourceType, r.ResourceName = rr.ResourceType, rr.ResourceName

@@ -156,6 +156,27 @@ func (s *Server) lookupTopic(name string) (broker.TopicInfo, bool, error) {
 	return read()
 }
 
+// catchUpGroups brings this broker up to date with the leaders of the
+// raft groups of the named topics that it does not lead, each once: an
+// admin read after another broker's write (DescribeConfigs right after
+// AlterConfigs) sees it. A group it cannot catch up with (no leader) is
+// answered from what this broker has.
+func (s *Server) catchUpGroups(topics []string) {
+	done := map[uint32]bool{}
+	for _, name := range topics {
+		g := s.placedIn(name)
+		if done[g] || s.group(g).IsLeader() {
+			continue
+		}
+		done[g] = true
+		ctx, cancel := context.WithTimeout(s.ctx, broker.CatchUpWait)
+		if err := s.group(g).CatchUp(ctx); err != nil {
+			s.log.Debug("kafka: answering from this broker's state", "group", g, "err", err)
+		}
+		cancel()
+	}
+}
+
 // lookupCode is the Kafka error code for a failed lookupTopic: retriable
 // while this broker is behind.
 func lookupCode(err error) int16 {
