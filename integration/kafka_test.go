@@ -80,9 +80,9 @@ func TestKafkaEveryCompressionCodec(t *testing.T) {
 				}
 			}
 			// Over HTTP the broker itself must decompress the stored batches.
-			f := n.fetchAll(topic, "0")
-			if len(f.Entries[0].Records) != 200 || string(f.Entries[0].Records[199].Payload) != string(recs[199].Value) {
-				t.Fatalf("HTTP read of %s batches: %d records, last %s", name, len(f.Entries[0].Records), f.Entries[0].Records[len(f.Entries[0].Records)-1].Payload)
+			f := n.fetchAll(topic, "0").Entries[0].Records
+			if len(f) != 200 || string(f[199].Payload) != string(recs[199].Value) {
+				t.Fatalf("HTTP read of %s batches: %d records, want the 200 produced", name, len(f))
 			}
 		})
 	}
