@@ -95,7 +95,7 @@ func downloadBackup(o *clientOptions, out string, group int) (h raftfsm.BackupHe
 	if resp.StatusCode != http.StatusOK {
 		var e struct{ Error, Code string }
 		json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
-		return h, 0, groups, &apiError{Status: resp.StatusCode, Code: e.Code, Msg: e.Error}
+		return h, 0, groups, &apiError{Status: resp.StatusCode, Code: e.Code, Msg: e.Error, URL: c.base + path}
 	}
 	tmp := out + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)

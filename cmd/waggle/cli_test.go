@@ -301,7 +301,7 @@ func TestCLIExplainsTLSTrouble(t *testing.T) {
 	defer plain.Close()
 	for _, tc := range []struct{ name, server, want string }{
 		{"a certificate nobody told the CLI to trust", secure.URL, "TLS certificate was not accepted"},
-		{"http to an https server", "http://" + secure.Listener.Addr().String(), "serves HTTPS"},
+		{"http to an https server", "http://" + secure.Listener.Addr().String(), "use https://"},
 		{"https to an http server", "https://" + plain.Listener.Addr().String(), "answered without TLS"},
 	} {
 		_, err := cli(t, "", "", "--server", tc.server, "--retry-timeout", "0", "queue", "list")

@@ -160,9 +160,6 @@ func (c *apiClient) send(method, path, key string, in, out any) (int, error) {
 	if err != nil {
 		return resp.StatusCode, err
 	}
-	if resp.StatusCode == http.StatusBadRequest && bytes.Contains(raw, []byte("HTTP request to an HTTPS server")) {
-		return resp.StatusCode, fmt.Errorf("waggle at %s answered, but it serves HTTPS: give --server as https://… (and --ca-file for its certificate authority)", c.base)
-	}
 	if resp.StatusCode >= 400 {
 		var e struct{ Error, Code string }
 		json.Unmarshal(raw, &e)
