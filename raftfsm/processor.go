@@ -53,42 +53,35 @@ type handler func(p *Processor, tx *store.Tx, meta *store.Meta, data []byte) any
 // handlers is every command type's handler, registered once in init.
 var handlers = map[CommandType]handler{}
 
-// decoders is every command type's decoder (the entry without its type
-// byte), registered with its handler; the fuzz tests reach them all here.
-var decoders = map[CommandType]func([]byte) (Command, error){}
-
 // answerDecoders read back, per command type, an answer recorded as JSON
 // (a keyed request's outcome, requests.go) as the type the command
 // declares.
 var answerDecoders = map[CommandType]func([]byte) (any, error){}
 
-// register adds a command type: its decoder, the leader-stamped time in it
-// (nil for commands that carry none) and what applying it does, which
-// returns the answer the command declares (Answering). A type registered
-// twice panics at start-up.
+// register adds what applying a command type does: the leader-stamped
+// time in it (nil for commands that carry none) and the apply function,
+// which returns the answer the command declares (Answering). The type's
+// decoder is registered with the codec (registerCodec). A type registered
+// twice, or without a decoder, panics at start-up.
 func register[C, R any, PC interface {
 	*C
 	Answering[R]
-}](t CommandType, decode func([]byte) (PC, error), stamp func(PC) int64,
-	apply func(*Processor, *store.Tx, *store.Meta, PC) R) {
+}](t CommandType, stamp func(PC) int64, apply func(*Processor, *store.Tx, *store.Meta, PC) R) {
 	if _, dup := handlers[t]; dup {
 		panic(fmt.Sprintf("raftfsm: command type %d registered twice", t))
+	}
+	if !KnownCommand(t) {
+		panic(fmt.Sprintf("raftfsm: command type %d has no decoder", t))
 	}
 	answerDecoders[t] = func(b []byte) (any, error) {
 		var r R
 		err := json.Unmarshal(b, &r)
 		return r, err
 	}
-	decoders[t] = func(b []byte) (Command, error) {
-		cmd, err := decode(b)
-		if err != nil {
-			return nil, err
-		}
-		return cmd, nil
-	}
 	handlers[t] = func(p *Processor, tx *store.Tx, meta *store.Meta, data []byte) any {
-		cmd, err := decode(data[1:])
+		c, err := DecodeCommand(data)
 		mustDecode(err, data)
+		cmd := c.(PC)
 		if stamp != nil {
 			advanceClock(meta, stamp(cmd))
 		}
@@ -97,47 +90,47 @@ func register[C, R any, PC interface {
 }
 
 func init() {
-	register(CmdPush, decodePush, func(c *PushCommand) int64 { return c.NowMs }, (*Processor).push)
-	register(CmdConfigureQueue, decodeConfigureQueue, func(c *ConfigureQueueCommand) int64 { return c.NowMs }, (*Processor).configure)
-	register(CmdPruneDedup, decodePruneDedup, func(c *PruneDedupCommand) int64 { return c.NowMs }, (*Processor).pruneDedup)
-	register(CmdRegisterNode, decodeRegisterNode, nil, (*Processor).registerNode)
-	register(CmdForgetNode, decodeForgetNode, nil, (*Processor).forgetNode)
-	register(CmdCreateTopic, decodeCreateTopic, func(c *CreateTopicCommand) int64 { return c.NowMs }, (*Processor).createTopic)
-	register(CmdProduce, decodeProduce, func(c *ProduceCommand) int64 { return c.NowMs }, (*Processor).produce)
-	register(CmdAddPartitions, decodeAddPartitions, nil, (*Processor).addPartitions)
-	register(CmdDeleteQueue, decodeDeleteQueue, nil, (*Processor).deleteQueue)
-	register(CmdNewProducerID, decodeNewProducerID, nil, (*Processor).newProducerID)
-	register(CmdCommitOffsets, decodeCommitOffsets, func(c *CommitOffsetsCommand) int64 { return c.NowMs }, (*Processor).commitOffsets)
-	register(CmdDeleteOffsets, decodeDeleteOffsets, nil, (*Processor).deleteOffsets)
-	register(CmdPop, decodePop, func(c *PopCommand) int64 { return c.NowMs }, (*Processor).pop)
-	register(CmdAck, decodeAck, func(c *AckCommand) int64 { return c.NowMs }, (*Processor).ack)
-	register(CmdExtendLease, decodeExtendLease, func(c *ExtendLeaseCommand) int64 { return c.NowMs }, (*Processor).extendLease)
-	register(CmdSeek, decodeSeek, func(c *SeekCommand) int64 { return c.NowMs }, (*Processor).seek)
-	register(CmdKVJSON, decodeJSONCommand[KVCommand], func(c *KVCommand) int64 { return c.NowMs }, (*Processor).kvCall)
-	register(CmdTransactionJSON, decodeJSONCommand[TransactionCommand], func(c *TransactionCommand) int64 { return c.NowMs }, (*Processor).transaction)
-	register(CmdTimersJSON, decodeJSONCommand[TimersCommand], func(c *TimersCommand) int64 { return c.NowMs }, (*Processor).timers)
-	register(CmdTickJSON, decodeJSONCommand[TickCommand], func(c *TickCommand) int64 { return c.NowMs }, (*Processor).tick)
-	register(CmdCleanup, decodeCleanup, nil, (*Processor).cleanup)
-	register(CmdRetain, decodeRetain, func(c *RetainCommand) int64 { return c.NowMs }, (*Processor).retain)
-	register(CmdKV, decodeKV, func(c *KVCommand) int64 { return c.NowMs }, (*Processor).kvCall)
-	register(CmdTransaction, decodeTransaction, func(c *TransactionCommand) int64 { return c.NowMs }, (*Processor).transaction)
-	register(CmdTimers, decodeTimers, func(c *TimersCommand) int64 { return c.NowMs }, (*Processor).timers)
-	register(CmdTick, decodeTick, func(c *TickCommand) int64 { return c.NowMs }, (*Processor).tick)
-	register(CmdSetLogFormat, decodeSetLogFormat, nil, (*Processor).setLogFormat)
-	register(CmdAlterTopic, decodeAlterTopic, nil, (*Processor).alterTopic)
-	register(CmdDeleteRecords, decodeDeleteRecords, nil, (*Processor).deleteRecords)
-	register(CmdInitTxnProducer, decodeInitTxnProducer, func(c *InitTxnProducerCommand) int64 { return c.NowMs }, (*Processor).initTxnProducer)
-	register(CmdAddToTxn, decodeAddToTxn, func(c *AddToTxnCommand) int64 { return c.NowMs }, (*Processor).addToTxn)
-	register(CmdTxnOffsetCommit, decodeTxnOffsetCommit, func(c *TxnOffsetCommitCommand) int64 { return c.NowMs }, (*Processor).txnOffsetCommit)
-	register(CmdEndTxn, decodeEndTxn, func(c *EndTxnCommand) int64 { return c.NowMs }, (*Processor).endTxnCommand)
-	register(CmdForgetTxns, decodeForgetTxns, func(c *ForgetTxnsCommand) int64 { return c.NowMs }, (*Processor).forgetTxns)
-	register(CmdCompact, decodeCompact, func(c *CompactCommand) int64 { return c.NowMs }, (*Processor).compact)
-	register(CmdReplayDeadLetter, decodeReplayDeadLetter, func(c *ReplayDeadLetterCommand) int64 { return c.NowMs }, (*Processor).replayDeadLetter)
-	register(CmdDeleteDeadLetters, decodeDeleteDeadLetters, nil, (*Processor).deleteDeadLetters)
-	register(CmdKeyed, decodeKeyed, func(c *KeyedCommand) int64 { return c.NowMs }, (*Processor).keyed)
-	register(CmdPruneRequests, decodePruneRequests, func(c *PruneRequestsCommand) int64 { return c.NowMs }, (*Processor).pruneRequests)
-	register(CmdSeedIDs, decodeSeedIDs, nil, (*Processor).seedIDs)
-	register(CmdPreferLeader, decodePreferLeader, nil, (*Processor).preferLeader)
+	register(CmdPush, func(c *PushCommand) int64 { return c.NowMs }, (*Processor).push)
+	register(CmdConfigureQueue, func(c *ConfigureQueueCommand) int64 { return c.NowMs }, (*Processor).configure)
+	register(CmdPruneDedup, func(c *PruneDedupCommand) int64 { return c.NowMs }, (*Processor).pruneDedup)
+	register(CmdRegisterNode, nil, (*Processor).registerNode)
+	register(CmdForgetNode, nil, (*Processor).forgetNode)
+	register(CmdCreateTopic, func(c *CreateTopicCommand) int64 { return c.NowMs }, (*Processor).createTopic)
+	register(CmdProduce, func(c *ProduceCommand) int64 { return c.NowMs }, (*Processor).produce)
+	register(CmdAddPartitions, nil, (*Processor).addPartitions)
+	register(CmdDeleteQueue, nil, (*Processor).deleteQueue)
+	register(CmdNewProducerID, nil, (*Processor).newProducerID)
+	register(CmdCommitOffsets, func(c *CommitOffsetsCommand) int64 { return c.NowMs }, (*Processor).commitOffsets)
+	register(CmdDeleteOffsets, nil, (*Processor).deleteOffsets)
+	register(CmdPop, func(c *PopCommand) int64 { return c.NowMs }, (*Processor).pop)
+	register(CmdAck, func(c *AckCommand) int64 { return c.NowMs }, (*Processor).ack)
+	register(CmdExtendLease, func(c *ExtendLeaseCommand) int64 { return c.NowMs }, (*Processor).extendLease)
+	register(CmdSeek, func(c *SeekCommand) int64 { return c.NowMs }, (*Processor).seek)
+	register(CmdKVJSON, func(c *KVCommand) int64 { return c.NowMs }, (*Processor).kvCall)
+	register(CmdTransactionJSON, func(c *TransactionCommand) int64 { return c.NowMs }, (*Processor).transaction)
+	register(CmdTimersJSON, func(c *TimersCommand) int64 { return c.NowMs }, (*Processor).timers)
+	register(CmdTickJSON, func(c *TickCommand) int64 { return c.NowMs }, (*Processor).tick)
+	register(CmdCleanup, nil, (*Processor).cleanup)
+	register(CmdRetain, func(c *RetainCommand) int64 { return c.NowMs }, (*Processor).retain)
+	register(CmdKV, func(c *KVCommand) int64 { return c.NowMs }, (*Processor).kvCall)
+	register(CmdTransaction, func(c *TransactionCommand) int64 { return c.NowMs }, (*Processor).transaction)
+	register(CmdTimers, func(c *TimersCommand) int64 { return c.NowMs }, (*Processor).timers)
+	register(CmdTick, func(c *TickCommand) int64 { return c.NowMs }, (*Processor).tick)
+	register(CmdSetLogFormat, nil, (*Processor).setLogFormat)
+	register(CmdAlterTopic, nil, (*Processor).alterTopic)
+	register(CmdDeleteRecords, nil, (*Processor).deleteRecords)
+	register(CmdInitTxnProducer, func(c *InitTxnProducerCommand) int64 { return c.NowMs }, (*Processor).initTxnProducer)
+	register(CmdAddToTxn, func(c *AddToTxnCommand) int64 { return c.NowMs }, (*Processor).addToTxn)
+	register(CmdTxnOffsetCommit, func(c *TxnOffsetCommitCommand) int64 { return c.NowMs }, (*Processor).txnOffsetCommit)
+	register(CmdEndTxn, func(c *EndTxnCommand) int64 { return c.NowMs }, (*Processor).endTxnCommand)
+	register(CmdForgetTxns, func(c *ForgetTxnsCommand) int64 { return c.NowMs }, (*Processor).forgetTxns)
+	register(CmdCompact, func(c *CompactCommand) int64 { return c.NowMs }, (*Processor).compact)
+	register(CmdReplayDeadLetter, func(c *ReplayDeadLetterCommand) int64 { return c.NowMs }, (*Processor).replayDeadLetter)
+	register(CmdDeleteDeadLetters, nil, (*Processor).deleteDeadLetters)
+	register(CmdKeyed, func(c *KeyedCommand) int64 { return c.NowMs }, (*Processor).keyed)
+	register(CmdPruneRequests, func(c *PruneRequestsCommand) int64 { return c.NowMs }, (*Processor).pruneRequests)
+	register(CmdSeedIDs, nil, (*Processor).seedIDs)
+	register(CmdPreferLeader, nil, (*Processor).preferLeader)
 }
 
 func (p *Processor) pruneDedup(tx *store.Tx, meta *store.Meta, c *PruneDedupCommand) PruneDedupResult {

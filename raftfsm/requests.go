@@ -78,7 +78,7 @@ func decodeKeyed(b []byte) (*KeyedCommand, error) {
 		return nil, fmt.Errorf("raftfsm: request key of %d bytes", len(c.Key))
 	case c.WindowMs <= 0 || c.WindowMs > MaxRequestWindowMs:
 		return nil, fmt.Errorf("raftfsm: request window %d ms", c.WindowMs)
-	case len(c.Inner) == 0 || handlers[CommandType(c.Inner[0])] == nil:
+	case len(c.Inner) == 0 || !KnownCommand(CommandType(c.Inner[0])):
 		return nil, errors.New("raftfsm: a keyed entry without a known inner command")
 	case !keyable[CommandType(c.Inner[0])]:
 		return nil, fmt.Errorf("raftfsm: command type %d cannot be keyed", c.Inner[0])

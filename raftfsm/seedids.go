@@ -2,7 +2,6 @@ package raftfsm
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/waggle-mq/waggle/store"
@@ -55,7 +54,7 @@ func DecodeAnswer(entry, answer []byte) (any, error) {
 	if err != nil || t != CmdKeyed {
 		return a, err
 	}
-	keyed, _ := decodeKeyed(entry[1:]) // CheckEntry decoded it
+	keyed, _ := DecodeCommand(entry) // CheckEntry decoded it
 	r := a.(KeyedResult)
 	var raw struct{ Answer json.RawMessage }
 	if err := json.Unmarshal(answer, &raw); err != nil {
@@ -64,22 +63,8 @@ func DecodeAnswer(entry, answer []byte) (any, error) {
 	if r.Answer == nil {
 		return r, nil
 	}
-	r.Answer, err = answerDecoders[CommandType(keyed.Inner[0])](raw.Answer)
+	r.Answer, err = answerDecoders[CommandType(keyed.(*KeyedCommand).Inner[0])](raw.Answer)
 	return r, err
-}
-
-// CheckEntry reports whether entry (a command as Encode writes it) is one
-// this binary can decode.
-func CheckEntry(entry []byte) error {
-	if len(entry) == 0 {
-		return errors.New("raftfsm: an empty entry")
-	}
-	dec, ok := decoders[CommandType(entry[0])]
-	if !ok {
-		return fmt.Errorf("raftfsm: no command type %d", entry[0])
-	}
-	_, err := dec(entry[1:])
-	return err
 }
 
 // PreferLeaderCommand records, in group 0, the node raft group Group
