@@ -102,7 +102,7 @@ func restoreStore(dir string, snaps *snapshotStore, index uint64) error {
 	if err != nil {
 		return err
 	}
-	fsm.restoreFiles = snaps.openedFiles
+	fsm.LinkSnapshotFiles(snaps.openedFiles)
 	_, rc, err := snaps.Open(list[0].ID)
 	if err != nil {
 		return fmt.Errorf("open snapshot %s: %w", list[0].ID, err)

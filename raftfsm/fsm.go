@@ -106,11 +106,25 @@ func (f *FSM) loadMeta() error {
 	})
 }
 
-// appliedSize reports the bytes and number of command entries applied
+// AppliedSize reports the bytes and number of command entries applied
 // since start.
-func (f *FSM) appliedSize() (bytes, entries uint64) {
+func (f *FSM) AppliedSize() (bytes, entries uint64) {
 	return f.appliedBytes.Load(), f.appliedEntries.Load()
 }
+
+// Restores counts the snapshots restored since start.
+func (f *FSM) Restores() uint64 { return f.restores.Load() }
+
+// StateBytes is the size of the keys the last snapshot wrote (its
+// state.bin), which spaces snapshots out.
+func (f *FSM) StateBytes() uint64 { return f.stateBytes.Load() }
+
+// Store is the store the state machine applies to.
+func (f *FSM) Store() *store.Store { return f.store }
+
+// LinkSnapshotFiles makes Restore link the segment files files names
+// (those of the snapshot being restored) instead of copying them.
+func (f *FSM) LinkSnapshotFiles(files func() store.SegmentFiles) { f.restoreFiles = files }
 
 // LogFormat is the cluster's raft log format as of the last applied
 // batch.

@@ -45,14 +45,14 @@ func (n *Node) watchLogBytes(base raft.Config, stop <-chan struct{}) {
 			return
 		case <-tick.C:
 		}
-		bytes, entries := n.FSM.appliedSize()
-		every := max(uint64(logBytesPerSnapshot), n.FSM.stateBytes.Load())
+		bytes, entries := n.FSM.AppliedSize()
+		every := max(uint64(logBytesPerSnapshot), n.FSM.StateBytes())
 		if want := spacing(base, bytes, entries, every); current.differs(want) {
 			current = want
 			n.Raft.ReloadConfig(raft.ReloadableConfig{TrailingLogs: want.trailing, SnapshotInterval: base.SnapshotInterval,
 				SnapshotThreshold: want.threshold, HeartbeatTimeout: base.HeartbeatTimeout, ElectionTimeout: base.ElectionTimeout})
 		}
-		restores := n.FSM.restores.Load()
+		restores := n.FSM.Restores()
 		if bytes-lastBytes >= every || restores != lastRestores {
 			// Right after a restore there is nothing new to snapshot: the
 			// next tick tries again, until an entry has been applied.

@@ -159,7 +159,7 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	fsm.restoreFiles = snaps.openedFiles
+	fsm.LinkSnapshotFiles(snaps.openedFiles)
 	if err := catchUpFromSnapshot(fsm, snaps); err != nil {
 		return nil, err
 	}
@@ -265,7 +265,7 @@ func clusterConfig(cfg NodeConfig) raft.Configuration {
 // sees (a new leader's no-op), so it is often ahead of a store that is in
 // fact complete.
 func catchUpFromSnapshot(fsm *FSM, snaps raft.SnapshotStore) error {
-	behind := fsm.store.DataBehind()
+	behind := fsm.Store().DataBehind()
 	list, err := snaps.List()
 	if err != nil {
 		return err

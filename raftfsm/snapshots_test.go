@@ -125,7 +125,7 @@ func testReceivedSnapshotLinks(t *testing.T, held int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst.restoreFiles = snaps.openedFiles
+	dst.LinkSnapshotFiles(snaps.openedFiles)
 	if held > 0 { // a follower that fell behind
 		dst.ApplyBatch(logs(1, entries[:held]...))
 	}
