@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/waggle-mq/waggle/auth"
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/store"
 )
 
@@ -40,13 +40,13 @@ func (s *Service) PutUser(p auth.Principal, password string) error {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	v, _ := json.Marshal(u)
-	_, err = s.applyKV([]KVOp{{Op: raftfsm.KVPut, NS: authNS, Key: "u/" + p.Name, Value: v, Forever: true}})
+	_, err = s.applyKV([]command.KVOp{{Op: command.KVPut, NS: authNS, Key: "u/" + p.Name, Value: v, Forever: true}})
 	return err
 }
 
 // DeleteUser removes a SASL user; false when there was none.
 func (s *Service) DeleteUser(name string) (bool, error) {
-	res, err := s.applyKV([]KVOp{{Op: raftfsm.KVDelete, NS: authNS, Key: "u/" + name}})
+	res, err := s.applyKV([]command.KVOp{{Op: command.KVDelete, NS: authNS, Key: "u/" + name}})
 	if err != nil {
 		return false, err
 	}
@@ -82,12 +82,12 @@ func (s *Service) CreateToken(p auth.Principal) (string, error) {
 	token := auth.NewToken()
 	hash := auth.HashToken(token)
 	rec, _ := json.Marshal(Token{Principal: p, Hash: hash})
-	ops := []KVOp{
-		{Op: raftfsm.KVPut, NS: authNS, Key: "t/" + hash, Value: rec, Forever: true},
-		{Op: raftfsm.KVPut, NS: authNS, Key: "n/" + p.Name, Value: rec, Forever: true},
+	ops := []command.KVOp{
+		{Op: command.KVPut, NS: authNS, Key: "t/" + hash, Value: rec, Forever: true},
+		{Op: command.KVPut, NS: authNS, Key: "n/" + p.Name, Value: rec, Forever: true},
 	}
 	if old, found, err := s.tokenByName(p.Name); err == nil && found {
-		ops = append(ops, KVOp{Op: raftfsm.KVDelete, NS: authNS, Key: "t/" + old.Hash})
+		ops = append(ops, command.KVOp{Op: command.KVDelete, NS: authNS, Key: "t/" + old.Hash})
 	}
 	_, err := s.applyKV(ops)
 	return token, err
@@ -99,9 +99,9 @@ func (s *Service) DeleteToken(name string) (bool, error) {
 	if err != nil || !found {
 		return false, err
 	}
-	_, err = s.applyKV([]KVOp{
-		{Op: raftfsm.KVDelete, NS: authNS, Key: "t/" + t.Hash},
-		{Op: raftfsm.KVDelete, NS: authNS, Key: "n/" + name},
+	_, err = s.applyKV([]command.KVOp{
+		{Op: command.KVDelete, NS: authNS, Key: "t/" + t.Hash},
+		{Op: command.KVDelete, NS: authNS, Key: "n/" + name},
 	})
 	return err == nil, err
 }

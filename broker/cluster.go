@@ -11,7 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/store"
 )
 
@@ -157,7 +157,7 @@ func (s *Service) RegisterNode(a NodeAddrs) error {
 			return fmt.Errorf("%w: address %q: %v", ErrInvalid, addr, err)
 		}
 	}
-	cmd := raftfsm.RegisterNodeCommand{Node: store.Node{ID: a.ID, HTTPAddr: a.HTTPAddr, KafkaAddr: a.KafkaAddr, LogFormat: a.LogFormat}}
+	cmd := command.RegisterNodeCommand{Node: store.Node{ID: a.ID, HTTPAddr: a.HTTPAddr, KafkaAddr: a.KafkaAddr, LogFormat: a.LogFormat}}
 	_, err := apply(s, &cmd)
 	return err
 }
@@ -202,7 +202,7 @@ func (s *Service) RemoveNode(id string) error {
 		return fmt.Errorf("node %s: %w", id, ErrNotFound)
 	}
 	forget := func() error {
-		cmd := raftfsm.ForgetNodeCommand{ID: id}
+		cmd := command.ForgetNodeCommand{ID: id}
 		_, err := apply(s, &cmd)
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/store"
 )
 
@@ -83,7 +83,7 @@ func (s *Service) Pop(ctx context.Context, r PopRequest) ([]PoppedMessage, error
 		if err != nil {
 			return nil, err
 		}
-		cmd := raftfsm.PopCommand{NowMs: s.now().UnixMilli(), Group: r.Group, Queue: r.Queue, Partition: r.Partition,
+		cmd := command.PopCommand{NowMs: s.now().UnixMilli(), Group: r.Group, Queue: r.Queue, Partition: r.Partition,
 			Batch: r.Batch, LeaseMs: r.LeaseSeconds * 1000, FromNew: r.FromNew, LeaseID: s.newLeaseID()}
 		res, err := apply(s, &cmd)
 		if err != nil {
@@ -158,7 +158,7 @@ func (s *Service) queueSignal(queue string) (<-chan struct{}, error) {
 
 // leasedMessages reads the leased offsets from the local store (applied,
 // since the pop was).
-func (s *Service) leasedMessages(group string, res raftfsm.PopResult) ([]PoppedMessage, error) {
+func (s *Service) leasedMessages(group string, res command.PopResult) ([]PoppedMessage, error) {
 	var out []PoppedMessage
 	err := s.store.View(func(tx *store.Tx) error {
 		first := uint64(res.Offsets[0])
@@ -194,11 +194,10 @@ type AckRequest struct {
 	Error         string
 }
 
-// AckResult answers one AckRequest.
-type AckResult = raftfsm.AckResult
+// command.AckResult answers one AckRequest.
 
 // Ack acknowledges leased messages of one group in one raft entry.
-func (s *Service) Ack(ctx context.Context, group string, acks []AckRequest) ([]AckResult, error) {
+func (s *Service) Ack(ctx context.Context, group string, acks []AckRequest) ([]command.AckResult, error) {
 	if group == "" {
 		group = DefaultGroup
 	}
@@ -208,16 +207,16 @@ func (s *Service) Ack(ctx context.Context, group string, acks []AckRequest) ([]A
 	if len(acks) == 0 || len(acks) > MaxPushItems {
 		return nil, fmt.Errorf("%w: between 1 and %d acknowledgments", ErrInvalid, MaxPushItems)
 	}
-	out := make([]AckResult, len(acks))
-	cmd := raftfsm.AckCommand{NowMs: s.now().UnixMilli(), Group: group}
+	out := make([]command.AckResult, len(acks))
+	cmd := command.AckCommand{NowMs: s.now().UnixMilli(), Group: group}
 	var index []int
 	for i, a := range acks {
 		pid, err := parsePartitionID(a.PartitionID)
 		if err != nil {
-			out[i] = AckResult{Error: "partitionId is not one this broker handed out"}
+			out[i] = command.AckResult{Error: "partitionId is not one this broker handed out"}
 			continue
 		}
-		cmd.Acks = append(cmd.Acks, raftfsm.Ack{PartitionID: pid, LeaseID: a.LeaseID, TransactionID: a.TransactionID, Status: a.Status, Error: a.Error})
+		cmd.Acks = append(cmd.Acks, command.Ack{PartitionID: pid, LeaseID: a.LeaseID, TransactionID: a.TransactionID, Status: a.Status, Error: a.Error})
 		index = append(index, i)
 	}
 	if len(cmd.Acks) == 0 {
@@ -234,11 +233,11 @@ func (s *Service) Ack(ctx context.Context, group string, acks []AckRequest) ([]A
 }
 
 // ExtendLease pushes a live lease's expiry to at least seconds from now.
-func (s *Service) ExtendLease(leaseID string, seconds int64) (raftfsm.ExtendLeaseResult, error) {
+func (s *Service) ExtendLease(leaseID string, seconds int64) (command.ExtendLeaseResult, error) {
 	if seconds < 1 || seconds > maxLeaseSeconds {
-		return raftfsm.ExtendLeaseResult{}, fmt.Errorf("%w: seconds must be between 1 and %d", ErrInvalid, maxLeaseSeconds)
+		return command.ExtendLeaseResult{}, fmt.Errorf("%w: seconds must be between 1 and %d", ErrInvalid, maxLeaseSeconds)
 	}
-	cmd := raftfsm.ExtendLeaseCommand{NowMs: s.now().UnixMilli(), LeaseID: leaseID, Seconds: seconds}
+	cmd := command.ExtendLeaseCommand{NowMs: s.now().UnixMilli(), LeaseID: leaseID, Seconds: seconds}
 	return apply(s, &cmd)
 }
 
@@ -256,7 +255,7 @@ func (s *Service) Seek(ctx context.Context, group, queue string, r SeekRequest) 
 		return err
 	}
 	set := 0
-	cmd := raftfsm.SeekCommand{NowMs: s.now().UnixMilli(), Group: group, Queue: queue, ToEnd: r.ToEnd}
+	cmd := command.SeekCommand{NowMs: s.now().UnixMilli(), Group: group, Queue: queue, ToEnd: r.ToEnd}
 	if r.ToEnd {
 		set++
 	}
@@ -275,7 +274,7 @@ func (s *Service) Seek(ctx context.Context, group, queue string, r SeekRequest) 
 	if err != nil {
 		return err
 	}
-	if answer == TopicUnknown {
+	if answer == command.TopicUnknown {
 		return fmt.Errorf("queue %q: %w", queue, ErrNotFound)
 	}
 	return nil
@@ -286,7 +285,7 @@ func (s *Service) DeleteGroup(ctx context.Context, group string) error {
 	if err := validateOffsets(group, nil); err != nil {
 		return err
 	}
-	n, err := applyFor(ctx, s, &raftfsm.DeleteOffsetsCommand{Group: group, All: true})
+	n, err := applyFor(ctx, s, &command.DeleteOffsetsCommand{Group: group, All: true})
 	if err == nil && n == 0 {
 		return fmt.Errorf("consumer group %q: %w", group, ErrNotFound)
 	}
@@ -351,15 +350,15 @@ func (s *Service) ReplayDeadLetter(id string) (PushResult, error) {
 	if err != nil {
 		return PushResult{}, fmt.Errorf("mint message id: %w", err)
 	}
-	res, err := apply(s, &raftfsm.ReplayDeadLetterCommand{NowMs: s.now().UnixMilli(), ID: d.ID, MessageID: msgID})
+	res, err := apply(s, &command.ReplayDeadLetterCommand{NowMs: s.now().UnixMilli(), ID: d.ID, MessageID: msgID})
 	if err != nil {
 		return PushResult{}, err
 	}
 	if !res.Found {
 		return PushResult{}, fmt.Errorf("dead letter %q: %w", id, ErrNotFound)
 	}
-	out := []PushResult{{TransactionID: raftfsm.ReplayTransactionID(d.ID), Queue: d.Queue, Partition: d.Partition}}
-	return fillPushResults(out, []raftfsm.PushResult{res.Push})[0], nil
+	out := []PushResult{{TransactionID: command.ReplayTransactionID(d.ID), Queue: d.Queue, Partition: d.Partition}}
+	return fillPushResults(out, []command.PushResult{res.Push})[0], nil
 }
 
 // DeleteDeadLetter removes one dead letter.
@@ -368,7 +367,7 @@ func (s *Service) DeleteDeadLetter(id string) error {
 	if err != nil {
 		return err
 	}
-	n, err := apply(s, &raftfsm.DeleteDeadLettersCommand{IDs: []uint64{d.ID}})
+	n, err := apply(s, &command.DeleteDeadLettersCommand{IDs: []uint64{d.ID}})
 	if err == nil && n == 0 {
 		err = fmt.Errorf("dead letter %q: %w", id, ErrNotFound)
 	}
@@ -376,7 +375,7 @@ func (s *Service) DeleteDeadLetter(id string) error {
 }
 
 // PurgeDeadLetters removes every dead letter, of one queue when queue is
-// not empty, in entries of at most raftfsm.MaxDeleteDeadLetters, and
+// not empty, in entries of at most command.MaxDeleteDeadLetters, and
 // answers how many it removed. Dead letters written while it runs may be
 // left.
 func (s *Service) PurgeDeadLetters(queue string) (int, error) {
@@ -388,7 +387,7 @@ func (s *Service) PurgeDeadLetters(queue string) (int, error) {
 			if err != nil {
 				return err
 			}
-			dls, err := tx.DeadLetters(qid, raftfsm.MaxDeleteDeadLetters)
+			dls, err := tx.DeadLetters(qid, command.MaxDeleteDeadLetters)
 			for _, d := range dls {
 				ids = append(ids, d.ID)
 			}
@@ -397,7 +396,7 @@ func (s *Service) PurgeDeadLetters(queue string) (int, error) {
 		if err != nil || len(ids) == 0 {
 			return total, err
 		}
-		n, err := apply(s, &raftfsm.DeleteDeadLettersCommand{IDs: ids})
+		n, err := apply(s, &command.DeleteDeadLettersCommand{IDs: ids})
 		total += n
 		if err != nil || n == 0 {
 			return total, err // n == 0: this node's view is behind; stop rather than spin

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+	"github.com/waggle-mq/waggle/command"
 )
 
 func TestShareBytes(t *testing.T) {
@@ -43,7 +44,7 @@ func TestPartitionSizesAndLeaderEpoch(t *testing.T) {
 	if s.node.Raft.State() != raft.Leader {
 		t.Fatal("not the leader")
 	}
-	if outcome, err := s.CreateTopic("t", 2, nil); err != nil || outcome != TopicOK {
+	if outcome, err := s.CreateTopic("t", 2, nil); err != nil || outcome != command.TopicOK {
 		t.Fatalf("create topic: %v, %v", outcome, err)
 	}
 	infos, err := s.Topics([]string{"t"})

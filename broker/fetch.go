@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/recordbatch"
 	"github.com/waggle-mq/waggle/store"
 )
@@ -168,7 +168,7 @@ func entryRecords(e store.Entry, from uint64) ([]Record, error) {
 			continue
 		}
 		rec := Record{Offset: uint64(kr.Offset), Payload: kr.Value, TimestampMs: kr.TimestampMs, FromKafka: true, Key: kr.Key,
-			TransactionID: raftfsm.KafkaRecordTxID(kr.Offset)}
+			TransactionID: command.KafkaRecordTxID(kr.Offset)}
 		for _, h := range kr.Headers {
 			rec.Headers = append(rec.Headers, RecordHeader{Key: h.Key, Value: h.Value})
 		}

@@ -7,12 +7,11 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/store"
 )
 
-// OffsetCommit is a consumer group's position in one partition.
-type OffsetCommit = raftfsm.OffsetCommit
+// command.OffsetCommit is a consumer group's position in one partition.
 
 // MaxOffsetMetadata bounds the metadata string of one committed offset in
 // bytes: Kafka's default offset.metadata.max.bytes. It is stored in the
@@ -26,18 +25,18 @@ const offsetEntryBytes = 1 << 20
 
 // offsetBytes estimates what one offset of group writes: a cursor key with
 // the group and partition names, and a cursor value with the metadata.
-func offsetBytes(group string, o OffsetCommit) int {
+func offsetBytes(group string, o command.OffsetCommit) int {
 	return 2*len(group) + len(o.Topic) + len(o.Metadata) + 512
 }
 
 // offsetChunks splits offsets into entries of at most
-// raftfsm.MaxOffsetsPerEntry offsets and about offsetEntryBytes bytes.
-func offsetChunks(group string, offsets []OffsetCommit) [][]OffsetCommit {
-	var out [][]OffsetCommit
+// command.MaxOffsetsPerEntry offsets and about offsetEntryBytes bytes.
+func offsetChunks(group string, offsets []command.OffsetCommit) [][]command.OffsetCommit {
+	var out [][]command.OffsetCommit
 	start, bytes := 0, 0
 	for i, o := range offsets {
 		b := offsetBytes(group, o)
-		if i > start && (i-start == raftfsm.MaxOffsetsPerEntry || bytes+b > offsetEntryBytes) {
+		if i > start && (i-start == command.MaxOffsetsPerEntry || bytes+b > offsetEntryBytes) {
 			out = append(out, offsets[start:i])
 			start, bytes = i, 0
 		}
@@ -51,7 +50,7 @@ func offsetChunks(group string, offsets []OffsetCommit) [][]OffsetCommit {
 
 // validateOffsets refuses a group name, topic name or metadata that could
 // not be stored; nothing is written.
-func validateOffsets(group string, offsets []OffsetCommit) error {
+func validateOffsets(group string, offsets []command.OffsetCommit) error {
 	if err := validateGroupName(group); err != nil {
 		return err
 	}
@@ -69,15 +68,15 @@ func validateOffsets(group string, offsets []OffsetCommit) error {
 // CommitOffsets stores a group's committed offsets through raft, so they
 // survive failover; one outcome per offset.
 // A large request becomes several entries, each of at most
-// raftfsm.MaxOffsetsPerEntry offsets and about offsetEntryBytes bytes
+// command.MaxOffsetsPerEntry offsets and about offsetEntryBytes bytes
 // (Kafka commits each partition's offset on its own).
-func (s *Service) CommitOffsets(group string, offsets []OffsetCommit) ([]TopicOutcome, error) {
+func (s *Service) CommitOffsets(group string, offsets []command.OffsetCommit) ([]command.TopicOutcome, error) {
 	if err := validateOffsets(group, offsets); err != nil {
 		return nil, err
 	}
-	var out []TopicOutcome
+	var out []command.TopicOutcome
 	for _, chunk := range offsetChunks(group, offsets) {
-		cmd := raftfsm.CommitOffsetsCommand{NowMs: s.now().UnixMilli(), Group: group, Offsets: chunk}
+		cmd := command.CommitOffsetsCommand{NowMs: s.now().UnixMilli(), Group: group, Offsets: chunk}
 		answer, err := apply(s, &cmd)
 		if err != nil {
 			return nil, err
@@ -90,7 +89,7 @@ func (s *Service) CommitOffsets(group string, offsets []OffsetCommit) ([]TopicOu
 // DeleteOffsets forgets a group's committed offsets (the whole group, or
 // the listed partitions) and reports how many were removed (1 for a whole
 // group that had positions).
-func (s *Service) DeleteOffsets(group string, all bool, offsets []OffsetCommit) (int, error) {
+func (s *Service) DeleteOffsets(group string, all bool, offsets []command.OffsetCommit) (int, error) {
 	if all {
 		offsets = nil
 	}
@@ -99,11 +98,11 @@ func (s *Service) DeleteOffsets(group string, all bool, offsets []OffsetCommit) 
 	}
 	chunks := offsetChunks(group, offsets)
 	if len(chunks) == 0 {
-		chunks = [][]OffsetCommit{nil}
+		chunks = [][]command.OffsetCommit{nil}
 	}
 	n := 0
 	for _, chunk := range chunks {
-		cmd := raftfsm.DeleteOffsetsCommand{Group: group, All: all, Offsets: chunk}
+		cmd := command.DeleteOffsetsCommand{Group: group, All: all, Offsets: chunk}
 		answer, err := apply(s, &cmd)
 		if err != nil {
 			return n, err
@@ -116,12 +115,12 @@ func (s *Service) DeleteOffsets(group string, all bool, offsets []OffsetCommit) 
 // GroupOffsets lists a group's committed offsets in Kafka partitions (queue
 // partitions named "0", "1", …) with their topic names; offsets of deleted
 // topics are left out.
-func (s *Service) GroupOffsets(group string) ([]OffsetCommit, error) {
+func (s *Service) GroupOffsets(group string) ([]command.OffsetCommit, error) {
 	cursors, err := s.GroupCursors(group)
-	var out []OffsetCommit
+	var out []command.OffsetCommit
 	for _, c := range cursors {
 		if n, err := strconv.ParseInt(c.Partition, 10, 32); err == nil && strconv.Itoa(int(n)) == c.Partition {
-			out = append(out, OffsetCommit{Topic: c.Queue, Partition: int32(n), Offset: c.Committed, LeaderEpoch: c.LeaderEpoch, Metadata: c.Metadata})
+			out = append(out, command.OffsetCommit{Topic: c.Queue, Partition: int32(n), Offset: c.Committed, LeaderEpoch: c.LeaderEpoch, Metadata: c.Metadata})
 		}
 	}
 	return out, err

@@ -7,27 +7,12 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/store"
 )
 
 // Kafka transactions (KIP-98): the coordinator's calls, each one raft
-// entry, answered once committed and applied (see raftfsm/kafkatxn.go).
-
-// Transaction outcomes, re-exported for the kafka package.
-const (
-	TxnInvalidState    = raftfsm.TxnInvalidState
-	TxnUnknownProducer = raftfsm.TxnUnknownProducer
-	TxnInvalidTimeout  = raftfsm.TxnInvalidTimeout
-	TxnTooLarge        = raftfsm.TxnTooLarge
-	TxnNotAttempted    = raftfsm.TxnNotAttempted
-)
-
-// TxnState is a transactional id's replicated state.
-type TxnState = store.TxnState
-
-// TxnPartition names a partition in a transaction.
-type TxnPartition = store.TxnPartition
+// entry, answered once committed and applied (see fsm/kafkatxn.go).
 
 // MaxTransactionalIDBytes bounds a transactional id: it is a key in the
 // store and travels in every transaction entry.
@@ -43,56 +28,56 @@ func validateTransactionalID(id string) error {
 // InitTxnProducer gives a transactional id its producer id and a new epoch,
 // aborting a transaction an earlier incarnation left open. producerID and
 // epoch are the caller's current ones (KIP-360), or -1.
-func (s *Service) InitTxnProducer(id string, timeoutMs int32, producerID int64, epoch int16) (raftfsm.TxnProducerResult, error) {
+func (s *Service) InitTxnProducer(id string, timeoutMs int32, producerID int64, epoch int16) (command.TxnProducerResult, error) {
 	if err := validateTransactionalID(id); err != nil {
-		return raftfsm.TxnProducerResult{}, err
+		return command.TxnProducerResult{}, err
 	}
-	cmd := raftfsm.InitTxnProducerCommand{NowMs: s.now().UnixMilli(), TransactionalID: id, TimeoutMs: timeoutMs,
+	cmd := command.InitTxnProducerCommand{NowMs: s.now().UnixMilli(), TransactionalID: id, TimeoutMs: timeoutMs,
 		ProducerID: producerID, Epoch: epoch}
 	return apply(s, &cmd)
 }
 
 // AddToTxn adds partitions and consumer groups to a producer's transaction.
-func (s *Service) AddToTxn(id string, producerID int64, epoch int16, parts []TxnPartition, groups []string) (raftfsm.AddToTxnResult, error) {
+func (s *Service) AddToTxn(id string, producerID int64, epoch int16, parts []store.TxnPartition, groups []string) (command.AddToTxnResult, error) {
 	if err := validateTransactionalID(id); err != nil {
-		return raftfsm.AddToTxnResult{}, err
+		return command.AddToTxnResult{}, err
 	}
-	if len(parts) > raftfsm.MaxTxnPartitions || len(groups) > raftfsm.MaxTxnGroups {
-		return raftfsm.AddToTxnResult{}, fmt.Errorf("%w: a transaction takes at most %d partitions and %d groups", ErrInvalid, raftfsm.MaxTxnPartitions, raftfsm.MaxTxnGroups)
+	if len(parts) > command.MaxTxnPartitions || len(groups) > command.MaxTxnGroups {
+		return command.AddToTxnResult{}, fmt.Errorf("%w: a transaction takes at most %d partitions and %d groups", ErrInvalid, command.MaxTxnPartitions, command.MaxTxnGroups)
 	}
 	for _, g := range groups {
 		if err := validateGroupName(g); err != nil {
-			return raftfsm.AddToTxnResult{}, err
+			return command.AddToTxnResult{}, err
 		}
 	}
-	cmd := raftfsm.AddToTxnCommand{NowMs: s.now().UnixMilli(), TransactionalID: id, ProducerID: producerID, Epoch: epoch,
+	cmd := command.AddToTxnCommand{NowMs: s.now().UnixMilli(), TransactionalID: id, ProducerID: producerID, Epoch: epoch,
 		Partitions: parts, Groups: groups}
 	return apply(s, &cmd)
 }
 
 // TxnOffsetCommit stages a group's offsets in a producer's transaction;
 // one outcome per offset.
-func (s *Service) TxnOffsetCommit(id string, producerID int64, epoch int16, group string, offsets []OffsetCommit) ([]TopicOutcome, error) {
+func (s *Service) TxnOffsetCommit(id string, producerID int64, epoch int16, group string, offsets []command.OffsetCommit) ([]command.TopicOutcome, error) {
 	if err := validateTransactionalID(id); err != nil {
 		return nil, err
 	}
 	if err := validateOffsets(group, offsets); err != nil {
 		return nil, err
 	}
-	if len(offsets) > raftfsm.MaxOffsetsPerEntry {
-		return nil, fmt.Errorf("%w: at most %d offsets in one transactional commit", ErrInvalid, raftfsm.MaxOffsetsPerEntry)
+	if len(offsets) > command.MaxOffsetsPerEntry {
+		return nil, fmt.Errorf("%w: at most %d offsets in one transactional commit", ErrInvalid, command.MaxOffsetsPerEntry)
 	}
-	cmd := raftfsm.TxnOffsetCommitCommand{NowMs: s.now().UnixMilli(), TransactionalID: id, ProducerID: producerID,
+	cmd := command.TxnOffsetCommitCommand{NowMs: s.now().UnixMilli(), TransactionalID: id, ProducerID: producerID,
 		Epoch: epoch, Group: group, Offsets: offsets}
 	return apply(s, &cmd)
 }
 
 // EndTxn commits or aborts a producer's transaction.
-func (s *Service) EndTxn(id string, producerID int64, epoch int16, commit bool) (TopicOutcome, error) {
+func (s *Service) EndTxn(id string, producerID int64, epoch int16, commit bool) (command.TopicOutcome, error) {
 	if err := validateTransactionalID(id); err != nil {
 		return 0, err
 	}
-	cmd := raftfsm.EndTxnCommand{NowMs: s.now().UnixMilli(), TransactionalID: id, ProducerID: producerID, Epoch: epoch, Commit: commit}
+	cmd := command.EndTxnCommand{NowMs: s.now().UnixMilli(), TransactionalID: id, ProducerID: producerID, Epoch: epoch, Commit: commit}
 	return apply(s, &cmd)
 }
 
@@ -101,8 +86,8 @@ func (s *Service) Now() time.Time { return s.now() }
 
 // Txns lists up to limit transactional ids' states in id order, from the
 // one after the named id ("": from the first), from this node's store.
-func (s *Service) Txns(after string, limit int) ([]TxnState, error) {
-	var out []TxnState
+func (s *Service) Txns(after string, limit int) ([]store.TxnState, error) {
+	var out []store.TxnState
 	err := s.store.View(func(tx *store.Tx) (err error) {
 		out, err = tx.TxnsAfter(after, limit)
 		return err
@@ -122,7 +107,7 @@ func (s *Service) PendingTxnOffsets(group string) ([]store.TxnOffset, error) {
 }
 
 // Txn reads one transactional id's state; found is false for an unknown id.
-func (s *Service) Txn(id string) (st TxnState, found bool, err error) {
+func (s *Service) Txn(id string) (st store.TxnState, found bool, err error) {
 	err = s.store.View(func(tx *store.Tx) error {
 		var err error
 		st, err = tx.Txn(id)
@@ -150,12 +135,12 @@ const maxProducerScan = 100_000
 
 // PartitionProducers lists the producers with state on a topic's
 // partition; complete is false when there were too many to look at all.
-func (s *Service) PartitionProducers(topic string, partition int32) (out []ActiveProducer, outcome TopicOutcome, complete bool, err error) {
+func (s *Service) PartitionProducers(topic string, partition int32) (out []ActiveProducer, outcome command.TopicOutcome, complete bool, err error) {
 	complete = true
 	err = s.store.View(func(tx *store.Tx) error {
 		_, p, o, err := kafkaPartition(tx, topic, partition)
 		outcome = o
-		if err != nil || o != TopicOK || p.ID == 0 {
+		if err != nil || o != command.TopicOK || p.ID == 0 {
 			return err
 		}
 		producers, done, err := tx.PartitionProducers(p.ID, maxProducerScan)
@@ -185,7 +170,7 @@ func (s *Service) PartitionProducers(topic string, partition int32) (out []Activ
 
 // EachTxn calls fn with every transactional id's state, in id order,
 // reading a page at a time.
-func (s *Service) EachTxn(fn func(TxnState)) error {
+func (s *Service) EachTxn(fn func(store.TxnState)) error {
 	for after := ""; ; {
 		page, err := s.Txns(after, txnScanPage)
 		if err != nil {
@@ -209,7 +194,7 @@ const txnScanPage = 1000
 // died mid-transaction does not hold back read_committed readers for ever.
 func (s *Service) abortExpiredTxns(log *slog.Logger) {
 	now := s.now().UnixMilli()
-	var due []TxnState
+	var due []store.TxnState
 	err := s.store.View(func(tx *store.Tx) error {
 		ids, err := tx.TxnsDue(now, txnScanPage)
 		if err != nil {
@@ -229,7 +214,7 @@ func (s *Service) abortExpiredTxns(log *slog.Logger) {
 		return
 	}
 	for _, st := range due {
-		cmd := raftfsm.EndTxnCommand{NowMs: now, TransactionalID: st.TransactionalID, ProducerID: st.ProducerID,
+		cmd := command.EndTxnCommand{NowMs: now, TransactionalID: st.TransactionalID, ProducerID: st.ProducerID,
 			Epoch: st.Epoch, TimedOut: true}
 		if _, err := apply(s, &cmd); err != nil {
 			log.Debug("abort expired transaction", "id", st.TransactionalID, "err", err)
@@ -240,24 +225,24 @@ func (s *Service) abortExpiredTxns(log *slog.Logger) {
 }
 
 // expireTxnIDs forgets, through the log, the transactional ids unused for
-// raftfsm.TxnIDExpirationMs. It reads one page of ids per call, going
+// command.TxnIDExpirationMs. It reads one page of ids per call, going
 // round all of them over successive calls, so a tick's work stays bounded
 // however many there are.
 func (s *Service) expireTxnIDs(log *slog.Logger) {
-	page, err := s.Txns(s.txnExpiryAfter, raftfsm.MaxForgetTxns)
+	page, err := s.Txns(s.txnExpiryAfter, command.MaxForgetTxns)
 	if err != nil {
 		log.Debug("read transactional ids", "err", err)
 		return
 	}
-	if len(page) < raftfsm.MaxForgetTxns {
+	if len(page) < command.MaxForgetTxns {
 		s.txnExpiryAfter = "" // back to the first id next time
 	} else {
 		s.txnExpiryAfter = page[len(page)-1].TransactionalID
 	}
 	now := s.now().UnixMilli()
-	cmd := raftfsm.ForgetTxnsCommand{NowMs: now}
+	cmd := command.ForgetTxnsCommand{NowMs: now}
 	for _, st := range page {
-		if raftfsm.TxnExpired(st, now) {
+		if command.TxnExpired(st, now) {
 			cmd.IDs = append(cmd.IDs, st.TransactionalID)
 		}
 	}

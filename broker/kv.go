@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/dedup"
-	"github.com/waggle-mq/waggle/raftfsm"
 	"github.com/waggle-mq/waggle/store"
 )
 
@@ -20,22 +20,13 @@ const (
 	maxTTLSeconds   = 10 * 365 * 24 * 3600
 )
 
-// KV op and result types, shared with the state machine.
-type (
-	KVOp         = raftfsm.KVOp
-	KVResult     = raftfsm.KVResult
-	KVCallResult = raftfsm.KVCallResult
-	TimerOp      = raftfsm.TimerOp
-	TimerResult  = raftfsm.TimerResult
-)
-
-func validateKVOp(i int, op KVOp) error {
+func validateKVOp(i int, op command.KVOp) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("kv[%d]: %w: %s", i, ErrInvalid, fmt.Sprintf(format, a...))
 	}
 	switch op.Op {
-	case raftfsm.KVGet, raftfsm.KVGetMany, raftfsm.KVGetPrefix, raftfsm.KVPut, raftfsm.KVPutIfAbsent,
-		raftfsm.KVDelete, raftfsm.KVIncr, raftfsm.KVCheck:
+	case command.KVGet, command.KVGetMany, command.KVGetPrefix, command.KVPut, command.KVPutIfAbsent,
+		command.KVDelete, command.KVIncr, command.KVCheck:
 	default:
 		return bad("op %q is not one of get, getMany, getPrefix, put, putIfAbsent, delete, incr, check", op.Op)
 	}
@@ -46,11 +37,11 @@ func validateKVOp(i int, op KVOp) error {
 		return bad("namespaces starting with %q are waggle's own", reservedNSPrefix)
 	}
 	keys := op.Keys
-	if op.Op == raftfsm.KVGetMany {
+	if op.Op == command.KVGetMany {
 		if len(keys) == 0 || len(keys) > MaxKVOps {
 			return bad("getMany takes 1 to %d keys", MaxKVOps)
 		}
-	} else if op.Op != raftfsm.KVGetPrefix {
+	} else if op.Op != command.KVGetPrefix {
 		keys = []string{op.Key}
 	}
 	for _, k := range keys {
@@ -61,7 +52,7 @@ func validateKVOp(i int, op KVOp) error {
 	if len(op.Value) > maxKVValueBytes {
 		return fmt.Errorf("kv[%d]: %w: value larger than %d bytes", i, ErrTooLarge, maxKVValueBytes)
 	}
-	if op.IsWrite() && op.Op != raftfsm.KVDelete {
+	if op.IsWrite() && op.Op != command.KVDelete {
 		if !op.Forever && op.TTLSeconds <= 0 {
 			return fmt.Errorf("kv[%d] (%s %s/%s): %w", i, op.Op, op.NS, op.Key, ErrKVExpiry)
 		}
@@ -72,13 +63,13 @@ func validateKVOp(i int, op KVOp) error {
 			return bad("ttlSeconds at most %d", maxTTLSeconds)
 		}
 	}
-	if (op.Op == raftfsm.KVPut || op.Op == raftfsm.KVPutIfAbsent) && len(op.Value) == 0 {
+	if (op.Op == command.KVPut || op.Op == command.KVPutIfAbsent) && len(op.Value) == 0 {
 		return bad("%s needs a value", op.Op)
 	}
 	return nil
 }
 
-func validateKVOps(ops []KVOp) error {
+func validateKVOps(ops []command.KVOp) error {
 	if len(ops) > MaxKVOps {
 		return fmt.Errorf("%w: at most %d KV operations", ErrInvalid, MaxKVOps)
 	}
@@ -92,27 +83,27 @@ func validateKVOps(ops []KVOp) error {
 
 // KV applies ops in order in one raft entry; a refused required op aborts
 // the call and nothing is written.
-func (s *Service) KV(ctx context.Context, ops []KVOp) (KVCallResult, error) {
+func (s *Service) KV(ctx context.Context, ops []command.KVOp) (command.KVCallResult, error) {
 	if len(ops) == 0 {
-		return KVCallResult{}, fmt.Errorf("%w: operations is empty", ErrInvalid)
+		return command.KVCallResult{}, fmt.Errorf("%w: operations is empty", ErrInvalid)
 	}
 	if err := validateKVOps(ops); err != nil {
-		return KVCallResult{}, err
+		return command.KVCallResult{}, err
 	}
 	if addsKV(ops) {
 		if err := s.admitGrowth(); err != nil {
-			return KVCallResult{}, err
+			return command.KVCallResult{}, err
 		}
 	}
-	return applyFor(ctx, s, &raftfsm.KVCommand{NowMs: s.now().UnixMilli(), Ops: ops})
+	return applyFor(ctx, s, &command.KVCommand{NowMs: s.now().UnixMilli(), Ops: ops})
 }
 
 // addsKV reports whether ops may add a row or grow one (a delete or a read
 // never does): those are refused while storage is full.
-func addsKV(ops []KVOp) bool {
+func addsKV(ops []command.KVOp) bool {
 	for _, op := range ops {
 		switch op.Op {
-		case raftfsm.KVPut, raftfsm.KVPutIfAbsent, raftfsm.KVIncr:
+		case command.KVPut, command.KVPutIfAbsent, command.KVIncr:
 			return true
 		}
 	}
@@ -120,18 +111,18 @@ func addsKV(ops []KVOp) bool {
 }
 
 // applyKV applies validated KV ops in one raft entry.
-func (s *Service) applyKV(ops []KVOp) (KVCallResult, error) {
-	cmd := raftfsm.KVCommand{NowMs: s.now().UnixMilli(), Ops: ops}
+func (s *Service) applyKV(ops []command.KVOp) (command.KVCallResult, error) {
+	cmd := command.KVCommand{NowMs: s.now().UnixMilli(), Ops: ops}
 	return apply(s, &cmd)
 }
 
 // KVGet reads one row from this node's store, judged by the replicated
 // clock (never this node's).
-func (s *Service) KVGet(ns, key string) (KVResult, error) {
-	if err := validateKVOp(0, KVOp{Op: raftfsm.KVGet, NS: ns, Key: key}); err != nil {
-		return KVResult{}, err
+func (s *Service) KVGet(ns, key string) (command.KVResult, error) {
+	if err := validateKVOp(0, command.KVOp{Op: command.KVGet, NS: ns, Key: key}); err != nil {
+		return command.KVResult{}, err
 	}
-	var out KVResult
+	var out command.KVResult
 	err := s.store.View(func(tx *store.Tx) error {
 		meta, err := tx.Meta()
 		if err != nil {
@@ -139,18 +130,18 @@ func (s *Service) KVGet(ns, key string) (KVResult, error) {
 		}
 		r, found, err := tx.KV(ns, key)
 		if err == nil && found && r.Live(meta.ClockMs) {
-			out = KVResult{Op: raftfsm.KVGet, Found: true, Value: r.Value, Version: r.Version, ExpiresAtMs: r.ExpiresAtMs}
+			out = command.KVResult{Op: command.KVGet, Found: true, Value: r.Value, Version: r.Version, ExpiresAtMs: r.ExpiresAtMs}
 		}
 		return err
 	})
-	out.Op = raftfsm.KVGet
+	out.Op = command.KVGet
 	return out, err
 }
 
 // Once claims a marker: true for the one caller that created it while no
 // live marker existed.
 func (s *Service) Once(ctx context.Context, ns, key string, ttlSeconds int64, forever bool) (bool, error) {
-	res, err := s.KV(ctx, []KVOp{{Op: raftfsm.KVPutIfAbsent, NS: ns, Key: key, Value: json.RawMessage("true"), TTLSeconds: ttlSeconds, Forever: forever}})
+	res, err := s.KV(ctx, []command.KVOp{{Op: command.KVPutIfAbsent, NS: ns, Key: key, Value: json.RawMessage("true"), TTLSeconds: ttlSeconds, Forever: forever}})
 	if err != nil {
 		return false, err
 	}
@@ -158,7 +149,7 @@ func (s *Service) Once(ctx context.Context, ns, key string, ttlSeconds int64, fo
 }
 
 // Timers applies timer ops in one raft entry.
-func (s *Service) Timers(ctx context.Context, ops []TimerOp) ([]TimerResult, error) {
+func (s *Service) Timers(ctx context.Context, ops []command.TimerOp) ([]command.TimerResult, error) {
 	if len(ops) == 0 || len(ops) > MaxKVOps {
 		return nil, fmt.Errorf("%w: 1 to %d timer operations", ErrInvalid, MaxKVOps)
 	}
@@ -167,11 +158,11 @@ func (s *Service) Timers(ctx context.Context, ops []TimerOp) ([]TimerResult, err
 			return nil, err
 		}
 	}
-	cmd := raftfsm.TimersCommand{NowMs: s.now().UnixMilli(), Ops: ops}
+	cmd := command.TimersCommand{NowMs: s.now().UnixMilli(), Ops: ops}
 	return applyFor(ctx, s, &cmd)
 }
 
-func validateTimerOp(i int, op *TimerOp) error {
+func validateTimerOp(i int, op *command.TimerOp) error {
 	bad := func(msg string) error { return fmt.Errorf("timers[%d]: %w: %s", i, ErrInvalid, msg) }
 	if err := validateQueueName(op.Queue); err != nil {
 		return fmt.Errorf("timers[%d]: %w", i, err)
@@ -180,9 +171,9 @@ func validateTimerOp(i int, op *TimerOp) error {
 		return bad(fmt.Sprintf("timerKey must be 1 to %d bytes", maxKVKeyBytes))
 	}
 	switch op.Op {
-	case raftfsm.TimerCancel:
+	case command.TimerCancel:
 		return nil
-	case raftfsm.TimerSchedule:
+	case command.TimerSchedule:
 	default:
 		return bad("op must be schedule or cancel")
 	}
@@ -215,7 +206,7 @@ func (s *Service) ListTimers(queue string) ([]store.Timer, error) {
 }
 
 // pushOps counts the push operations of a transaction.
-func pushOps(ops []raftfsm.TxnOp) int {
+func pushOps(ops []command.TxnOp) int {
 	n := 0
 	for _, op := range ops {
 		if op.Type == "push" {
@@ -236,13 +227,13 @@ type TxnOp struct {
 // TransactionRequest is a whole transaction.
 type TransactionRequest struct {
 	Ops    []TxnOp
-	KV     []KVOp
-	Timers []TimerOp
+	KV     []command.KVOp
+	Timers []command.TimerOp
 }
 
 // TransactionResult answers a transaction, with the minted id.
 type TransactionResult struct {
-	raftfsm.TransactionResult
+	command.TransactionResult
 	TransactionID string
 	// Pushed lists, per push op, the results with message ids as text.
 	Pushed [][]PushResult
@@ -254,7 +245,7 @@ func (s *Service) Transaction(ctx context.Context, r TransactionRequest) (Transa
 	if len(r.Ops)+len(r.KV)+len(r.Timers) == 0 {
 		return TransactionResult{}, fmt.Errorf("%w: an empty transaction", ErrInvalid)
 	}
-	cmd := raftfsm.TransactionCommand{NowMs: s.now().UnixMilli(), TxnID: mintID(ctx, "transaction").String(), KV: r.KV, Timers: r.Timers}
+	cmd := command.TransactionCommand{NowMs: s.now().UnixMilli(), TxnID: mintID(ctx, "transaction").String(), KV: r.KV, Timers: r.Timers}
 	pushMeta := make([][]PushResult, len(r.Ops))
 	items := 0
 	for i, op := range r.Ops {
@@ -273,12 +264,12 @@ func (s *Service) Transaction(ctx context.Context, r TransactionRequest) (Transa
 			}
 			switch op.Ack.Status {
 			case "":
-				op.Ack.Status = raftfsm.AckCompleted
-			case raftfsm.AckCompleted, raftfsm.AckFailed, raftfsm.AckRetry, raftfsm.AckDLQ:
+				op.Ack.Status = command.AckCompleted
+			case command.AckCompleted, command.AckFailed, command.AckRetry, command.AckDLQ:
 			default:
 				return TransactionResult{}, fmt.Errorf("operations[%d]: %w: status must be completed, failed, retry or dlq", i, ErrInvalid)
 			}
-			cmd.Ops = append(cmd.Ops, raftfsm.TxnOp{Type: "ack", Group: group, Ack: &raftfsm.Ack{PartitionID: pid, LeaseID: op.Ack.LeaseID,
+			cmd.Ops = append(cmd.Ops, command.TxnOp{Type: "ack", Group: group, Ack: &command.Ack{PartitionID: pid, LeaseID: op.Ack.LeaseID,
 				TransactionID: op.Ack.TransactionID, Status: op.Ack.Status, Error: op.Ack.Error}})
 		case "push":
 			if len(op.Items) == 0 {
@@ -295,7 +286,7 @@ func (s *Service) Transaction(ctx context.Context, r TransactionRequest) (Transa
 			}
 			items += len(stamped)
 			pushMeta[i] = results
-			cmd.Ops = append(cmd.Ops, raftfsm.TxnOp{Type: "push", Items: stamped})
+			cmd.Ops = append(cmd.Ops, command.TxnOp{Type: "push", Items: stamped})
 		default:
 			return TransactionResult{}, fmt.Errorf("operations[%d]: %w: type must be ack or push", i, ErrInvalid)
 		}
@@ -303,7 +294,7 @@ func (s *Service) Transaction(ctx context.Context, r TransactionRequest) (Transa
 	if acks := len(cmd.Ops) - pushOps(cmd.Ops); items+acks > MaxPushItems {
 		return TransactionResult{}, fmt.Errorf("%w: at most %d pushed items and acks", ErrInvalid, MaxPushItems)
 	}
-	var all []raftfsm.PushItem
+	var all []command.PushItem
 	for _, op := range cmd.Ops {
 		all = append(all, op.Items...)
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 )
 
 // Regression tests for issue 14 (the FSM never panics on a request-shaped
@@ -16,7 +16,7 @@ import (
 // every replica at every restart. They are refused before proposing now.
 func TestLongGroupNamesRefusedBeforeProposing(t *testing.T) {
 	s := startService(t)
-	if outcome, err := s.CreateTopic("t", 1, nil); err != nil || outcome != TopicOK {
+	if outcome, err := s.CreateTopic("t", 1, nil); err != nil || outcome != command.TopicOK {
 		t.Fatalf("create topic: %v, %v", outcome, err)
 	}
 	res, err := s.Push(context.Background(), []PushItem{{Queue: "t", Partition: "0", Payload: []byte(`1`)}})
@@ -35,9 +35,9 @@ func TestLongGroupNamesRefusedBeforeProposing(t *testing.T) {
 		"seek":         s.Seek(context.Background(), long, "t", SeekRequest{Offset: &zero}),
 		"delete group": s.DeleteGroup(context.Background(), long),
 	}
-	_, checks["ack"] = s.Ack(context.Background(), long, []AckRequest{{PartitionID: pid, LeaseID: "x", TransactionID: "x", Status: raftfsm.AckCompleted}})
-	_, checks["commit"] = s.CommitOffsets(long, []OffsetCommit{{Topic: "t", Partition: 0, Offset: 1}})
-	_, checks["delete offsets"] = s.DeleteOffsets(long, false, []OffsetCommit{{Topic: "t", Partition: 0}})
+	_, checks["ack"] = s.Ack(context.Background(), long, []AckRequest{{PartitionID: pid, LeaseID: "x", TransactionID: "x", Status: command.AckCompleted}})
+	_, checks["commit"] = s.CommitOffsets(long, []command.OffsetCommit{{Topic: "t", Partition: 0, Offset: 1}})
+	_, checks["delete offsets"] = s.DeleteOffsets(long, false, []command.OffsetCommit{{Topic: "t", Partition: 0}})
 	_, checks["pop"] = s.Pop(t.Context(), PopRequest{Queue: "t", Group: long})
 	_, checks["transaction"] = s.Transaction(context.Background(), TransactionRequest{Ops: []TxnOp{{Type: "ack", Group: long,
 		Ack: AckRequest{PartitionID: pid, LeaseID: "x", TransactionID: "x"}}}})
@@ -58,21 +58,21 @@ func TestLongGroupNamesRefusedBeforeProposing(t *testing.T) {
 // are split by bytes now, and metadata over 4,096 bytes is refused.
 func TestLargeOffsetCommitsSplitByBytes(t *testing.T) {
 	s := startService(t)
-	if outcome, err := s.CreateTopic("t", 1, nil); err != nil || outcome != TopicOK {
+	if outcome, err := s.CreateTopic("t", 1, nil); err != nil || outcome != command.TopicOK {
 		t.Fatalf("create topic: %v, %v", outcome, err)
 	}
 	group := strings.Repeat("g", MaxGroupName)
 	meta := strings.Repeat("m", MaxOffsetMetadata)
-	offsets := make([]OffsetCommit, 5_000)
+	offsets := make([]command.OffsetCommit, 5_000)
 	for i := range offsets {
-		offsets[i] = OffsetCommit{Topic: "t", Partition: 0, Offset: int64(i), Metadata: meta}
+		offsets[i] = command.OffsetCommit{Topic: "t", Partition: 0, Offset: int64(i), Metadata: meta}
 	}
 	for _, chunk := range offsetChunks(group, offsets) {
 		bytes := 0
 		for _, o := range chunk {
 			bytes += offsetBytes(group, o)
 		}
-		if bytes > offsetEntryBytes || len(chunk) > raftfsm.MaxOffsetsPerEntry {
+		if bytes > offsetEntryBytes || len(chunk) > command.MaxOffsetsPerEntry {
 			t.Fatalf("a chunk of %d offsets, %d bytes", len(chunk), bytes)
 		}
 	}
@@ -84,16 +84,16 @@ func TestLargeOffsetCommitsSplitByBytes(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].Offset != int64(len(offsets)-1) || got[0].Metadata != meta {
 		t.Fatalf("group offsets: %d, %v", len(got), err)
 	}
-	if _, err := s.CommitOffsets(group, []OffsetCommit{{Topic: "t", Offset: 1, Metadata: meta + "m"}}); !errors.Is(err, ErrInvalid) {
+	if _, err := s.CommitOffsets(group, []command.OffsetCommit{{Topic: "t", Offset: 1, Metadata: meta + "m"}}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("metadata of %d bytes: %v, want ErrInvalid", len(meta)+1, err)
 	}
-	if _, err := s.CommitOffsets("g", []OffsetCommit{{Topic: strings.Repeat("t", 70_000), Offset: 1}}); !errors.Is(err, ErrInvalid) {
+	if _, err := s.CommitOffsets("g", []command.OffsetCommit{{Topic: strings.Repeat("t", 70_000), Offset: 1}}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a 70,000-byte topic name: %v, want ErrInvalid", err)
 	}
 	// Deleting many offsets of a long group splits too.
-	dels := make([]OffsetCommit, 20_000)
+	dels := make([]command.OffsetCommit, 20_000)
 	for i := range dels {
-		dels[i] = OffsetCommit{Topic: "t", Partition: int32(i)}
+		dels[i] = command.OffsetCommit{Topic: "t", Partition: int32(i)}
 	}
 	if n := len(offsetChunks(group, dels)); n < 2 {
 		t.Fatalf("20,000 deletes of a %d-byte group in %d entries", len(group), n)
@@ -109,10 +109,10 @@ func TestLargeOffsetCommitsSplitByBytes(t *testing.T) {
 // held to the cap whatever an older topic says.
 func TestMaxMessageBytesCapped(t *testing.T) {
 	s := startService(t)
-	if _, err := s.CreateTopic("big", 1, []raftfsm.TopicSetting{{Name: raftfsm.ConfigMaxMessageBytes, Value: 50 << 20}}); !errors.Is(err, ErrInvalid) {
+	if _, err := s.CreateTopic("big", 1, []command.TopicSetting{{Name: command.ConfigMaxMessageBytes, Value: 50 << 20}}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("max.message.bytes 50 MB: %v, want ErrInvalid", err)
 	}
-	if outcome, err := s.CreateTopic("ok", 1, []raftfsm.TopicSetting{{Name: raftfsm.ConfigMaxMessageBytes, Value: MaxTopicMessageBytes}}); err != nil || outcome != TopicOK {
+	if outcome, err := s.CreateTopic("ok", 1, []command.TopicSetting{{Name: command.ConfigMaxMessageBytes, Value: MaxTopicMessageBytes}}); err != nil || outcome != command.TopicOK {
 		t.Fatalf("max.message.bytes at the cap: %v, %v", outcome, err)
 	}
 	for _, tc := range []struct {

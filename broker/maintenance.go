@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/store"
 )
 
@@ -33,7 +33,7 @@ func (s *Service) RunMaintenance(ctx context.Context, period time.Duration, log 
 		// a few per tick so pushes keep their share of the log. The entries
 		// also move the replicated clock that leases and KV expiry read.
 		for range 10 {
-			cmd := raftfsm.PruneDedupCommand{NowMs: s.now().UnixMilli(), Limit: raftfsm.MaxPruneLimit}
+			cmd := command.PruneDedupCommand{NowMs: s.now().UnixMilli(), Limit: command.MaxPruneLimit}
 			answer, err := apply(s, &cmd)
 			if err != nil {
 				log.Debug("prune dedup", "err", err)
@@ -51,7 +51,7 @@ func (s *Service) RunMaintenance(ctx context.Context, period time.Duration, log 
 		s.compact(log)
 		// Expired KV rows and due timers, through the log.
 		for range 10 {
-			cmd := raftfsm.TickCommand{NowMs: s.now().UnixMilli(), Limit: 1000}
+			cmd := command.TickCommand{NowMs: s.now().UnixMilli(), Limit: 1000}
 			answer, err := apply(s, &cmd)
 			if err != nil {
 				log.Debug("tick", "err", err)
@@ -71,7 +71,7 @@ func (s *Service) cleanUp(log *slog.Logger) {
 		return // the common case: one key looked at each second
 	}
 	for range 10 {
-		cmd := raftfsm.CleanupCommand{MaxWrites: raftfsm.MaxCleanupWrites}
+		cmd := command.CleanupCommand{MaxWrites: command.MaxCleanupWrites}
 		answer, err := apply(s, &cmd)
 		if err != nil {
 			log.Debug("cleanup", "err", err)
@@ -123,7 +123,7 @@ func (s *Service) retain(log *slog.Logger) {
 		return
 	}
 	now := s.now().UnixMilli()
-	var cmds []raftfsm.RetainCommand
+	var cmds []command.RetainCommand
 	completed := completedScan{lookups: completedRetentionLookups}
 	err := s.store.View(func(tx *store.Tx) error {
 		qs, err := tx.QueuesAfter(s.retainAfter, retainQueuesPerTick)
@@ -137,8 +137,8 @@ func (s *Service) retain(log *slog.Logger) {
 		for _, q := range qs {
 			lim := store.RetentionLimit{CutoffMs: math.MinInt64}
 			if q.Deletes() { // cleanup.policy=compact keeps records by key, not by age or size
-				lim.KeepBytes = raftfsm.RetentionBytes(q)
-				if keep := raftfsm.RetentionMs(q, s.KafkaRetentionMs); keep > 0 {
+				lim.KeepBytes = command.RetentionBytes(q)
+				if keep := command.RetentionMs(q, s.KafkaRetentionMs); keep > 0 {
 					lim.CutoffMs = now - keep
 				}
 			}
@@ -159,7 +159,7 @@ func (s *Service) retain(log *slog.Logger) {
 				return err
 			}
 			if found {
-				cmds = append(cmds, raftfsm.RetainCommand{NowMs: now, QueueID: q.ID, Pos: pos, CutoffMs: lim.CutoffMs, KeepBytes: lim.KeepBytes,
+				cmds = append(cmds, command.RetainCommand{NowMs: now, QueueID: q.ID, Pos: pos, CutoffMs: lim.CutoffMs, KeepBytes: lim.KeepBytes,
 					CompletedPos: lim.CompletedPos, CompletedCutoffMs: lim.CompletedCutoffMs})
 			}
 		}
@@ -221,7 +221,7 @@ const (
 // sealed by the entry, once it is segment.ms old.
 func (s *Service) compact(log *slog.Logger) {
 	now := s.now().UnixMilli()
-	var cmds []raftfsm.CompactCommand
+	var cmds []command.CompactCommand
 	err := s.store.View(func(tx *store.Tx) error {
 		qs, err := tx.QueuesAfter(s.compactAfter, compactQueuesPerTick)
 		if err != nil {
@@ -241,7 +241,7 @@ func (s *Service) compact(log *slog.Logger) {
 				return err
 			}
 			if c.State.Active {
-				cmds = append(cmds, raftfsm.CompactCommand{NowMs: now, QueueID: q.ID})
+				cmds = append(cmds, command.CompactCommand{NowMs: now, QueueID: q.ID})
 				continue
 			}
 			if p, ok := compactionProposal(q, c, now, lag); ok {
@@ -270,14 +270,14 @@ func (s *Service) compact(log *slog.Logger) {
 			if !res.More {
 				break
 			}
-			cmd = raftfsm.CompactCommand{NowMs: s.now().UnixMilli(), QueueID: cmd.QueueID}
+			cmd = command.CompactCommand{NowMs: s.now().UnixMilli(), QueueID: cmd.QueueID}
 		}
 	}
 }
 
 // compactionProposal decides whether a compacted queue needs a new pass,
 // and at which cut.
-func compactionProposal(q store.Queue, c store.CompactionCandidate, now, lag int64) (raftfsm.CompactCommand, bool) {
+func compactionProposal(q store.Queue, c store.CompactionCandidate, now, lag int64) (command.CompactCommand, bool) {
 	st := c.State
 	total := c.End - min(c.First, c.End)
 	clean := min(st.LastMoved, total)
@@ -287,19 +287,19 @@ func compactionProposal(q store.Queue, c store.CompactionCandidate, now, lag int
 	}
 	due := st.LastTombstoneDueMs != 0 && now >= st.LastTombstoneDueMs
 	if total == 0 || (dirty == 0 && !due) {
-		return raftfsm.CompactCommand{}, false
+		return command.CompactCommand{}, false
 	}
 	if !due && int64(float64(dirty)/float64(total)*1e6) < q.MinCleanableDirtyRatio() {
-		return raftfsm.CompactCommand{}, false
+		return command.CompactCommand{}, false
 	}
 	_, ageMs := store.SegmentLimits(q)
 	if c.End > c.ActiveBase && now-c.ActiveSinceMs >= ageMs && now-c.LastAppendMs >= lag {
-		return raftfsm.CompactCommand{Seal: true}, true
+		return command.CompactCommand{Seal: true}, true
 	}
 	if c.SealedFound && c.SealedCut > st.LastCut {
-		return raftfsm.CompactCommand{Cut: c.SealedCut, CutBase: c.SealedBase}, true
+		return command.CompactCommand{Cut: c.SealedCut, CutBase: c.SealedBase}, true
 	}
-	return raftfsm.CompactCommand{}, false
+	return command.CompactCommand{}, false
 }
 
 // pruneRequests forgets keyed requests' outcomes whose window has passed,
@@ -310,7 +310,7 @@ func (s *Service) pruneRequests(log *slog.Logger) {
 		return
 	}
 	for range 10 {
-		cmd := raftfsm.PruneRequestsCommand{NowMs: s.now().UnixMilli(), Limit: raftfsm.MaxPruneLimit}
+		cmd := command.PruneRequestsCommand{NowMs: s.now().UnixMilli(), Limit: command.MaxPruneLimit}
 		n, err := apply(s, &cmd)
 		if err != nil {
 			log.Debug("prune request outcomes", "err", err)

@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/dedup"
-	"github.com/waggle-mq/waggle/raftfsm"
 	"github.com/waggle-mq/waggle/store"
 )
 
@@ -65,7 +65,7 @@ func (s *Service) Push(ctx context.Context, items []PushItem) ([]PushResult, err
 	if err := s.checkTargets(stamped); err != nil {
 		return nil, err
 	}
-	cmd := raftfsm.PushCommand{NowMs: s.now().UnixMilli(), Items: stamped}
+	cmd := command.PushCommand{NowMs: s.now().UnixMilli(), Items: stamped}
 	answer, err := applyFor(ctx, s, &cmd)
 	if err != nil {
 		return nil, err
@@ -77,13 +77,13 @@ func (s *Service) Push(ctx context.Context, items []PushItem) ([]PushResult, err
 // raft entry may write to, and items for a compacted queue: compaction
 // keeps the newest record of each key, and an HTTP push carries no key (as
 // Kafka refuses keyless records on a compacted topic).
-func (s *Service) checkTargets(items []raftfsm.PushItem) error {
+func (s *Service) checkTargets(items []command.PushItem) error {
 	targets := map[[2]string]struct{}{}
 	queues := map[string]struct{}{}
 	for _, it := range items {
 		targets[[2]string{it.Queue, it.Partition}] = struct{}{}
-		if len(targets) > raftfsm.MaxPushTargets {
-			return fmt.Errorf("%w: the items reach more than %d distinct partitions; split the push", ErrInvalid, raftfsm.MaxPushTargets)
+		if len(targets) > command.MaxPushTargets {
+			return fmt.Errorf("%w: the items reach more than %d distinct partitions; split the push", ErrInvalid, command.MaxPushTargets)
 		}
 		queues[it.Queue] = struct{}{}
 	}
@@ -110,9 +110,9 @@ func (s *Service) checkTargets(items []raftfsm.PushItem) error {
 // command, and a result per item in which
 // an item that breaks a per-item rule already answers error (and is left
 // out of the command).
-func (s *Service) stampItems(ctx context.Context, scope string, items []PushItem) ([]raftfsm.PushItem, []PushResult, error) {
+func (s *Service) stampItems(ctx context.Context, scope string, items []PushItem) ([]command.PushItem, []PushResult, error) {
 	results := make([]PushResult, len(items))
-	stamped := make([]raftfsm.PushItem, 0, len(items))
+	stamped := make([]command.PushItem, 0, len(items))
 	for i, it := range items {
 		if err := validateQueueName(it.Queue); err != nil {
 			return nil, nil, fmt.Errorf("items[%d]: %w", i, err)
@@ -141,7 +141,7 @@ func (s *Service) stampItems(ctx context.Context, scope string, items []PushItem
 				results[i].TransactionID = mintID(ctx, fmt.Sprintf("%s/item/%d", scope, i)).String()
 			}
 		}
-		stamped = append(stamped, raftfsm.PushItem{
+		stamped = append(stamped, command.PushItem{
 			Queue:         it.Queue,
 			Partition:     part,
 			TransactionID: results[i].TransactionID,
@@ -154,7 +154,7 @@ func (s *Service) stampItems(ctx context.Context, scope string, items []PushItem
 
 // fillPushResults completes the results of the stamped items (those not
 // already in error, in order) from the state machine's answers.
-func fillPushResults(results []PushResult, answers []raftfsm.PushResult) []PushResult {
+func fillPushResults(results []PushResult, answers []command.PushResult) []PushResult {
 	j := 0
 	for i := range results {
 		if results[i].Status == StatusError {
@@ -165,9 +165,9 @@ func fillPushResults(results []PushResult, answers []raftfsm.PushResult) []PushR
 		res.MessageID = uuid.UUID(r.MessageID).String()
 		res.Offset = r.Offset
 		switch r.Status {
-		case raftfsm.PushQueued:
+		case command.PushQueued:
 			res.Status = StatusQueued
-		case raftfsm.PushDuplicate:
+		case command.PushDuplicate:
 			res.Status = StatusDuplicate
 		default:
 			res.Status, res.Error, res.MessageID = StatusError, r.Error, ""

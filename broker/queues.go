@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/store"
 )
 
@@ -18,8 +18,7 @@ const (
 	maxRetentionSeconds   = 100 * 365 * 24 * 3600
 )
 
-// QueueOptions are a queue's settable options; nil keeps the current value.
-type QueueOptions = raftfsm.QueueOptions
+// command.QueueOptions are a queue's settable options; nil keeps the current value.
 
 // QueueInfo describes a queue and its partitions.
 type QueueInfo struct {
@@ -46,7 +45,7 @@ type PartitionInfo struct {
 }
 
 // Configure creates a queue or merges new options into it.
-func (s *Service) Configure(ctx context.Context, queue string, opts QueueOptions) (QueueInfo, error) {
+func (s *Service) Configure(ctx context.Context, queue string, opts command.QueueOptions) (QueueInfo, error) {
 	if err := validateQueueName(queue); err != nil {
 		return QueueInfo{}, err
 	}
@@ -71,7 +70,7 @@ func (s *Service) Configure(ctx context.Context, queue string, opts QueueOptions
 	if n := opts.KafkaPartitions; n != nil && (*n < 1 || *n > 10_000) {
 		return QueueInfo{}, fmt.Errorf("%w: partitions must be between 1 and 10000", ErrInvalid)
 	}
-	cmd := raftfsm.ConfigureQueueCommand{NowMs: s.now().UnixMilli(), Queue: queue, Options: opts}
+	cmd := command.ConfigureQueueCommand{NowMs: s.now().UnixMilli(), Queue: queue, Options: opts}
 	answer, err := applyFor(ctx, s, &cmd)
 	if err != nil {
 		return QueueInfo{}, err
@@ -128,9 +127,9 @@ func queueInfo(tx *store.Tx, q store.Queue, kafkaRetentionMs int64) (QueueInfo, 
 		return QueueInfo{}, err
 	}
 	info := QueueInfo{Name: q.Name, DedupWindowSeconds: q.DedupWindowSeconds, CreatedAt: time.UnixMilli(q.CreatedAtMs).UTC(),
-		LeaseTimeSeconds: raftfsm.LeaseTimeSeconds(q), RetryLimit: raftfsm.RetryLimit(q),
-		DeadLetterQueue: raftfsm.DeadLettering(q), DelayedProcessing: raftfsm.DelaySeconds(q), KafkaPartitions: max(q.KafkaPartitions, 1),
-		RetentionSeconds: raftfsm.RetentionMs(q, kafkaRetentionMs) / 1000, CompletedRetentionSeconds: q.CompletedRetentionMs / 1000}
+		LeaseTimeSeconds: command.LeaseTimeSeconds(q), RetryLimit: command.RetryLimit(q),
+		DeadLetterQueue: command.DeadLettering(q), DelayedProcessing: command.DelaySeconds(q), KafkaPartitions: max(q.KafkaPartitions, 1),
+		RetentionSeconds: command.RetentionMs(q, kafkaRetentionMs) / 1000, CompletedRetentionSeconds: q.CompletedRetentionMs / 1000}
 	for _, p := range parts {
 		info.Partitions = append(info.Partitions, PartitionInfo{Name: p.Name, StartOffset: p.StartOffset, NextOffset: p.NextOffset})
 	}

@@ -15,8 +15,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
 
+	"github.com/waggle-mq/waggle/command"
+	"github.com/waggle-mq/waggle/fsm"
 	"github.com/waggle-mq/waggle/placement"
-	"github.com/waggle-mq/waggle/raftfsm"
 	"github.com/waggle-mq/waggle/store"
 )
 
@@ -84,7 +85,7 @@ func (s *Service) seedIDs() error {
 		return err
 	}
 	if next < s.idBase {
-		if _, err := s.proposeNow(&raftfsm.SeedIDsCommand{Base: s.idBase})(); err != nil {
+		if _, err := s.proposeNow(&command.SeedIDsCommand{Base: s.idBase})(); err != nil {
 			return err
 		}
 	}
@@ -123,7 +124,7 @@ type AppliedEntry struct {
 // only: elsewhere ErrNotLeader, and the sender answers as for its own
 // write.
 func (s *Service) ApplyEntry(entry []byte) (AppliedEntry, error) {
-	if err := raftfsm.CheckEntry(entry); err != nil {
+	if err := command.CheckEntry(entry); err != nil {
 		return AppliedEntry{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if !s.IsLeader() {
@@ -143,7 +144,7 @@ func (s *Service) ApplyEntry(entry []byte) (AppliedEntry, error) {
 // proposeRemote sends cmd to the group's leader, then waits (briefly) for
 // this node to apply the entry too, so a read here right after the write
 // sees it.
-func (s *Service) proposeRemote(cmd raftfsm.Command) (any, error) {
+func (s *Service) proposeRemote(cmd command.Command) (any, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.ApplyTimeout)
 	defer cancel()
 	addr, local, err := s.AwaitLeaderHTTPAddr(ctx)
@@ -153,7 +154,7 @@ func (s *Service) proposeRemote(cmd raftfsm.Command) (any, error) {
 	if local {
 		return s.proposeLeading(cmd)()
 	}
-	entry, err := raftfsm.EncodeAs(cmd, s.node.FSM.LogFormat())
+	entry, err := command.EncodeAs(cmd, s.node.FSM.LogFormat())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUpgradeInProgress, err)
 	}
@@ -179,7 +180,7 @@ func (s *Service) proposeRemote(cmd raftfsm.Command) (any, error) {
 	if err := json.Unmarshal(body, &applied); err != nil {
 		return nil, fmt.Errorf("%w: group %d's leader's answer: %v", ErrOutcomeUnknown, s.group, err)
 	}
-	answer, err := raftfsm.DecodeAnswer(entry, applied.Answer)
+	answer, err := fsm.DecodeAnswer(entry, applied.Answer)
 	if err != nil { // applied, but its answer is unreadable here
 		return nil, fmt.Errorf("%w: group %d's leader's answer: %v", ErrOutcomeUnknown, s.group, err)
 	}
@@ -322,7 +323,7 @@ func (s *Service) PreferLeader(group uint32, node string) error {
 			return fmt.Errorf("%w: node %s is not a voter of the cluster", ErrInvalid, node)
 		}
 	}
-	_, err := apply(s, &raftfsm.PreferLeaderCommand{Group: group, Node: node})
+	_, err := apply(s, &command.PreferLeaderCommand{Group: group, Node: node})
 	return err
 }
 

@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 )
 
 // RequestKey names a client's request for keyed apply: its
 // Idempotency-Key and a digest of what it asked. A write carrying one is
 // applied at most once within the request window; the same key sent again
-// gets the first answer (see raftfsm.KeyedCommand).
+// gets the first answer (see command.KeyedCommand).
 type RequestKey struct {
 	Key      string
 	BodyHash [32]byte
@@ -42,7 +42,7 @@ func WithRequestKey(ctx context.Context, k RequestKey) context.Context {
 // KeyedWrites reports whether the cluster's log format carries keyed
 // writes (every member reads them); before, a keyed write answers
 // ErrUpgradeInProgress.
-func (s *Service) KeyedWrites() bool { return s.node.FSM.LogFormat() >= raftfsm.LogFormat2 }
+func (s *Service) KeyedWrites() bool { return s.node.FSM.LogFormat() >= command.LogFormat2 }
 
 // RequestKeyOf returns the request key ctx carries, if any.
 func RequestKeyOf(ctx context.Context) (RequestKey, bool) {
@@ -52,13 +52,13 @@ func RequestKeyOf(ctx context.Context) (RequestKey, bool) {
 
 // applyFor applies cmd, keyed when ctx carries a request key (the first
 // answer is given again to a retry under the same key), else as apply.
-func applyFor[R any](ctx context.Context, s *Service, cmd raftfsm.Answering[R]) (R, error) {
+func applyFor[R any](ctx context.Context, s *Service, cmd command.Answering[R]) (R, error) {
 	k, keyed := RequestKeyOf(ctx)
 	if !keyed {
 		return apply(s, cmd)
 	}
 	var zero R
-	inner, err := raftfsm.EncodeAs(cmd, s.node.FSM.LogFormat())
+	inner, err := command.EncodeAs(cmd, s.node.FSM.LogFormat())
 	if err != nil {
 		return zero, fmt.Errorf("%w: %v", ErrUpgradeInProgress, err)
 	}
@@ -66,7 +66,7 @@ func applyFor[R any](ctx context.Context, s *Service, cmd raftfsm.Answering[R]) 
 	if window <= 0 {
 		window = DefaultRequestWindow
 	}
-	res, err := apply(s, &raftfsm.KeyedCommand{NowMs: s.now().UnixMilli(), Key: k.Key, BodyHash: k.BodyHash,
+	res, err := apply(s, &command.KeyedCommand{NowMs: s.now().UnixMilli(), Key: k.Key, BodyHash: k.BodyHash,
 		WindowMs: window.Milliseconds(), Inner: inner})
 	if err != nil {
 		return zero, err

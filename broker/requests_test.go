@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/store"
 )
 
@@ -18,7 +18,7 @@ import (
 // request is refused.
 func TestKeyedWritesApplyOncePerKey(t *testing.T) {
 	s := startService(t)
-	incr := []KVOp{{Op: raftfsm.KVIncr, NS: "n", Key: "c", Forever: true}}
+	incr := []command.KVOp{{Op: command.KVIncr, NS: "n", Key: "c", Forever: true}}
 	keyed := WithRequestKey(context.Background(), RequestKey{Key: "k-1", BodyHash: [32]byte{1}})
 	if s.KeyedWrites() {
 		t.Fatal("a new node at log format 1 says it carries keyed writes")
@@ -26,7 +26,7 @@ func TestKeyedWritesApplyOncePerKey(t *testing.T) {
 	if _, err := s.KV(keyed, incr); !errors.Is(err, ErrUpgradeInProgress) {
 		t.Fatalf("a keyed write at log format 1: %v, want ErrUpgradeInProgress", err)
 	}
-	if err := s.RaiseLogFormat(raftfsm.LogFormat2); err != nil || !s.KeyedWrites() {
+	if err := s.RaiseLogFormat(command.LogFormat2); err != nil || !s.KeyedWrites() {
 		t.Fatalf("raise the log format: %v", err)
 	}
 	first, err := s.KV(keyed, incr)
@@ -41,12 +41,12 @@ func TestKeyedWritesApplyOncePerKey(t *testing.T) {
 	if _, err := s.KV(other, incr); !errors.Is(err, ErrKeyReused) {
 		t.Fatalf("the key with another request: %v, want ErrKeyReused", err)
 	}
-	if got, err := s.KV(context.Background(), []KVOp{{Op: raftfsm.KVGet, NS: "n", Key: "c"}}); err != nil || string(got.Results[0].Value) != "1" {
+	if got, err := s.KV(context.Background(), []command.KVOp{{Op: command.KVGet, NS: "n", Key: "c"}}); err != nil || string(got.Results[0].Value) != "1" {
 		t.Fatalf("counter %+v, %v; want 1", got, err)
 	}
 
 	// A keyed transaction answers the same minted transaction id again.
-	txn := TransactionRequest{KV: []KVOp{{Op: raftfsm.KVPut, NS: "n", Key: "t", Value: []byte(`1`), Forever: true}}}
+	txn := TransactionRequest{KV: []command.KVOp{{Op: command.KVPut, NS: "n", Key: "t", Value: []byte(`1`), Forever: true}}}
 	tk := WithRequestKey(context.Background(), RequestKey{Key: "t-1"})
 	a, err1 := s.Transaction(tk, txn)
 	b, err2 := s.Transaction(tk, txn)
@@ -58,12 +58,12 @@ func TestKeyedWritesApplyOncePerKey(t *testing.T) {
 // The leader's housekeeping prunes outcomes whose window has passed.
 func TestMaintenancePrunesRequestOutcomes(t *testing.T) {
 	s := startService(t)
-	if err := s.RaiseLogFormat(raftfsm.LogFormat2); err != nil {
+	if err := s.RaiseLogFormat(command.LogFormat2); err != nil {
 		t.Fatal(err)
 	}
 	s.RequestWindow = time.Millisecond
 	ctx := WithRequestKey(context.Background(), RequestKey{Key: "short"})
-	if _, err := s.KV(ctx, []KVOp{{Op: raftfsm.KVIncr, NS: "n", Key: "c", Forever: true}}); err != nil {
+	if _, err := s.KV(ctx, []command.KVOp{{Op: command.KVIncr, NS: "n", Key: "c", Forever: true}}); err != nil {
 		t.Fatal(err)
 	}
 	kept := func() bool {

@@ -10,15 +10,16 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/metrics"
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/raftnode"
 	"github.com/waggle-mq/waggle/store"
 )
 
 // Service is the broker on one node.
 type Service struct {
 	nodeID string
-	node   *raftfsm.Node
+	node   *raftnode.Node
 	store  *store.Store
 
 	// ApplyTimeout bounds how long a write waits to be enqueued to raft.
@@ -29,7 +30,7 @@ type Service struct {
 	// (DefaultRequestWindow when zero).
 	RequestWindow time.Duration
 	// KafkaRetentionMs is the retention of topics created over Kafka
-	// without retention.ms (raftfsm.RetentionMs); set before serving.
+	// without retention.ms (command.RetentionMs); set before serving.
 	KafkaRetentionMs int64
 	// now stamps commands on the leader; tests may replace it.
 	now func() time.Time
@@ -82,9 +83,9 @@ func (s *Service) LeaderCaughtUp() bool {
 }
 
 // New returns the service over a started raft node and its store.
-func New(nodeID string, node *raftfsm.Node, st *store.Store) *Service {
+func New(nodeID string, node *raftnode.Node, st *store.Store) *Service {
 	return &Service{nodeID: nodeID, node: node, store: st, ApplyTimeout: 10 * time.Second, now: time.Now,
-		KafkaRetentionMs: raftfsm.DefaultKafkaRetentionMs}
+		KafkaRetentionMs: command.DefaultKafkaRetentionMs}
 }
 
 // SetStorageFull marks this node's disk as below (or back above) its
@@ -107,16 +108,16 @@ func (s *Service) admitGrowth() error {
 }
 
 // apply commits one command through raft and returns the state machine's
-// answer, typed as the command declares it (raftfsm.Answering). The answer
+// answer, typed as the command declares it (command.Answering). The answer
 // exists only once the entry is committed by a majority and applied on
 // this node.
-func apply[R any](s *Service, cmd raftfsm.Answering[R]) (R, error) { return applyAsync(s, cmd)() }
+func apply[R any](s *Service, cmd command.Answering[R]) (R, error) { return applyAsync(s, cmd)() }
 
 // applyAsync hands one command to raft and returns a function that waits
 // for its answer. Commands handed over one after another from the same
 // goroutine are appended to the log in that order, which lets a caller
 // pipeline writes whose order matters.
-func applyAsync[R any](s *Service, cmd raftfsm.Answering[R]) func() (R, error) {
+func applyAsync[R any](s *Service, cmd command.Answering[R]) func() (R, error) {
 	wait := s.propose(cmd)
 	return func() (R, error) {
 		var zero R
@@ -138,7 +139,7 @@ func applyAsync[R any](s *Service, cmd raftfsm.Answering[R]) func() (R, error) {
 
 // propose appends cmd to the raft log and returns a function that waits
 // for the state machine's untyped answer.
-func (s *Service) propose(cmd raftfsm.Command) func() (any, error) {
+func (s *Service) propose(cmd command.Command) func() (any, error) {
 	if s.node.Raft.State() != raft.Leader {
 		if s.forwards {
 			return func() (any, error) { return s.proposeRemote(cmd) }
@@ -150,7 +151,7 @@ func (s *Service) propose(cmd raftfsm.Command) func() (any, error) {
 
 // proposeLeading proposes cmd on the group's leader, this node: after the
 // group's SeedIDs entry when it still needs one.
-func (s *Service) proposeLeading(cmd raftfsm.Command) func() (any, error) {
+func (s *Service) proposeLeading(cmd command.Command) func() (any, error) {
 	if err := s.seedIDs(); err != nil {
 		return func() (any, error) { return nil, err }
 	}
@@ -158,9 +159,9 @@ func (s *Service) proposeLeading(cmd raftfsm.Command) func() (any, error) {
 }
 
 // proposeNow appends cmd to the raft log, in the cluster's log format,
-// which every member reads (see raftfsm.LogFormat).
-func (s *Service) proposeNow(cmd raftfsm.Command) func() (any, error) {
-	entry, err := raftfsm.EncodeAs(cmd, s.node.FSM.LogFormat())
+// which every member reads (see command.LogFormat).
+func (s *Service) proposeNow(cmd command.Command) func() (any, error) {
+	entry, err := command.EncodeAs(cmd, s.node.FSM.LogFormat())
 	if err != nil {
 		return func() (any, error) { return nil, fmt.Errorf("%w: %v", ErrUpgradeInProgress, err) }
 	}
@@ -175,7 +176,7 @@ func (s *Service) proposeNow(cmd raftfsm.Command) func() (any, error) {
 // waits for its answer and the raft index it took.
 func (s *Service) proposeEntry(entry []byte) func() (any, uint64, error) {
 	start := time.Now()
-	f := s.node.Raft.Apply(raftfsm.Seal(entry), s.ApplyTimeout)
+	f := s.node.Raft.Apply(command.Seal(entry), s.ApplyTimeout)
 	return func() (any, uint64, error) {
 		err := f.Error()
 		s.Metrics.Applied(time.Since(start).Seconds())

@@ -8,25 +8,9 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/recordbatch"
 	"github.com/waggle-mq/waggle/store"
-)
-
-// Topic outcomes, re-exported so frontends need not import raftfsm.
-type TopicOutcome = raftfsm.TopicOutcome
-
-// Topic outcomes.
-const (
-	SequenceOutOfOrder     = raftfsm.SequenceOutOfOrder
-	ProducerFenced         = raftfsm.ProducerFenced
-	TopicOK                = raftfsm.TopicOK
-	TopicExists            = raftfsm.TopicExists
-	TopicUnknown           = raftfsm.TopicUnknown
-	TopicUnknownPartition  = raftfsm.TopicUnknownPartition
-	TopicInvalidPartitions = raftfsm.TopicInvalidPartitions
-	TopicInvalidConfig     = raftfsm.TopicInvalidConfig
-	OffsetOutOfRange       = raftfsm.OffsetOutOfRange
 )
 
 // TopicInfo is a queue as Kafka sees it.
@@ -85,7 +69,7 @@ func ProduceLimit(t TopicInfo) int {
 func ValidTopicName(name string) bool { return validateQueueName(name) == nil }
 
 func (s *Service) topicInfo(q store.Queue) TopicInfo {
-	retention := raftfsm.RetentionMs(q, s.KafkaRetentionMs)
+	retention := command.RetentionMs(q, s.KafkaRetentionMs)
 	if retention <= 0 {
 		retention = -1
 	}
@@ -138,12 +122,12 @@ const MinSegmentBytes = store.MinSegmentBytes
 
 // CreateTopic creates a queue from Kafka, with dedup window 0 and the
 // topic configs in settings (those left out take their defaults).
-func (s *Service) CreateTopic(name string, partitions int32, settings []raftfsm.TopicSetting) (TopicOutcome, error) {
+func (s *Service) CreateTopic(name string, partitions int32, settings []command.TopicSetting) (command.TopicOutcome, error) {
 	if err := validateQueueName(name); err != nil {
 		return 0, err
 	}
 	var cfg store.Queue
-	if !raftfsm.ApplyTopicSettings(&cfg, settings) {
+	if !command.ApplyTopicSettings(&cfg, settings) {
 		return 0, fmt.Errorf("%w: a setting names no topic config", ErrInvalid)
 	}
 	if cfg.MaxMessageBytes < 0 || cfg.MaxMessageBytes > MaxTopicMessageBytes {
@@ -152,13 +136,13 @@ func (s *Service) CreateTopic(name string, partitions int32, settings []raftfsm.
 	if cfg.SegmentBytes != 0 && cfg.SegmentBytes < MinSegmentBytes {
 		return 0, fmt.Errorf("%w: segment.bytes must be at least %d", ErrInvalid, MinSegmentBytes)
 	}
-	cmd := raftfsm.CreateTopicCommand{NowMs: s.now().UnixMilli(), Name: name, Partitions: partitions,
+	cmd := command.CreateTopicCommand{NowMs: s.now().UnixMilli(), Name: name, Partitions: partitions,
 		RetentionMs: cfg.RetentionMs, MaxMessageBytes: cfg.MaxMessageBytes, SegmentBytes: cfg.SegmentBytes, SegmentMs: cfg.SegmentMs,
 		RetentionBytes: cfg.RetentionBytes}
 	for _, st := range settings {
 		switch st.Name {
-		case raftfsm.ConfigCleanupPolicy, raftfsm.ConfigMinCompactionLagMs, raftfsm.ConfigDeleteRetentionMs, raftfsm.ConfigMinCleanableDirtyRatio:
-			if st.Value == 0 || (st.Name == raftfsm.ConfigCleanupPolicy && st.Value == store.PolicyDelete) {
+		case command.ConfigCleanupPolicy, command.ConfigMinCompactionLagMs, command.ConfigDeleteRetentionMs, command.ConfigMinCleanableDirtyRatio:
+			if st.Value == 0 || (st.Name == command.ConfigCleanupPolicy && st.Value == store.PolicyDelete) {
 				continue // the default: a format 1 cluster creates it too
 			}
 			cmd.Settings = append(cmd.Settings, st) // log format 2 (ErrUpgradeInProgress before)
@@ -170,17 +154,17 @@ func (s *Service) CreateTopic(name string, partitions int32, settings []raftfsm.
 // AlterTopic changes a topic's configs live; the caller has checked each
 // value (a value of 0 returns a config to its default). The cluster must
 // be at log format 2 (ErrUpgradeInProgress before).
-func (s *Service) AlterTopic(name string, settings []raftfsm.TopicSetting) (TopicOutcome, error) {
-	return apply(s, &raftfsm.AlterTopicCommand{Name: name, Settings: settings})
+func (s *Service) AlterTopic(name string, settings []command.TopicSetting) (command.TopicOutcome, error) {
+	return apply(s, &command.AlterTopicCommand{Name: name, Settings: settings})
 }
 
 // DeleteRecords moves partitions' log start offsets forward, all in one
-// entry: at most raftfsm.MaxOffsetsPerEntry partitions, each named once.
+// entry: at most command.MaxOffsetsPerEntry partitions, each named once.
 // Results follow the request's order. Format 2 (ErrUpgradeInProgress
 // before).
-func (s *Service) DeleteRecords(topic string, before []raftfsm.RecordsBefore) ([]raftfsm.DeleteRecordsResult, error) {
-	if len(before) > raftfsm.MaxOffsetsPerEntry {
-		return nil, fmt.Errorf("%w: at most %d partitions in one DeleteRecords", ErrInvalid, raftfsm.MaxOffsetsPerEntry)
+func (s *Service) DeleteRecords(topic string, before []command.RecordsBefore) ([]command.DeleteRecordsResult, error) {
+	if len(before) > command.MaxOffsetsPerEntry {
+		return nil, fmt.Errorf("%w: at most %d partitions in one DeleteRecords", ErrInvalid, command.MaxOffsetsPerEntry)
 	}
 	seen := map[int32]bool{}
 	for _, b := range before {
@@ -189,45 +173,44 @@ func (s *Service) DeleteRecords(topic string, before []raftfsm.RecordsBefore) ([
 		}
 		seen[b.Partition] = true
 	}
-	return apply(s, &raftfsm.DeleteRecordsCommand{Topic: topic, Partitions: before})
+	return apply(s, &command.DeleteRecordsCommand{Topic: topic, Partitions: before})
 }
 
 // AddPartitions grows a topic to count partitions.
-func (s *Service) AddPartitions(name string, count int32) (TopicOutcome, error) {
-	cmd := raftfsm.AddPartitionsCommand{Name: name, Count: count}
+func (s *Service) AddPartitions(name string, count int32) (command.TopicOutcome, error) {
+	cmd := command.AddPartitionsCommand{Name: name, Count: count}
 	return apply(s, &cmd)
 }
 
 // DeleteTopic deletes a queue and its partitions.
-func (s *Service) DeleteTopic(ctx context.Context, name string) (TopicOutcome, error) {
-	cmd := raftfsm.DeleteQueueCommand{Name: name}
+func (s *Service) DeleteTopic(ctx context.Context, name string) (command.TopicOutcome, error) {
+	cmd := command.DeleteQueueCommand{Name: name}
 	return applyFor(ctx, s, &cmd)
 }
 
-// ProduceResult answers a produce to one partition.
-type ProduceResult = raftfsm.ProduceResult
+// command.ProduceResult answers a produce to one partition.
 
 // ProduceAsync hands batches for one partition to raft and returns a
 // function that waits for the answer, which exists only once they are
 // committed and applied. Calls made one after another are appended in that
 // order. autoCreate > 0 creates a missing topic with that many partitions.
-func (s *Service) ProduceAsync(topic string, partition, autoCreate int32, batches []recordbatch.Batch) func() (ProduceResult, error) {
+func (s *Service) ProduceAsync(topic string, partition, autoCreate int32, batches []recordbatch.Batch) func() (command.ProduceResult, error) {
 	if err := s.admitGrowth(); err != nil {
-		return func() (ProduceResult, error) { return ProduceResult{}, err }
+		return func() (command.ProduceResult, error) { return command.ProduceResult{}, err }
 	}
-	cmd := raftfsm.ProduceCommand{NowMs: s.now().UnixMilli(), Topic: topic, Partition: partition, AutoCreatePartitions: autoCreate}
+	cmd := command.ProduceCommand{NowMs: s.now().UnixMilli(), Topic: topic, Partition: partition, AutoCreatePartitions: autoCreate}
 	for _, b := range batches {
-		cmd.Batches = append(cmd.Batches, raftfsm.ProduceBatch{
+		cmd.Batches = append(cmd.Batches, command.ProduceBatch{
 			NumRecords: b.NumRecords, MaxTimestamp: b.MaxTimestamp,
 			ProducerID: b.ProducerID, ProducerEpoch: b.ProducerEpoch, FirstSequence: b.FirstSequence,
 			Raw: b.Raw,
 		})
 	}
 	wait := applyAsync(s, &cmd)
-	return func() (ProduceResult, error) {
+	return func() (command.ProduceResult, error) {
 		answer, err := wait()
 		if err != nil {
-			return ProduceResult{}, err
+			return command.ProduceResult{}, err
 		}
 		return answer, nil
 	}
@@ -235,7 +218,7 @@ func (s *Service) ProduceAsync(topic string, partition, autoCreate int32, batche
 
 // PartitionLog is what a Kafka fetch reads from one partition.
 type PartitionLog struct {
-	Outcome       TopicOutcome
+	Outcome       command.TopicOutcome
 	HighWatermark int64
 	LogStart      int64
 	// LastStable is the first offset of the oldest transaction still in
@@ -269,12 +252,12 @@ type PartitionLog struct {
 func (s *Service) ReadPartition(topic string, partition int32, offset int64, maxBytes int, readCommitted bool) (PartitionLog, error) {
 	var q store.Queue
 	var p store.Partition
-	var outcome TopicOutcome
+	var outcome command.TopicOutcome
 	err := s.store.View(func(tx *store.Tx) (err error) {
 		q, p, outcome, err = kafkaPartition(tx, topic, partition)
 		return err
 	})
-	if err != nil || outcome != TopicOK {
+	if err != nil || outcome != command.TopicOK {
 		return PartitionLog{Outcome: outcome}, err
 	}
 	// A partition not written yet is signalled through its queue when it
@@ -310,7 +293,7 @@ func (s *Service) readPartition(topic string, partition int32, offset int64, max
 			afterReadSnapshot()
 		}
 		q, p, outcome, err := kafkaPartition(tx, topic, partition)
-		if err != nil || outcome != TopicOK {
+		if err != nil || outcome != command.TopicOK {
 			out.Outcome = outcome
 			return err
 		}
@@ -373,32 +356,32 @@ func kafkaBatches(entries []store.Entry) [][]byte {
 	return out
 }
 
-func kafkaPartition(tx *store.Tx, topic string, partition int32) (store.Queue, store.Partition, TopicOutcome, error) {
+func kafkaPartition(tx *store.Tx, topic string, partition int32) (store.Queue, store.Partition, command.TopicOutcome, error) {
 	q, err := tx.Queue(topic)
 	if errors.Is(err, store.ErrNotFound) {
-		return q, store.Partition{}, TopicUnknown, nil
+		return q, store.Partition{}, command.TopicUnknown, nil
 	}
 	if err != nil {
 		return q, store.Partition{}, 0, err
 	}
 	if partition < 0 || partition >= max(q.KafkaPartitions, 1) {
-		return q, store.Partition{}, TopicUnknownPartition, nil
+		return q, store.Partition{}, command.TopicUnknownPartition, nil
 	}
 	p, err := tx.Partition(q.ID, strconv.Itoa(int(partition)))
 	if errors.Is(err, store.ErrNotFound) {
-		return q, store.Partition{}, TopicOK, nil // exists in Kafka's view, nothing written yet
+		return q, store.Partition{}, command.TopicOK, nil // exists in Kafka's view, nothing written yet
 	}
-	return q, p, TopicOK, err
+	return q, p, command.TopicOK, err
 }
 
 // OffsetForTime finds the first offset whose record timestamp is at least
 // timestampMs (Kafka's ListOffsets by time); -1 when there is none.
-func (s *Service) OffsetForTime(topic string, partition int32, timestampMs int64) (offset, foundTimestamp int64, outcome TopicOutcome, err error) {
+func (s *Service) OffsetForTime(topic string, partition int32, timestampMs int64) (offset, foundTimestamp int64, outcome command.TopicOutcome, err error) {
 	offset, foundTimestamp = -1, -1
 	err = s.store.View(func(tx *store.Tx) error {
 		_, p, o, err := kafkaPartition(tx, topic, partition)
 		outcome = o
-		if err != nil || o != TopicOK || p.ID == 0 {
+		if err != nil || o != command.TopicOK || p.ID == 0 {
 			return err
 		}
 		e, found, err := tx.FirstEntryAtOrAfter(p, timestampMs)
@@ -430,6 +413,6 @@ func firstAtOrAfter(e store.Entry, ts int64, offset, found *int64) error {
 
 // NewProducerID allocates a Kafka producer id from the replicated counter.
 func (s *Service) NewProducerID() (int64, error) {
-	cmd := raftfsm.NewProducerIDCommand{}
+	cmd := command.NewProducerIDCommand{}
 	return apply(s, &cmd)
 }

@@ -9,7 +9,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
+	"github.com/waggle-mq/waggle/raftnode"
 	"github.com/waggle-mq/waggle/recordbatch"
 	"github.com/waggle-mq/waggle/store"
 )
@@ -24,7 +25,7 @@ func startService(t testing.TB) *Service {
 	}
 	t.Cleanup(func() { st.Close() })
 	// Port 0: raft binds a port the system picks and advertises it.
-	node, err := raftfsm.StartNode(raftfsm.NodeConfig{ID: "1", RaftAddr: "127.0.0.1:0", Dir: t.TempDir()}, st)
+	node, err := raftnode.StartNode(raftnode.NodeConfig{ID: "1", RaftAddr: "127.0.0.1:0", Dir: t.TempDir()}, st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func produceOne(t *testing.T, s *Service, topic string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := s.ProduceAsync(topic, 0, 0, []recordbatch.Batch{b})(); err != nil || res.Outcome != TopicOK {
+	if res, err := s.ProduceAsync(topic, 0, 0, []recordbatch.Batch{b})(); err != nil || res.Outcome != command.TopicOK {
 		t.Fatalf("produce: %+v, %v", res, err)
 	}
 }
@@ -58,7 +59,7 @@ func produceOne(t *testing.T, s *Service, topic string) {
 // written yet (signalled through its queue) and a written one are covered.
 func TestReadPartitionSignalCoversAppendDuringRead(t *testing.T) {
 	s := startService(t)
-	if outcome, err := s.CreateTopic("t", 1, nil); err != nil || outcome != TopicOK {
+	if outcome, err := s.CreateTopic("t", 1, nil); err != nil || outcome != command.TopicOK {
 		t.Fatalf("create topic: %v, %v", outcome, err)
 	}
 	t.Cleanup(func() { afterReadSnapshot = nil })
@@ -68,7 +69,7 @@ func TestReadPartitionSignalCoversAppendDuringRead(t *testing.T) {
 			produceOne(t, s, "t")
 		}
 		log, err := s.ReadPartition("t", 0, offset, 1<<20, false)
-		if err != nil || log.Outcome != TopicOK {
+		if err != nil || log.Outcome != command.TopicOK {
 			t.Fatalf("read at %d: %v, %v", offset, log.Outcome, err)
 		}
 		if afterReadSnapshot != nil {
@@ -89,14 +90,14 @@ func TestReadPartitionSignalCoversAppendDuringRead(t *testing.T) {
 // that only deletes takes it.
 func TestPushToACompactedQueueIsRefused(t *testing.T) {
 	s := startService(t)
-	if err := s.RaiseLogFormat(raftfsm.LogFormat2); err != nil { // compaction settings are format 2
+	if err := s.RaiseLogFormat(command.LogFormat2); err != nil { // compaction settings are format 2
 		t.Fatal(err)
 	}
-	compact := []raftfsm.TopicSetting{{Name: raftfsm.ConfigCleanupPolicy, Value: store.PolicyCompact}}
-	if outcome, err := s.CreateTopic("latest", 1, compact); err != nil || outcome != TopicOK {
+	compact := []command.TopicSetting{{Name: command.ConfigCleanupPolicy, Value: store.PolicyCompact}}
+	if outcome, err := s.CreateTopic("latest", 1, compact); err != nil || outcome != command.TopicOK {
 		t.Fatalf("create compacted topic: %v, %v", outcome, err)
 	}
-	if outcome, err := s.CreateTopic("plain", 1, nil); err != nil || outcome != TopicOK {
+	if outcome, err := s.CreateTopic("plain", 1, nil); err != nil || outcome != command.TopicOK {
 		t.Fatalf("create topic: %v, %v", outcome, err)
 	}
 	ctx := context.Background()

@@ -22,7 +22,7 @@ import (
 
 // Regression for issue 14: one message in each of 60,000 partitions of a
 // queue, then DELETE /api/v1/resources/queues/wide, killed the node with
-// "panic: raftfsm: store failed during apply: Txn is too big to fit into one
+// "panic: fsm: store failed during apply: Txn is too big to fit into one
 // request" (the delete was one raft entry removing every key of the queue
 // in one badger transaction), and the node panicked again on every restart
 // while replaying that entry. Now the delete writes a tombstone (the queue

@@ -5,6 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/command"
 )
 
 func init() { register(kmsg.OffsetCommit.Int16(), 0, 9, answerNow(handleOffsetCommit)) }
@@ -31,11 +32,11 @@ func handleOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	// A partition refused on its own (metadata over Kafka's default
 	// offset.metadata.max.bytes, a name no topic can have) is answered
 	// without being committed; the others go on.
-	var offsets []broker.OffsetCommit
+	var offsets []command.OffsetCommit
 	var refused []int16 // per partition in request order: 0 or the code
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
-			o := broker.OffsetCommit{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch}
+			o := command.OffsetCommit{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch}
 			if rp.Metadata != nil {
 				o.Metadata = *rp.Metadata
 			}
@@ -50,7 +51,7 @@ func handleOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			}
 		}
 	}
-	var outcomes []broker.TopicOutcome
+	var outcomes []command.TopicOutcome
 	if code == 0 && len(offsets) > 0 {
 		var err error
 		if outcomes, err = c.s.commitOffsets(req.Group, offsets); err != nil {

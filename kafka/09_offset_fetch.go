@@ -5,7 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/waggle-mq/waggle/auth"
-	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/command"
 )
 
 func init() { register(kmsg.OffsetFetch.Int16(), 0, 9, answerNow(handleOffsetFetch)) }
@@ -73,7 +73,7 @@ func (c *conn) fetchGroupOffsets(group string, topics []kmsg.OffsetFetchRequestG
 		topic     string
 		partition int32
 	}
-	byTP := map[tp]broker.OffsetCommit{}
+	byTP := map[tp]command.OffsetCommit{}
 	for _, o := range committed {
 		byTP[tp{o.Topic, o.Partition}] = o
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 )
 
 func init() { register(kmsg.CreateTopics.Int16(), 0, 7, answerNow(handleCreateTopics)) }
@@ -57,7 +57,7 @@ func (c *conn) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool) 
 	if partitions <= 0 {
 		return kerr.InvalidPartitions.Code, "partition count must be positive"
 	}
-	var settings []raftfsm.TopicSetting
+	var settings []command.TopicSetting
 	for _, cfg := range rt.Configs {
 		if cfg.Value == nil {
 			continue

@@ -5,7 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/waggle-mq/waggle/auth"
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 )
 
 func init() { register(kmsg.DeleteRecords.Int16(), 0, 2, answerNow(handleDeleteRecords)) }
@@ -25,11 +25,11 @@ func handleDeleteRecords(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		if code == 0 && !tb.IsLeader() {
 			code = kerr.NotLeaderForPartition.Code
 		}
-		var results []raftfsm.DeleteRecordsResult
+		var results []command.DeleteRecordsResult
 		if code == 0 {
-			before := make([]raftfsm.RecordsBefore, len(rt.Partitions))
+			before := make([]command.RecordsBefore, len(rt.Partitions))
 			for i, p := range rt.Partitions {
-				before[i] = raftfsm.RecordsBefore{Partition: p.Partition, Offset: p.Offset}
+				before[i] = command.RecordsBefore{Partition: p.Partition, Offset: p.Offset}
 			}
 			var err error
 			if results, err = tb.DeleteRecords(rt.Topic, before); err != nil {

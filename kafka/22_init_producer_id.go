@@ -3,8 +3,7 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/command"
 )
 
 func init() { register(kmsg.InitProducerID.Int16(), 0, 5, answerNow(handleInitProducerID)) }
@@ -34,7 +33,7 @@ func handleInitProducerID(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		switch {
 		case err != nil:
 			resp.ErrorCode = txnCallCode(err)
-		case res.Outcome != broker.TopicOK:
+		case res.Outcome != command.TopicOK:
 			resp.ErrorCode = txnCode(res.Outcome, req.Version, 4)
 		default:
 			resp.ProducerID, resp.ProducerEpoch = res.ProducerID, res.Epoch

@@ -5,7 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/waggle-mq/waggle/auth"
-	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/store"
 )
 
 // Versions 4+ are the broker-to-broker batches of KIP-890; clients use 0–3.
@@ -19,11 +19,11 @@ func init() {
 func handleAddPartitionsToTxn(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AddPartitionsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
-	var parts []broker.TxnPartition
+	var parts []store.TxnPartition
 	denied := false
 	for _, rt := range req.Topics {
 		for _, p := range rt.Partitions {
-			parts = append(parts, broker.TxnPartition{Topic: rt.Topic, Partition: p})
+			parts = append(parts, store.TxnPartition{Topic: rt.Topic, Partition: p})
 		}
 		denied = denied || c.topicDenied(auth.Write, rt.Topic) != 0
 	}

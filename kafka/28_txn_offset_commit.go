@@ -6,6 +6,8 @@ import (
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/command"
+	"github.com/waggle-mq/waggle/store"
 )
 
 func init() { register(kmsg.TxnOffsetCommit.Int16(), 0, 3, answerNow(handleTxnOffsetCommit)) }
@@ -31,10 +33,10 @@ func handleTxnOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	case req.Version >= 3 && req.Generation >= 0:
 		code = co.checkCommit(req.Group, req.MemberID, req.InstanceID, req.Generation)
 	}
-	var offsets []broker.OffsetCommit
+	var offsets []command.OffsetCommit
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
-			o := broker.OffsetCommit{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch}
+			o := command.OffsetCommit{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch}
 			if rp.Metadata != nil {
 				o.Metadata = *rp.Metadata
 			}
@@ -45,15 +47,15 @@ func handleTxnOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		}
 	}
 	if code == 0 {
-		parts := make([]broker.TxnPartition, len(offsets))
+		parts := make([]store.TxnPartition, len(offsets))
 		for i, o := range offsets {
-			parts[i] = broker.TxnPartition{Topic: o.Topic, Partition: o.Partition}
+			parts[i] = store.TxnPartition{Topic: o.Topic, Partition: o.Partition}
 		}
 		if c.s.outsideTxnGroup(req.TransactionalID, parts) >= 0 {
 			code = kerr.InvalidTxnState.Code // the offsets would stage in another raft group
 		}
 	}
-	var outcomes []broker.TopicOutcome
+	var outcomes []command.TopicOutcome
 	if code == 0 && len(offsets) > 0 {
 		var err error
 		// Staged in the transaction's raft group, whose leader may be

@@ -6,7 +6,7 @@ import (
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 )
 
 func init() { register(kmsg.AlterConfigs.Int16(), 0, 2, answerNow(handleAlterConfigs)) }
@@ -19,8 +19,8 @@ func handleAlterConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	for _, rr := range req.Resources {
 		r := kmsg.NewAlterConfigsResponseResource()
 		r.ResourceType, r.ResourceName = rr.ResourceType, rr.ResourceName
-		r.ErrorCode, r.ErrorMessage = c.alterTopic(rr.ResourceType, rr.ResourceName, req.ValidateOnly, func() ([]raftfsm.TopicSetting, string) {
-			given := map[string]raftfsm.TopicSetting{}
+		r.ErrorCode, r.ErrorMessage = c.alterTopic(rr.ResourceType, rr.ResourceName, req.ValidateOnly, func() ([]command.TopicSetting, string) {
+			given := map[string]command.TopicSetting{}
 			for _, cfg := range rr.Configs {
 				s, stored, refusal := topicSetting(cfg.Name, cfg.Value)
 				if _, twice := given[cfg.Name]; twice {
@@ -33,9 +33,9 @@ func handleAlterConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 					given[s.Name] = s
 				}
 			}
-			settings := make([]raftfsm.TopicSetting, 0, len(alterableConfigs))
+			settings := make([]command.TopicSetting, 0, len(alterableConfigs))
 			for _, name := range alterableConfigs {
-				settings = append(settings, raftfsm.TopicSetting{Name: name, Value: given[name].Value}) // 0: the default
+				settings = append(settings, command.TopicSetting{Name: name, Value: given[name].Value}) // 0: the default
 			}
 			return settings, ""
 		})
@@ -46,7 +46,7 @@ func handleAlterConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 
 // alterTopic checks and applies one resource of AlterConfigs or
 // IncrementalAlterConfigs; settings works out what to change, or why not.
-func (c *conn) alterTopic(kind kmsg.ConfigResourceType, topic string, validateOnly bool, settings func() ([]raftfsm.TopicSetting, string)) (int16, *string) {
+func (c *conn) alterTopic(kind kmsg.ConfigResourceType, topic string, validateOnly bool, settings func() ([]command.TopicSetting, string)) (int16, *string) {
 	refuse := func(code int16, msg string) (int16, *string) { return code, kmsg.StringPtr(msg) }
 	switch {
 	case kind == kmsg.ConfigResourceTypeBroker:
@@ -55,7 +55,7 @@ func (c *conn) alterTopic(kind kmsg.ConfigResourceType, topic string, validateOn
 		return refuse(kerr.InvalidRequest.Code, "only topic configs can be altered")
 	case c.topicDenied(auth.Manage, topic) != 0:
 		return kerr.TopicAuthorizationFailed.Code, nil
-	case c.s.topic(topic).LogFormat() < raftfsm.LogFormat2:
+	case c.s.topic(topic).LogFormat() < command.LogFormat2:
 		return refuse(kerr.InvalidRequest.Code, broker.ErrUpgradeInProgress.Error())
 	}
 	s, refusal := settings()

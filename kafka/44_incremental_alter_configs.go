@@ -5,7 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 )
 
 func init() {
@@ -21,15 +21,15 @@ func handleIncrementalAlterConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, e
 	for _, rr := range req.Resources {
 		r := kmsg.NewIncrementalAlterConfigsResponseResource()
 		r.ResourceType, r.ResourceName = rr.ResourceType, rr.ResourceName
-		r.ErrorCode, r.ErrorMessage = c.alterTopic(rr.ResourceType, rr.ResourceName, req.ValidateOnly, func() ([]raftfsm.TopicSetting, string) {
-			var settings []raftfsm.TopicSetting
+		r.ErrorCode, r.ErrorMessage = c.alterTopic(rr.ResourceType, rr.ResourceName, req.ValidateOnly, func() ([]command.TopicSetting, string) {
+			var settings []command.TopicSetting
 			for _, cfg := range rr.Configs {
 				switch cfg.Op {
 				case kmsg.IncrementalAlterConfigOpSet:
 				case kmsg.IncrementalAlterConfigOpDelete:
 					switch {
 					case slices.Contains(alterableConfigs, cfg.Name):
-						settings = append(settings, raftfsm.TopicSetting{Name: cfg.Name}) // 0: back to the default
+						settings = append(settings, command.TopicSetting{Name: cfg.Name}) // 0: back to the default
 					case cfg.Name != configCleanupPolicy: // deleting it keeps "delete"
 						return nil, "unsupported topic config " + cfg.Name
 					}

@@ -5,6 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/command"
 )
 
 func init() { register(kmsg.OffsetDelete.Int16(), 0, 0, answerNow(handleOffsetDelete)) }
@@ -20,7 +21,7 @@ func handleOffsetDelete(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp, nil
 	}
-	var offsets []broker.OffsetCommit
+	var offsets []command.OffsetCommit
 	for _, rt := range req.Topics {
 		t := kmsg.NewOffsetDeleteResponseTopic()
 		t.Topic = rt.Topic
@@ -30,7 +31,7 @@ func handleOffsetDelete(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			if !broker.ValidTopicName(rt.Topic) {
 				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else {
-				offsets = append(offsets, broker.OffsetCommit{Topic: rt.Topic, Partition: rp.Partition})
+				offsets = append(offsets, command.OffsetCommit{Topic: rt.Topic, Partition: rp.Partition})
 			}
 			t.Partitions = append(t.Partitions, p)
 		}

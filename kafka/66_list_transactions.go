@@ -5,8 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/store"
 )
 
 // v2's transactional id pattern (a Java regular expression) is not served.
@@ -40,7 +39,7 @@ func handleListTransactions(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		return resp, nil
 	}
 	now := c.s.svc.Now().UnixMilli()
-	each := func(st broker.TxnState) {
+	each := func(st store.TxnState) {
 		switch {
 		case len(req.StateFilters) > 0 && !slices.Contains(req.StateFilters, string(st.Status)),
 			len(req.ProducerIDFilters) > 0 && !slices.Contains(req.ProducerIDFilters, st.ProducerID),

@@ -6,7 +6,7 @@ import (
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/recordbatch"
 	"github.com/waggle-mq/waggle/store"
 )
@@ -27,7 +27,7 @@ type Broker interface {
 	CatchUp(ctx context.Context) error
 	NodeID() string
 	Members() ([]broker.Member, error)
-	LogFormat() raftfsm.LogFormat
+	LogFormat() command.LogFormat
 	Now() time.Time
 
 	// Authentication (SASL).
@@ -36,33 +36,33 @@ type Broker interface {
 	// Topics.
 	Topics(names []string) ([]broker.TopicInfo, error)
 	TopicDefaults() broker.TopicInfo
-	CreateTopic(name string, partitions int32, settings []raftfsm.TopicSetting) (broker.TopicOutcome, error)
-	AlterTopic(name string, settings []raftfsm.TopicSetting) (broker.TopicOutcome, error)
-	AddPartitions(name string, count int32) (broker.TopicOutcome, error)
-	DeleteTopic(ctx context.Context, name string) (broker.TopicOutcome, error)
-	DeleteRecords(topic string, before []raftfsm.RecordsBefore) ([]raftfsm.DeleteRecordsResult, error)
+	CreateTopic(name string, partitions int32, settings []command.TopicSetting) (command.TopicOutcome, error)
+	AlterTopic(name string, settings []command.TopicSetting) (command.TopicOutcome, error)
+	AddPartitions(name string, count int32) (command.TopicOutcome, error)
+	DeleteTopic(ctx context.Context, name string) (command.TopicOutcome, error)
+	DeleteRecords(topic string, before []command.RecordsBefore) ([]command.DeleteRecordsResult, error)
 	PartitionSizes(topic broker.TopicInfo) ([]int64, error)
 
 	// Records.
-	ProduceAsync(topic string, partition, autoCreate int32, batches []recordbatch.Batch) func() (broker.ProduceResult, error)
+	ProduceAsync(topic string, partition, autoCreate int32, batches []recordbatch.Batch) func() (command.ProduceResult, error)
 	ReadPartition(topic string, partition int32, offset int64, maxBytes int, readCommitted bool) (broker.PartitionLog, error)
-	OffsetForTime(topic string, partition int32, timestampMs int64) (offset, foundTimestamp int64, outcome broker.TopicOutcome, err error)
+	OffsetForTime(topic string, partition int32, timestampMs int64) (offset, foundTimestamp int64, outcome command.TopicOutcome, err error)
 	NewProducerID() (int64, error)
-	PartitionProducers(topic string, partition int32) (out []broker.ActiveProducer, outcome broker.TopicOutcome, complete bool, err error)
+	PartitionProducers(topic string, partition int32) (out []broker.ActiveProducer, outcome command.TopicOutcome, complete bool, err error)
 
 	// Committed offsets of consumer groups.
-	CommitOffsets(group string, offsets []broker.OffsetCommit) ([]broker.TopicOutcome, error)
-	GroupOffsets(group string) ([]broker.OffsetCommit, error)
-	DeleteOffsets(group string, all bool, offsets []broker.OffsetCommit) (int, error)
+	CommitOffsets(group string, offsets []command.OffsetCommit) ([]command.TopicOutcome, error)
+	GroupOffsets(group string) ([]command.OffsetCommit, error)
+	DeleteOffsets(group string, all bool, offsets []command.OffsetCommit) (int, error)
 	OffsetGroups() ([]string, error)
 
 	// Transactions (KIP-98).
-	InitTxnProducer(id string, timeoutMs int32, producerID int64, epoch int16) (raftfsm.TxnProducerResult, error)
-	AddToTxn(id string, producerID int64, epoch int16, parts []broker.TxnPartition, groups []string) (raftfsm.AddToTxnResult, error)
-	TxnOffsetCommit(id string, producerID int64, epoch int16, group string, offsets []broker.OffsetCommit) ([]broker.TopicOutcome, error)
-	EndTxn(id string, producerID int64, epoch int16, commit bool) (broker.TopicOutcome, error)
-	Txn(id string) (st broker.TxnState, found bool, err error)
-	EachTxn(fn func(broker.TxnState)) error
+	InitTxnProducer(id string, timeoutMs int32, producerID int64, epoch int16) (command.TxnProducerResult, error)
+	AddToTxn(id string, producerID int64, epoch int16, parts []store.TxnPartition, groups []string) (command.AddToTxnResult, error)
+	TxnOffsetCommit(id string, producerID int64, epoch int16, group string, offsets []command.OffsetCommit) ([]command.TopicOutcome, error)
+	EndTxn(id string, producerID int64, epoch int16, commit bool) (command.TopicOutcome, error)
+	Txn(id string) (st store.TxnState, found bool, err error)
+	EachTxn(fn func(store.TxnState)) error
 	PendingTxnOffsets(group string) ([]store.TxnOffset, error)
 }
 

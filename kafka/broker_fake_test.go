@@ -14,7 +14,7 @@ import (
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/recordbatch"
 	"github.com/waggle-mq/waggle/store"
 )
@@ -37,7 +37,7 @@ type fakeBroker struct {
 
 	// produce answers ProduceAsync (default: TopicUnknown for a topic not
 	// in topics, else offset 0 onwards); every call is kept in produced.
-	produce  func(topic string, partition int32, batches []recordbatch.Batch) (broker.ProduceResult, error)
+	produce  func(topic string, partition int32, batches []recordbatch.Batch) (command.ProduceResult, error)
 	produced []producedCall
 
 	// read answers ReadPartition; reads keeps the calls.
@@ -46,8 +46,8 @@ type fakeBroker struct {
 
 	// Committed offsets by group; commitOutcome, when set, answers each
 	// committed offset (default TopicOK) and commitErr fails the call.
-	offsets       map[string][]broker.OffsetCommit
-	commitOutcome func(broker.OffsetCommit) broker.TopicOutcome
+	offsets       map[string][]command.OffsetCommit
+	commitOutcome func(command.OffsetCommit) command.TopicOutcome
 	commitErr     error
 	groupsErr     error // GroupOffsets fails
 	pending       map[string][]store.TxnOffset
@@ -77,7 +77,7 @@ func newFakeBroker() *fakeBroker {
 			{NodeAddrs: broker.NodeAddrs{ID: "2", KafkaAddr: "10.0.0.2:9092"}},
 		},
 		topics:  map[string]broker.TopicInfo{"orders": {ID: 7, Name: "orders", Partitions: 3}},
-		offsets: map[string][]broker.OffsetCommit{},
+		offsets: map[string][]command.OffsetCommit{},
 		pending: map[string][]store.TxnOffset{},
 	}
 }
@@ -150,20 +150,20 @@ func (f *fakeBroker) Topics(names []string) ([]broker.TopicInfo, error) {
 	return out, nil
 }
 
-func (f *fakeBroker) ProduceAsync(topic string, partition, autoCreate int32, batches []recordbatch.Batch) func() (broker.ProduceResult, error) {
+func (f *fakeBroker) ProduceAsync(topic string, partition, autoCreate int32, batches []recordbatch.Batch) func() (command.ProduceResult, error) {
 	f.mu.Lock()
 	f.produced = append(f.produced, producedCall{topic, partition, autoCreate, len(batches)})
 	_, known := f.topics[topic]
 	answer := f.produce
 	f.mu.Unlock()
-	return func() (broker.ProduceResult, error) {
+	return func() (command.ProduceResult, error) {
 		if answer != nil {
 			return answer(topic, partition, batches)
 		}
 		if !known {
-			return broker.ProduceResult{Outcome: broker.TopicUnknown}, nil
+			return command.ProduceResult{Outcome: command.TopicUnknown}, nil
 		}
-		return broker.ProduceResult{}, nil
+		return command.ProduceResult{}, nil
 	}
 }
 
@@ -179,46 +179,46 @@ func (f *fakeBroker) ReadPartition(topic string, partition int32, offset int64, 
 
 // OffsetForTime answers the first offset at or after timestampMs, with
 // one record a millisecond from offset 0 at time 1000.
-func (f *fakeBroker) OffsetForTime(topic string, partition int32, timestampMs int64) (int64, int64, broker.TopicOutcome, error) {
+func (f *fakeBroker) OffsetForTime(topic string, partition int32, timestampMs int64) (int64, int64, command.TopicOutcome, error) {
 	if _, ok := f.topics[topic]; !ok {
-		return -1, -1, broker.TopicUnknown, nil
+		return -1, -1, command.TopicUnknown, nil
 	}
-	return max(timestampMs-1000, 0), max(timestampMs, 1000), broker.TopicOK, nil
+	return max(timestampMs-1000, 0), max(timestampMs, 1000), command.TopicOK, nil
 }
 
 // CreateTopic creates a topic in topics (auto-creation from Metadata).
-func (f *fakeBroker) CreateTopic(name string, partitions int32, settings []raftfsm.TopicSetting) (broker.TopicOutcome, error) {
+func (f *fakeBroker) CreateTopic(name string, partitions int32, settings []command.TopicSetting) (command.TopicOutcome, error) {
 	if !f.IsLeader() {
 		return 0, broker.ErrNotLeader
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.topics[name]; ok {
-		return broker.TopicExists, nil
+		return command.TopicExists, nil
 	}
 	f.topics[name] = broker.TopicInfo{ID: uint64(100 + len(f.topics)), Name: name, Partitions: partitions}
-	return broker.TopicOK, nil
+	return command.TopicOK, nil
 }
 
-func (f *fakeBroker) CommitOffsets(group string, offsets []broker.OffsetCommit) ([]broker.TopicOutcome, error) {
+func (f *fakeBroker) CommitOffsets(group string, offsets []command.OffsetCommit) ([]command.TopicOutcome, error) {
 	if f.commitErr != nil {
 		return nil, f.commitErr
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]broker.TopicOutcome, len(offsets))
+	out := make([]command.TopicOutcome, len(offsets))
 	for i, o := range offsets {
 		if f.commitOutcome != nil {
 			out[i] = f.commitOutcome(o)
 		}
-		if out[i] == broker.TopicOK {
+		if out[i] == command.TopicOK {
 			f.offsets[group] = append(f.offsets[group], o)
 		}
 	}
 	return out, nil
 }
 
-func (f *fakeBroker) GroupOffsets(group string) ([]broker.OffsetCommit, error) {
+func (f *fakeBroker) GroupOffsets(group string) ([]command.OffsetCommit, error) {
 	if f.groupsErr != nil {
 		return nil, f.groupsErr
 	}

@@ -6,37 +6,38 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/recordbatch"
 )
 
 // outcomeCode maps a broker topic outcome to a Kafka error code.
-func outcomeCode(o broker.TopicOutcome) int16 {
+func outcomeCode(o command.TopicOutcome) int16 {
 	switch o {
-	case broker.TopicOK:
+	case command.TopicOK:
 		return 0
-	case broker.TopicExists:
+	case command.TopicExists:
 		return kerr.TopicAlreadyExists.Code
-	case broker.TopicUnknown, broker.TopicUnknownPartition:
+	case command.TopicUnknown, command.TopicUnknownPartition:
 		return kerr.UnknownTopicOrPartition.Code
-	case broker.TopicInvalidPartitions:
+	case command.TopicInvalidPartitions:
 		return kerr.InvalidPartitions.Code
-	case broker.SequenceOutOfOrder:
+	case command.SequenceOutOfOrder:
 		return kerr.OutOfOrderSequenceNumber.Code
-	case broker.ProducerFenced:
+	case command.ProducerFenced:
 		return kerr.InvalidProducerEpoch.Code
-	case broker.TopicInvalidConfig:
+	case command.TopicInvalidConfig:
 		return kerr.InvalidConfig.Code
-	case broker.OffsetOutOfRange:
+	case command.OffsetOutOfRange:
 		return kerr.OffsetOutOfRange.Code
-	case broker.TxnInvalidState:
+	case command.TxnInvalidState:
 		return kerr.InvalidTxnState.Code
-	case broker.TxnUnknownProducer:
+	case command.TxnUnknownProducer:
 		return kerr.InvalidProducerIDMapping.Code
-	case broker.TxnInvalidTimeout:
+	case command.TxnInvalidTimeout:
 		return kerr.InvalidTransactionTimeout.Code
-	case broker.TxnTooLarge:
+	case command.TxnTooLarge:
 		return kerr.InvalidRequest.Code
-	case broker.TxnNotAttempted:
+	case command.TxnNotAttempted:
 		return kerr.OperationNotAttempted.Code
 	default:
 		return kerr.UnknownServerError.Code

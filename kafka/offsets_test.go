@@ -12,6 +12,7 @@ import (
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/store"
 )
 
@@ -91,11 +92,11 @@ func TestOffsetCommitAgainstTheFake(t *testing.T) {
 			want:  []string{"bad name/0=" + short(kerr.UnknownTopicOrPartition.Code), "orders/1=NONE"}, committed: 1},
 		{name: "broker's outcome per partition", group: "g", generation: -1,
 			setup: func(f *fakeBroker) {
-				f.commitOutcome = func(o broker.OffsetCommit) broker.TopicOutcome {
+				f.commitOutcome = func(o command.OffsetCommit) command.TopicOutcome {
 					if o.Topic == "gone" {
-						return broker.TopicUnknown
+						return command.TopicUnknown
 					}
-					return broker.TopicOK
+					return command.TopicOK
 				}
 			},
 			parts: []commitPart{{"gone", 0, 10, ""}, {"orders", 1, 20, ""}},
@@ -149,7 +150,7 @@ func TestOffsetCommitAuthorization(t *testing.T) {
 // transaction has staged answers UNSTABLE_OFFSET_COMMIT.
 func TestOffsetFetchAgainstTheFake(t *testing.T) {
 	fb := newFakeBroker()
-	fb.offsets["g"] = []broker.OffsetCommit{
+	fb.offsets["g"] = []command.OffsetCommit{
 		{Topic: "orders", Partition: 0, Offset: 10, LeaderEpoch: 4, Metadata: "m0"},
 		{Topic: "orders", Partition: 2, Offset: 30, LeaderEpoch: 5},
 	}
@@ -247,7 +248,7 @@ func TestOffsetFetchRefusals(t *testing.T) {
 // broker cannot tell), which New wires to the broker's GroupOffsets.
 func TestCoordinatorAsksTheBrokerForCommittedOffsets(t *testing.T) {
 	fb := newFakeBroker()
-	fb.offsets["committed"] = []broker.OffsetCommit{{Topic: "orders", Offset: 1}}
+	fb.offsets["committed"] = []command.OffsetCommit{{Topic: "orders", Offset: 1}}
 	s := newTestServer(t, fb, DefaultConfig())
 	if !s.coords[0].hasOffsets("committed") || s.coords[0].hasOffsets("fresh") {
 		t.Fatalf("hasOffsets: committed %v, fresh %v", s.coords[0].hasOffsets("committed"), s.coords[0].hasOffsets("fresh"))

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/placement"
 	"github.com/waggle-mq/waggle/store"
 )
@@ -85,8 +86,8 @@ func (s *Server) topics(names []string) ([]broker.TopicInfo, error) {
 
 // groupOffsets answers a consumer group's committed offsets from every
 // group's store.
-func (s *Server) groupOffsets(group string) ([]broker.OffsetCommit, error) {
-	return fromEveryGroup(s, func(b Broker) ([]broker.OffsetCommit, error) { return b.GroupOffsets(group) })
+func (s *Server) groupOffsets(group string) ([]command.OffsetCommit, error) {
+	return fromEveryGroup(s, func(b Broker) ([]command.OffsetCommit, error) { return b.GroupOffsets(group) })
 }
 
 // offsetGroups lists the consumer groups with offsets in any group.
@@ -188,10 +189,10 @@ func lookupCode(err error) int16 {
 
 // commitOffsets stores a consumer group's offsets in their topics'
 // groups, one outcome per offset in order.
-func (s *Server) commitOffsets(group string, offsets []broker.OffsetCommit) ([]broker.TopicOutcome, error) {
-	out := make([]broker.TopicOutcome, len(offsets))
+func (s *Server) commitOffsets(group string, offsets []command.OffsetCommit) ([]command.TopicOutcome, error) {
+	out := make([]command.TopicOutcome, len(offsets))
 	for g, idx := range s.byGroup(offsets) {
-		part := make([]broker.OffsetCommit, len(idx))
+		part := make([]command.OffsetCommit, len(idx))
 		for i, j := range idx {
 			part[i] = offsets[j]
 		}
@@ -208,8 +209,8 @@ func (s *Server) commitOffsets(group string, offsets []broker.OffsetCommit) ([]b
 
 // deleteOffsets deletes a consumer group's offsets (all of them, in every
 // group, with all) and answers how many it deleted.
-func (s *Server) deleteOffsets(group string, all bool, offsets []broker.OffsetCommit) (int, error) {
-	parts := map[uint32][]broker.OffsetCommit{}
+func (s *Server) deleteOffsets(group string, all bool, offsets []command.OffsetCommit) (int, error) {
+	parts := map[uint32][]command.OffsetCommit{}
 	if all {
 		for g := range s.everyGroup() {
 			parts[uint32(g)] = nil
@@ -233,7 +234,7 @@ func (s *Server) deleteOffsets(group string, all bool, offsets []broker.OffsetCo
 
 // outsideTxnGroup is the index of the first partition whose topic lives in
 // another raft group than the transactional id, or -1.
-func (s *Server) outsideTxnGroup(txnID string, parts []broker.TxnPartition) int {
+func (s *Server) outsideTxnGroup(txnID string, parts []store.TxnPartition) int {
 	home := s.placedIn(txnID)
 	for i, p := range parts {
 		if s.placedIn(p.Topic) != home {
@@ -244,7 +245,7 @@ func (s *Server) outsideTxnGroup(txnID string, parts []broker.TxnPartition) int 
 }
 
 // byGroup indexes offsets by their topic's group.
-func (s *Server) byGroup(offsets []broker.OffsetCommit) map[uint32][]int {
+func (s *Server) byGroup(offsets []command.OffsetCommit) map[uint32][]int {
 	out := map[uint32][]int{}
 	for i, o := range offsets {
 		g := s.placedIn(o.Topic)

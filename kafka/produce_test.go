@@ -17,6 +17,7 @@ import (
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/recordbatch"
 	"github.com/waggle-mq/waggle/store"
 )
@@ -119,14 +120,14 @@ func TestProduceValidationOrder(t *testing.T) {
 		{name: "keyed records on a compacted topic", topic: "compacted", records: batch("a", "b"), acks: 1, wantBroker: true},
 		{name: "sequence gap (broker's answer)", topic: "orders", records: idempotent(batch("k"), 4, 0, 9), acks: -1,
 			setup: func(f *fakeBroker) {
-				f.produce = func(string, int32, []recordbatch.Batch) (broker.ProduceResult, error) {
-					return broker.ProduceResult{Outcome: broker.SequenceOutOfOrder}, nil
+				f.produce = func(string, int32, []recordbatch.Batch) (command.ProduceResult, error) {
+					return command.ProduceResult{Outcome: command.SequenceOutOfOrder}, nil
 				}
 			}, want: kerr.OutOfOrderSequenceNumber.Code, wantBroker: true},
 		{name: "stale producer epoch (broker's answer)", topic: "orders", records: idempotent(batch("k"), 4, 0, 0), acks: -1,
 			setup: func(f *fakeBroker) {
-				f.produce = func(string, int32, []recordbatch.Batch) (broker.ProduceResult, error) {
-					return broker.ProduceResult{Outcome: broker.ProducerFenced}, nil
+				f.produce = func(string, int32, []recordbatch.Batch) (command.ProduceResult, error) {
+					return command.ProduceResult{Outcome: command.ProducerFenced}, nil
 				}
 			}, want: kerr.InvalidProducerEpoch.Code, wantBroker: true},
 	} {
@@ -160,9 +161,9 @@ func TestProduceValidationOrder(t *testing.T) {
 func TestProduceAnswersTheCommit(t *testing.T) {
 	fb := newFakeBroker()
 	var got []recordbatch.Batch
-	fb.produce = func(topic string, partition int32, batches []recordbatch.Batch) (broker.ProduceResult, error) {
+	fb.produce = func(topic string, partition int32, batches []recordbatch.Batch) (command.ProduceResult, error) {
 		got = batches
-		return broker.ProduceResult{BaseOffset: 42, LogStart: 7}, nil
+		return command.ProduceResult{BaseOffset: 42, LogStart: 7}, nil
 	}
 	c := newTestConn(t, newTestServer(t, fb, DefaultConfig()), nil)
 	records := append(idempotent(batch("a"), 11, 3, 0), idempotent(batch("b", "c"), 11, 3, 1)...)
@@ -243,8 +244,8 @@ func TestProduceBrokerErrors(t *testing.T) {
 		{errors.New("disk on fire"), kerr.UnknownServerError.Code},
 	} {
 		fb := newFakeBroker()
-		fb.produce = func(string, int32, []recordbatch.Batch) (broker.ProduceResult, error) {
-			return broker.ProduceResult{BaseOffset: 3}, tc.err
+		fb.produce = func(string, int32, []recordbatch.Batch) (command.ProduceResult, error) {
+			return command.ProduceResult{BaseOffset: 3}, tc.err
 		}
 		c := newTestConn(t, newTestServer(t, fb, DefaultConfig()), nil)
 		p := produceOne(t, c, -1, "orders", batch("k"))
@@ -258,27 +259,27 @@ func TestProduceBrokerErrors(t *testing.T) {
 }
 
 // outcomeCodes is the Kafka error code of every broker outcome. A new
-// outcome in raftfsm fails TestEveryOutcomeHasACode until it is added here
+// outcome in package command fails TestEveryOutcomeHasACode until it is added here
 // (and, if it needs its own code, to outcomeCode).
 var outcomeCodes = []struct {
 	name    string
-	outcome broker.TopicOutcome
+	outcome command.TopicOutcome
 	code    int16
 }{
-	{"TopicOK", broker.TopicOK, 0},
-	{"TopicExists", broker.TopicExists, kerr.TopicAlreadyExists.Code},
-	{"TopicUnknown", broker.TopicUnknown, kerr.UnknownTopicOrPartition.Code},
-	{"TopicUnknownPartition", broker.TopicUnknownPartition, kerr.UnknownTopicOrPartition.Code},
-	{"TopicInvalidPartitions", broker.TopicInvalidPartitions, kerr.InvalidPartitions.Code},
-	{"SequenceOutOfOrder", broker.SequenceOutOfOrder, kerr.OutOfOrderSequenceNumber.Code},
-	{"ProducerFenced", broker.ProducerFenced, kerr.InvalidProducerEpoch.Code},
-	{"TopicInvalidConfig", broker.TopicInvalidConfig, kerr.InvalidConfig.Code},
-	{"OffsetOutOfRange", broker.OffsetOutOfRange, kerr.OffsetOutOfRange.Code},
-	{"TxnInvalidState", broker.TxnInvalidState, kerr.InvalidTxnState.Code},
-	{"TxnUnknownProducer", broker.TxnUnknownProducer, kerr.InvalidProducerIDMapping.Code},
-	{"TxnInvalidTimeout", broker.TxnInvalidTimeout, kerr.InvalidTransactionTimeout.Code},
-	{"TxnTooLarge", broker.TxnTooLarge, kerr.InvalidRequest.Code},
-	{"TxnNotAttempted", broker.TxnNotAttempted, kerr.OperationNotAttempted.Code},
+	{"TopicOK", command.TopicOK, 0},
+	{"TopicExists", command.TopicExists, kerr.TopicAlreadyExists.Code},
+	{"TopicUnknown", command.TopicUnknown, kerr.UnknownTopicOrPartition.Code},
+	{"TopicUnknownPartition", command.TopicUnknownPartition, kerr.UnknownTopicOrPartition.Code},
+	{"TopicInvalidPartitions", command.TopicInvalidPartitions, kerr.InvalidPartitions.Code},
+	{"SequenceOutOfOrder", command.SequenceOutOfOrder, kerr.OutOfOrderSequenceNumber.Code},
+	{"ProducerFenced", command.ProducerFenced, kerr.InvalidProducerEpoch.Code},
+	{"TopicInvalidConfig", command.TopicInvalidConfig, kerr.InvalidConfig.Code},
+	{"OffsetOutOfRange", command.OffsetOutOfRange, kerr.OffsetOutOfRange.Code},
+	{"TxnInvalidState", command.TxnInvalidState, kerr.InvalidTxnState.Code},
+	{"TxnUnknownProducer", command.TxnUnknownProducer, kerr.InvalidProducerIDMapping.Code},
+	{"TxnInvalidTimeout", command.TxnInvalidTimeout, kerr.InvalidTransactionTimeout.Code},
+	{"TxnTooLarge", command.TxnTooLarge, kerr.InvalidRequest.Code},
+	{"TxnNotAttempted", command.TxnNotAttempted, kerr.OperationNotAttempted.Code},
 }
 
 // TestProduceMapsEveryOutcome: whatever outcome the broker answers a
@@ -287,14 +288,14 @@ var outcomeCodes = []struct {
 func TestProduceMapsEveryOutcome(t *testing.T) {
 	cases := append(slices.Clone(outcomeCodes), struct {
 		name    string
-		outcome broker.TopicOutcome
+		outcome command.TopicOutcome
 		code    int16
-	}{"unmapped", broker.TopicOutcome(200), kerr.UnknownServerError.Code})
+	}{"unmapped", command.TopicOutcome(200), kerr.UnknownServerError.Code})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			fb := newFakeBroker()
-			fb.produce = func(string, int32, []recordbatch.Batch) (broker.ProduceResult, error) {
-				return broker.ProduceResult{Outcome: tc.outcome, BaseOffset: 5}, nil
+			fb.produce = func(string, int32, []recordbatch.Batch) (command.ProduceResult, error) {
+				return command.ProduceResult{Outcome: tc.outcome, BaseOffset: 5}, nil
 			}
 			c := newTestConn(t, newTestServer(t, fb, DefaultConfig()), nil)
 			p := produceOne(t, c, 1, "orders", batch("k"))
@@ -310,11 +311,11 @@ func TestProduceMapsEveryOutcome(t *testing.T) {
 }
 
 // TestEveryOutcomeHasACode holds outcomeCodes to the TopicOutcome
-// constants declared in raftfsm, read from its source.
+// constants declared in package command, read from its source.
 func TestEveryOutcomeHasACode(t *testing.T) {
-	files, err := filepath.Glob("../raftfsm/*.go")
+	files, err := filepath.Glob("../command/*.go")
 	if err != nil || len(files) == 0 {
-		t.Fatalf("raftfsm sources: %v", err)
+		t.Fatalf("command sources: %v", err)
 	}
 	var declared []string
 	fset := token.NewFileSet()
@@ -354,7 +355,7 @@ func TestEveryOutcomeHasACode(t *testing.T) {
 	slices.Sort(declared)
 	slices.Sort(mapped)
 	if len(declared) < 10 || !slices.Equal(declared, mapped) {
-		t.Fatalf("raftfsm declares outcomes %v; the table maps %v", declared, mapped)
+		t.Fatalf("command declares outcomes %v; the table maps %v", declared, mapped)
 	}
 }
 
@@ -363,14 +364,14 @@ func TestEveryOutcomeHasACode(t *testing.T) {
 // INVALID_PRODUCER_EPOCH; other outcomes map as everywhere.
 func TestTxnCodeAnswersProducerFencedFromItsVersion(t *testing.T) {
 	for _, tc := range []struct {
-		outcome              broker.TopicOutcome
+		outcome              command.TopicOutcome
 		version, fencedSince int16
 		want                 int16
 	}{
-		{broker.ProducerFenced, 3, 3, kerr.ProducerFenced.Code},
-		{broker.ProducerFenced, 2, 3, kerr.InvalidProducerEpoch.Code},
-		{broker.TxnInvalidState, 3, 3, kerr.InvalidTxnState.Code},
-		{broker.TopicOK, 3, 3, 0},
+		{command.ProducerFenced, 3, 3, kerr.ProducerFenced.Code},
+		{command.ProducerFenced, 2, 3, kerr.InvalidProducerEpoch.Code},
+		{command.TxnInvalidState, 3, 3, kerr.InvalidTxnState.Code},
+		{command.TopicOK, 3, 3, 0},
 	} {
 		if got := txnCode(tc.outcome, tc.version, tc.fencedSince); got != tc.want {
 			t.Errorf("txnCode(%d, v%d, since v%d) = %s, want %s", tc.outcome, tc.version, tc.fencedSince, codeName(got), codeName(tc.want))

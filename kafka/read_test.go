@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/store"
 )
 
@@ -38,7 +39,7 @@ func TestFetchAgainstTheFake(t *testing.T) {
 		topic       string
 		offset      int64
 		epoch       int32
-		outcome     broker.TopicOutcome
+		outcome     command.TopicOutcome
 		want        int16
 		wantRead    bool
 		wantRecords bool
@@ -51,7 +52,7 @@ func TestFetchAgainstTheFake(t *testing.T) {
 		{name: "newer epoch", leaderID: "1", topic: "orders", offset: 2, epoch: 6, want: kerr.UnknownLeaderEpoch.Code},
 		{name: "below the log start", leaderID: "1", topic: "orders", offset: 1, epoch: -1, want: kerr.OffsetOutOfRange.Code, wantRead: true},
 		{name: "past the high watermark", leaderID: "1", topic: "orders", offset: 11, epoch: -1, want: kerr.OffsetOutOfRange.Code, wantRead: true},
-		{name: "unknown topic", leaderID: "1", topic: "nope", offset: 0, epoch: -1, outcome: broker.TopicUnknown,
+		{name: "unknown topic", leaderID: "1", topic: "nope", offset: 0, epoch: -1, outcome: command.TopicUnknown,
 			want: kerr.UnknownTopicOrPartition.Code, wantRead: true},
 		{name: "internal topic is an empty log, not read", leaderID: "1", topic: consumerOffsetsTopic, offset: 0, epoch: -1},
 	} {

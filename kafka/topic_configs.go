@@ -6,22 +6,22 @@ import (
 	"strings"
 
 	"github.com/waggle-mq/waggle/broker"
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/store"
 )
 
 // Topic configs waggle understands; any other is refused with
 // INVALID_CONFIG. cleanup.policy takes "delete" only.
 const (
-	configRetentionMs       = raftfsm.ConfigRetentionMs
-	configRetentionBytes    = raftfsm.ConfigRetentionBytes
-	configSegmentBytes      = raftfsm.ConfigSegmentBytes
-	configSegmentMs         = raftfsm.ConfigSegmentMs
-	configMaxMessageBytes   = raftfsm.ConfigMaxMessageBytes
-	configCleanupPolicy     = raftfsm.ConfigCleanupPolicy
-	configMinCompactionLag  = raftfsm.ConfigMinCompactionLagMs
-	configDeleteRetention   = raftfsm.ConfigDeleteRetentionMs
-	configMinCleanableDirty = raftfsm.ConfigMinCleanableDirtyRatio
+	configRetentionMs       = command.ConfigRetentionMs
+	configRetentionBytes    = command.ConfigRetentionBytes
+	configSegmentBytes      = command.ConfigSegmentBytes
+	configSegmentMs         = command.ConfigSegmentMs
+	configMaxMessageBytes   = command.ConfigMaxMessageBytes
+	configCleanupPolicy     = command.ConfigCleanupPolicy
+	configMinCompactionLag  = command.ConfigMinCompactionLagMs
+	configDeleteRetention   = command.ConfigDeleteRetentionMs
+	configMinCleanableDirty = command.ConfigMinCleanableDirtyRatio
 )
 
 // alterableConfigs are the configs a topic stores, which AlterConfigs
@@ -33,19 +33,19 @@ var alterableConfigs = []string{configRetentionMs, configRetentionBytes, configM
 // IncrementalAlterConfigs take it (a nil value is the empty string).
 // stored is false for a value that is accepted but changes nothing;
 // refusal, when not empty, says why the value is refused (INVALID_CONFIG).
-func topicSetting(name string, v *string) (s raftfsm.TopicSetting, stored bool, refusal string) {
+func topicSetting(name string, v *string) (s command.TopicSetting, stored bool, refusal string) {
 	value := ""
 	if v != nil {
 		value = *v
 	}
-	number := func(min, max int64, why string) (raftfsm.TopicSetting, bool, string) {
+	number := func(min, max int64, why string) (command.TopicSetting, bool, string) {
 		v, err := strconv.ParseInt(value, 10, 64)
 		// 0 is refused even where min allows -1: a stored 0 means "the
 		// default", which is not what Kafka makes of 0.
 		if err != nil || v < min || v > max || v == 0 {
 			return s, false, name + " must be " + why
 		}
-		return raftfsm.TopicSetting{Name: name, Value: v}, true, ""
+		return command.TopicSetting{Name: name, Value: v}, true, ""
 	}
 	switch name {
 	case configRetentionMs:
@@ -77,7 +77,7 @@ func topicSetting(name string, v *string) (s raftfsm.TopicSetting, stored bool, 
 		case compact:
 			policy = store.PolicyCompact
 		}
-		return raftfsm.TopicSetting{Name: name, Value: policy}, true, ""
+		return command.TopicSetting{Name: name, Value: policy}, true, ""
 	case configMinCompactionLag, configDeleteRetention:
 		v, err := strconv.ParseInt(value, 10, 64)
 		if err != nil || v < 0 || v > 1<<62 {
@@ -86,7 +86,7 @@ func topicSetting(name string, v *string) (s raftfsm.TopicSetting, stored bool, 
 		if v == 0 && name == configDeleteRetention {
 			v = -1 // stored 0 is the default; -1 an explicit 0
 		}
-		return raftfsm.TopicSetting{Name: name, Value: v}, true, ""
+		return command.TopicSetting{Name: name, Value: v}, true, ""
 	case configMinCleanableDirty:
 		f, err := strconv.ParseFloat(value, 64)
 		if err != nil || !(f >= 0 && f <= 1) {
@@ -96,7 +96,7 @@ func topicSetting(name string, v *string) (s raftfsm.TopicSetting, stored bool, 
 		if ppm == 0 {
 			ppm = -1
 		}
-		return raftfsm.TopicSetting{Name: name, Value: ppm}, true, ""
+		return command.TopicSetting{Name: name, Value: ppm}, true, ""
 	default:
 		return s, false, "unsupported topic config " + name
 	}

@@ -2,8 +2,7 @@ package kafka
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
-
-	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/command"
 )
 
 // Kafka transactions (KIP-98): the raft leader is every transactional id's
@@ -15,8 +14,8 @@ import (
 // txnCode maps a transaction outcome to the error code of an API whose
 // version is version; fencedSince is the first version of that API that
 // answers PRODUCER_FENCED (KIP-588), older ones get INVALID_PRODUCER_EPOCH.
-func txnCode(o broker.TopicOutcome, version, fencedSince int16) int16 {
-	if o == broker.ProducerFenced && version >= fencedSince {
+func txnCode(o command.TopicOutcome, version, fencedSince int16) int16 {
+	if o == command.ProducerFenced && version >= fencedSince {
 		return kerr.ProducerFenced.Code
 	}
 	return outcomeCode(o)

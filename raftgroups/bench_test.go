@@ -13,9 +13,10 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/payload"
-	"github.com/waggle-mq/waggle/raftfsm"
 	"github.com/waggle-mq/waggle/raftmux"
+	"github.com/waggle-mq/waggle/raftnode"
 	"github.com/waggle-mq/waggle/recordbatch"
 	"github.com/waggle-mq/waggle/store"
 )
@@ -24,32 +25,32 @@ import (
 // and a member of every group: real raft over loopback TCP, badger on disk.
 type benchCluster struct {
 	members [][]*broker.Service // [group][node]
-	nodes   [][]*raftfsm.Node
+	nodes   [][]*raftnode.Node
 }
 
 func startBenchCluster(b *testing.B, nodes, groups int) *benchCluster {
 	muxes := make([]*raftmux.Mux, nodes)
-	var peers []raftfsm.Peer
+	var peers []raftnode.Peer
 	for i := range muxes {
-		m, err := raftfsm.Listen("127.0.0.1:0", "127.0.0.1:0", nil, nil)
+		m, err := raftnode.Listen("127.0.0.1:0", "127.0.0.1:0", nil, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { m.Close() })
 		muxes[i] = m
-		peers = append(peers, raftfsm.Peer{ID: fmt.Sprint(i + 1), Addr: m.Addr().String()})
+		peers = append(peers, raftnode.Peer{ID: fmt.Sprint(i + 1), Addr: m.Addr().String()})
 	}
 	c := &benchCluster{}
 	for g := range groups {
 		var svcs []*broker.Service
-		var ns []*raftfsm.Node
+		var ns []*raftnode.Node
 		for i := range nodes {
 			dir := filepath.Join(b.TempDir(), fmt.Sprint(g))
 			st, err := store.Open(filepath.Join(dir, "state"))
 			if err != nil {
 				b.Fatal(err)
 			}
-			n, err := raftfsm.StartNode(raftfsm.NodeConfig{ID: peers[i].ID, Mux: muxes[i], Group: uint32(g), Dir: dir, Peers: peers,
+			n, err := raftnode.StartNode(raftnode.NodeConfig{ID: peers[i].ID, Mux: muxes[i], Group: uint32(g), Dir: dir, Peers: peers,
 				Logger: hclog.NewNullLogger()}, st)
 			if err != nil {
 				b.Fatal(err)
@@ -105,7 +106,7 @@ func BenchmarkGroupsProduce(b *testing.B) {
 			leaders := make([]*broker.Service, groups)
 			for g := range groups {
 				leaders[g] = c.leader(b, g, g)
-				if outcome, err := leaders[g].CreateTopic("t", 1, nil); err != nil || outcome != broker.TopicOK {
+				if outcome, err := leaders[g].CreateTopic("t", 1, nil); err != nil || outcome != command.TopicOK {
 					b.Fatalf("group %d: create topic: %v %v", g, outcome, err)
 				}
 			}
@@ -134,7 +135,7 @@ func BenchmarkGroupsProduce(b *testing.B) {
 							return
 						}
 						res, err := leaders[g].ProduceAsync("t", 0, 0, []recordbatch.Batch{parsed})()
-						if err != nil || res.Outcome != broker.TopicOK {
+						if err != nil || res.Outcome != command.TopicOK {
 							b.Errorf("group %d: produce: %+v %v", g, res, err)
 							return
 						}

@@ -28,7 +28,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/waggle-mq/waggle/broker"
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/raftnode"
 	"github.com/waggle-mq/waggle/store"
 )
 
@@ -36,7 +36,7 @@ import (
 type Group struct {
 	ID    uint32          // 0 is the metadata group
 	Store *store.Store    // the group's replicated state on this node
-	Node  *raftfsm.Node   // this node's raft member of the group
+	Node  *raftnode.Node  // this node's raft member of the group
 	Svc   *broker.Service // the broker over Node and Store
 }
 
@@ -59,9 +59,9 @@ type Config struct {
 	DataDir string // the node's data directory
 	// Node is the raft configuration every data group shares with group 0
 	// (ID, Mux, Peers, Join, Logger, TLS); Dir and Group are set per group.
-	Node raftfsm.NodeConfig
+	Node raftnode.NodeConfig
 	// NewService wraps a data group's raft member in a broker service.
-	NewService func(*raftfsm.Node, *store.Store) *broker.Service
+	NewService func(*raftnode.Node, *store.Store) *broker.Service
 	// OpenStore opens a data group's store in dir.
 	OpenStore func(dir string) (*store.Store, error)
 	// CanLead reports whether a node may be handed a group's leadership
@@ -134,7 +134,7 @@ func startGroup(id uint32, cfg Config) (*Group, error) {
 	if nc.Logger != nil {
 		nc.Logger = nc.Logger.With("group", id)
 	}
-	node, err := raftfsm.StartNode(nc, st)
+	node, err := raftnode.StartNode(nc, st)
 	if err != nil {
 		st.Close()
 		return nil, err

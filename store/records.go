@@ -30,7 +30,7 @@ type Meta struct {
 	ClockMs int64
 	// NextID is the next free numeric id for queues and partitions.
 	NextID uint64
-	// LogFormat is the raft log format the cluster writes (raftfsm.LogFormat;
+	// LogFormat is the raft log format the cluster writes (command.LogFormat;
 	// 0 in stores from before it was recorded, which means 1). It is kept
 	// under a key of its own (PutLogFormat), not in this record: a binary
 	// older than log formats then still reads the record, and stops only
@@ -70,12 +70,12 @@ type Queue struct {
 	// see; at least 1.
 	KafkaPartitions int32 `json:"kafkaPartitions"`
 	// RetentionMs: how long messages are kept; zero is the default (see
-	// raftfsm.RetentionMs), negative for ever. Kafka's retention.ms, or an
+	// command.RetentionMs), negative for ever. Kafka's retention.ms, or an
 	// HTTP queue's retentionSeconds.
 	RetentionMs     int64 `json:"retentionMs,omitempty"`
 	MaxMessageBytes int32 `json:"maxMessageBytes,omitempty"`
 	// RetentionBytes is Kafka's retention.bytes, per partition; zero or
-	// negative: no limit (see raftfsm.RetentionBytes).
+	// negative: no limit (see command.RetentionBytes).
 	RetentionBytes int64 `json:"retentionBytes,omitempty"`
 	// CompletedRetentionMs: messages every consumer group has finished go
 	// once older than this (an HTTP queue's completedRetentionSeconds); 0
@@ -98,7 +98,7 @@ type Queue struct {
 	DeleteRetentionMs    int64 `json:"deleteRetentionMs,omitempty"`
 	MinCleanableDirtyPPM int64 `json:"minCleanableDirtyPpm,omitempty"`
 	CompactedLayout      bool  `json:"compactedLayout,omitempty"`
-	// Consuming over HTTP; nil means the default (see raftfsm).
+	// Consuming over HTTP; nil means the default (see package fsm).
 	LeaseTimeSeconds         *int64 `json:"leaseTime,omitempty"`
 	RetryLimit               *int32 `json:"retryLimit,omitempty"`
 	DeadLetterQueue          *bool  `json:"deadLetterQueue,omitempty"`

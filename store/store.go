@@ -41,7 +41,7 @@ type Store struct {
 //
 // Writes are not fsynced: the raft log is the durable record, and after a
 // crash the state machine replays every entry past the applied index kept
-// in the store (see raftfsm).
+// in the store (see package fsm).
 //
 // Badger's warnings and errors go to logger when one is given (else to
 // badger's own logger on stderr).

@@ -12,7 +12,7 @@ import (
 const GroupsHeader = "X-Waggle-Raft-Groups"
 
 // backup streams a backup file of this node's state (format in
-// raftfsm/backup.go). Not forwarded: the node asked answers from its own
+// fsm/backup.go). Not forwarded: the node asked answers from its own
 // store (see broker.Service.Backup). The raft index and term it covers go
 // in headers too, before the body. A failure once the body has started
 // aborts the response, and the file lacks its trailer: no partial backup

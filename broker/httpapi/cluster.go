@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/waggle-mq/waggle/broker"
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 )
 
 // forwardedHeader marks a request a follower forwarded to the leader. A
@@ -170,7 +170,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 		if m.ID == h.NodeID {
 			mj.State, mj.Role, mj.Term, mj.Applied = "up", h.Role, ptr(h.Term), ptr(h.Applied)
 			mj.Version, mj.UptimeSeconds = s.version, ptr(int64(time.Since(s.started).Seconds()))
-			mj.LogFormat = ptr(uint32(raftfsm.MaxLogFormat))
+			mj.LogFormat = ptr(uint32(command.MaxLogFormat))
 			mj.resourcesJSON = s.resources()
 			mj.Groups = s.raftGroupsJSON()
 			continue
@@ -267,13 +267,13 @@ func (s *Server) addNode(w http.ResponseWriter, r *http.Request) {
 	}
 	id := req.ID.String()
 	cluster := uint32(s.svc.LogFormat())
-	if cluster > uint32(raftfsm.LogFormat1) {
+	if cluster > uint32(command.LogFormat1) {
 		if err := s.svc.AddNonvoter(id, req.RaftAddr); err != nil {
 			s.writeBrokerError(w, err)
 			return
 		}
 		h, ok := s.joinerHealth(r, id)
-		reads, groups := max(h.LogFormat, uint32(raftfsm.LogFormat1)), max(len(h.Groups), 1)
+		reads, groups := max(h.LogFormat, uint32(command.LogFormat1)), max(len(h.Groups), 1)
 		switch {
 		case !ok:
 			writeError(w, http.StatusGatewayTimeout, "node_not_ready", fmt.Sprintf(
@@ -488,7 +488,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		Raft: raftJSON{Role: h.Role, LeaderAddr: h.LeaderRaft, LeaderHTTP: h.LeaderHTTP, Term: h.Term,
 			Commit: h.Commit, Applied: h.Applied, LastSnapshotIndex: h.LastSnapshotIndex, ClockMs: h.ClockMs},
 		StorageFull:   s.svc.StorageFull(),
-		LogFormat:     uint32(raftfsm.MaxLogFormat),
+		LogFormat:     uint32(command.MaxLogFormat),
 		Version:       s.version,
 		UptimeSeconds: int64(time.Since(s.started).Seconds()),
 		resourcesJSON: s.resources(),

@@ -15,7 +15,7 @@ import (
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 )
 
 // fakeBroker stands in for *broker.Service in the handler tests. It
@@ -39,9 +39,9 @@ type fakeBroker struct {
 	push        func([]broker.PushItem) ([]broker.PushResult, error)
 	fetch       func([]broker.FetchRequest) ([]broker.FetchResult, error)
 	pop         func(broker.PopRequest) ([]broker.PoppedMessage, error)
-	ack         func(group string, acks []broker.AckRequest) ([]broker.AckResult, error)
+	ack         func(group string, acks []broker.AckRequest) ([]command.AckResult, error)
 	leaseOwner  func(leaseID string) (group, queue string, found bool, err error)
-	extendLease func(leaseID string, seconds int64) (raftfsm.ExtendLeaseResult, error)
+	extendLease func(leaseID string, seconds int64) (command.ExtendLeaseResult, error)
 }
 
 var _ Broker = (*fakeBroker)(nil)
@@ -104,7 +104,7 @@ func (f *fakeBroker) Pop(_ context.Context, r broker.PopRequest) ([]broker.Poppe
 	return f.pop(r)
 }
 
-func (f *fakeBroker) Ack(_ context.Context, group string, acks []broker.AckRequest) ([]broker.AckResult, error) {
+func (f *fakeBroker) Ack(_ context.Context, group string, acks []broker.AckRequest) ([]command.AckResult, error) {
 	f.calls = append(f.calls, "Ack")
 	if f.ack == nil {
 		return nil, nil
@@ -120,10 +120,10 @@ func (f *fakeBroker) LeaseOwner(leaseID string) (string, string, bool, error) {
 	return f.leaseOwner(leaseID)
 }
 
-func (f *fakeBroker) ExtendLease(leaseID string, seconds int64) (raftfsm.ExtendLeaseResult, error) {
+func (f *fakeBroker) ExtendLease(leaseID string, seconds int64) (command.ExtendLeaseResult, error) {
 	f.calls = append(f.calls, "ExtendLease")
 	if f.extendLease == nil {
-		return raftfsm.ExtendLeaseResult{}, nil
+		return command.ExtendLeaseResult{}, nil
 	}
 	return f.extendLease(leaseID, seconds)
 }

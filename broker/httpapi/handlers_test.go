@@ -14,6 +14,7 @@ import (
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/command"
 )
 
 // A request the API cannot read is answered 400 (413 when too big) with
@@ -265,14 +266,14 @@ func TestPopAnswersLeasedMessages(t *testing.T) {
 func TestAckAnswersEachAcknowledgment(t *testing.T) {
 	var gotGroup string
 	var gotAcks []broker.AckRequest
-	f := &fakeBroker{ack: func(group string, acks []broker.AckRequest) ([]broker.AckResult, error) {
+	f := &fakeBroker{ack: func(group string, acks []broker.AckRequest) ([]command.AckResult, error) {
 		gotGroup, gotAcks = group, acks
-		out := make([]broker.AckResult, len(acks))
+		out := make([]command.AckResult, len(acks))
 		for i, a := range acks {
 			if a.PartitionID == "" {
-				out[i] = broker.AckResult{Error: "no such lease"}
+				out[i] = command.AckResult{Error: "no such lease"}
 			} else {
-				out[i] = broker.AckResult{Success: true, LeaseReleased: i == len(acks)-1, DeadLettered: a.Status == "dlq"}
+				out[i] = command.AckResult{Success: true, LeaseReleased: i == len(acks)-1, DeadLettered: a.Status == "dlq"}
 			}
 		}
 		return out, nil

@@ -6,8 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/waggle-mq/waggle/broker"
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 )
 
 // kvOpJSON is a KV operation as the API spells it.
@@ -27,13 +26,13 @@ type kvOpJSON struct {
 	Required   bool            `json:"required"`
 }
 
-func (o kvOpJSON) op() broker.KVOp {
-	return broker.KVOp{Op: o.Op, NS: o.NS, Key: o.Key, Keys: o.Keys, Prefix: o.Prefix, After: o.After, Limit: o.Limit,
+func (o kvOpJSON) op() command.KVOp {
+	return command.KVOp{Op: o.Op, NS: o.NS, Key: o.Key, Keys: o.Keys, Prefix: o.Prefix, After: o.After, Limit: o.Limit,
 		Value: o.Value, TTLSeconds: o.TTLSeconds, Forever: o.Forever, Expect: o.Expect, Max: o.Max, Required: o.Required}
 }
 
-func kvOps(in []kvOpJSON) []broker.KVOp {
-	out := make([]broker.KVOp, len(in))
+func kvOps(in []kvOpJSON) []command.KVOp {
+	out := make([]command.KVOp, len(in))
 	for i, o := range in {
 		out[i] = o.op()
 	}
@@ -68,12 +67,12 @@ func expiresAt(ms int64) *time.Time {
 }
 
 // toKVResult shapes a result: reads answer found, writes and checks applied.
-func toKVResult(r broker.KVResult) kvResultJSON {
+func toKVResult(r command.KVResult) kvResultJSON {
 	out := kvResultJSON{Op: r.Op, Reason: r.Reason, Value: r.Value, Version: r.Version, ExpiresAt: expiresAt(r.ExpiresAtMs)}
 	switch r.Op {
-	case raftfsm.KVGet:
+	case command.KVGet:
 		out.Found = ptr(r.Found)
-	case raftfsm.KVGetMany, raftfsm.KVGetPrefix:
+	case command.KVGetMany, command.KVGetPrefix:
 		out.Rows = []kvRowJSON{}
 		for _, row := range r.Rows {
 			out.Rows = append(out.Rows, kvRowJSON{Key: row.Key, Found: row.Found, Value: row.Value, Version: row.Version, ExpiresAt: expiresAt(row.ExpiresAtMs)})
@@ -109,7 +108,7 @@ func (s *Server) kv(w http.ResponseWriter, r *http.Request) {
 			OK     bool   `json:"ok"`
 			Reason string `json:"reason"`
 			abortJSON
-		}{false, raftfsm.RollbackKVPrecondition, abortJSON{a.FailedIndex, a.KVReason, a.Version, nullIfEmpty(a.Value)}})
+		}{false, command.RollbackKVPrecondition, abortJSON{a.FailedIndex, a.KVReason, a.Version, nullIfEmpty(a.Value)}})
 		return
 	}
 	out := struct {
@@ -151,15 +150,15 @@ func (s *Server) kvPut(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	s.kvSingle(w, r, broker.KVOp{Op: raftfsm.KVPut, NS: r.PathValue("ns"), Key: r.PathValue("key"), Value: req.Value, TTLSeconds: req.TTLSeconds, Forever: req.Forever})
+	s.kvSingle(w, r, command.KVOp{Op: command.KVPut, NS: r.PathValue("ns"), Key: r.PathValue("key"), Value: req.Value, TTLSeconds: req.TTLSeconds, Forever: req.Forever})
 }
 
 func (s *Server) kvDelete(w http.ResponseWriter, r *http.Request) {
-	s.kvSingle(w, r, broker.KVOp{Op: raftfsm.KVDelete, NS: r.PathValue("ns"), Key: r.PathValue("key")})
+	s.kvSingle(w, r, command.KVOp{Op: command.KVDelete, NS: r.PathValue("ns"), Key: r.PathValue("key")})
 }
 
-func (s *Server) kvSingle(w http.ResponseWriter, r *http.Request, op broker.KVOp) {
-	res, err := s.b(r).KV(r.Context(), []broker.KVOp{op})
+func (s *Server) kvSingle(w http.ResponseWriter, r *http.Request, op command.KVOp) {
+	res, err := s.b(r).KV(r.Context(), []command.KVOp{op})
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
@@ -197,11 +196,11 @@ type timerOpJSON struct {
 }
 
 // timerOps decodes payloads; it writes a 400 and reports false on a bad one.
-func timerOps(w http.ResponseWriter, in []timerOpJSON) ([]broker.TimerOp, bool) {
-	out := make([]broker.TimerOp, len(in))
+func timerOps(w http.ResponseWriter, in []timerOpJSON) ([]command.TimerOp, bool) {
+	out := make([]command.TimerOp, len(in))
 	for i, t := range in {
-		out[i] = broker.TimerOp{Op: t.Op, Queue: t.Queue, TimerKey: t.TimerKey, Partition: t.Partition, DelayMs: t.DelayMs, Txn: t.Txn}
-		if t.Op != raftfsm.TimerSchedule {
+		out[i] = command.TimerOp{Op: t.Op, Queue: t.Queue, TimerKey: t.TimerKey, Partition: t.Partition, DelayMs: t.DelayMs, Txn: t.Txn}
+		if t.Op != command.TimerSchedule {
 			continue
 		}
 		raw, err := base64.StdEncoding.DecodeString(t.Payload)
@@ -264,7 +263,7 @@ func (s *Server) listTimers(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) cancelTimer(w http.ResponseWriter, r *http.Request) {
-	res, err := s.b(r).Timers(r.Context(), []broker.TimerOp{{Op: raftfsm.TimerCancel, Queue: r.PathValue("queue"), TimerKey: r.PathValue("timerKey")}})
+	res, err := s.b(r).Timers(r.Context(), []command.TimerOp{{Op: command.TimerCancel, Queue: r.PathValue("queue"), TimerKey: r.PathValue("timerKey")}})
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return

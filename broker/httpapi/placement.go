@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/placement"
-	"github.com/waggle-mq/waggle/raftfsm"
 )
 
 // With several raft groups (Options.Groups), every request is served by
@@ -243,17 +243,17 @@ func gather[T any](s *Server, fn func(Broker) ([]T, error)) ([]T, error) {
 
 // maxForwardedEntry bounds an entry another node forwards: the largest
 // one forwarding sends, a transactional offset commit of
-// raftfsm.MaxOffsetsPerEntry offsets with their metadata, is about 41 MB.
+// command.MaxOffsetsPerEntry offsets with their metadata, is about 41 MB.
 const maxForwardedEntry = 64 << 20
 
 // forwardable are the command types a node forwards to a group's leader
 // (broker.Service.Forwarding): what writes to several groups at once, or
 // in a group led elsewhere, sends. Anything else, say a SeedIDs with
 // another group's range, is refused.
-var forwardable = map[raftfsm.CommandType]bool{
-	raftfsm.CmdDeleteOffsets: true, raftfsm.CmdCommitOffsets: true, raftfsm.CmdTxnOffsetCommit: true,
-	raftfsm.CmdCreateTopic: true, raftfsm.CmdDeleteQueue: true, raftfsm.CmdAlterTopic: true, raftfsm.CmdAddPartitions: true,
-	raftfsm.CmdDeleteDeadLetters: true, raftfsm.CmdKeyed: true, raftfsm.CmdNewProducerID: true,
+var forwardable = map[command.CommandType]bool{
+	command.CmdDeleteOffsets: true, command.CmdCommitOffsets: true, command.CmdTxnOffsetCommit: true,
+	command.CmdCreateTopic: true, command.CmdDeleteQueue: true, command.CmdAlterTopic: true, command.CmdAddPartitions: true,
+	command.CmdDeleteDeadLetters: true, command.CmdKeyed: true, command.CmdNewProducerID: true,
 }
 
 // applyEntry applies a raft entry another node of a data group sent to
@@ -269,7 +269,7 @@ func (s *Server) applyEntry(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("a forwarded entry is at most %d bytes", maxForwardedEntry))
 		return
 	}
-	if len(entry) == 0 || !forwardable[raftfsm.CommandType(entry[0])] {
+	if len(entry) == 0 || !forwardable[command.CommandType(entry[0])] {
 		writeError(w, http.StatusBadRequest, "invalid_request", "not an entry another node forwards")
 		return
 	}

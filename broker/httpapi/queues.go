@@ -10,6 +10,7 @@ import (
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/command"
 )
 
 type configureRequest struct {
@@ -76,7 +77,7 @@ func (s *Server) configure(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o := req.Options
-	q, err := s.b(r).Configure(r.Context(), req.Queue, broker.QueueOptions{DedupWindowSeconds: o.DedupWindowSeconds, LeaseTimeSeconds: o.LeaseTimeSeconds,
+	q, err := s.b(r).Configure(r.Context(), req.Queue, command.QueueOptions{DedupWindowSeconds: o.DedupWindowSeconds, LeaseTimeSeconds: o.LeaseTimeSeconds,
 		RetryLimit: o.RetryLimit, DeadLetterQueue: o.DeadLetterQueue, DelayedProcessingSeconds: o.DelayedProcessingSeconds,
 		KafkaPartitions: o.Partitions, RetentionSeconds: o.RetentionSeconds, CompletedRetentionSeconds: o.CompletedRetention})
 	if err != nil {
@@ -130,7 +131,7 @@ func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
 		s.writeBrokerError(w, err)
 		return
 	}
-	if outcome != broker.TopicOK {
+	if outcome != command.TopicOK {
 		writeError(w, http.StatusNotFound, "not_found", "no queue "+name)
 		return
 	}

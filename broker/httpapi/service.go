@@ -5,7 +5,8 @@ import (
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
+	"github.com/waggle-mq/waggle/fsm"
 	"github.com/waggle-mq/waggle/store"
 )
 
@@ -20,7 +21,7 @@ type Broker interface {
 	AwaitLeaderHTTPAddr(ctx context.Context) (addr string, local bool, err error)
 	NodeID() string
 	Health() broker.Health
-	LogFormat() raftfsm.LogFormat
+	LogFormat() command.LogFormat
 	StorageFull() bool
 	Members() ([]broker.Member, error)
 	AddVoter(id, raftAddr string) error
@@ -28,7 +29,7 @@ type Broker interface {
 	RemoveNode(id string) error
 	RegisterNode(a broker.NodeAddrs) error
 	Snapshot() (uint64, error)
-	Backup() (*raftfsm.Backup, error)
+	Backup() (*fsm.Backup, error)
 	ApplyEntry(entry []byte) (broker.AppliedEntry, error) // placement.go
 	LeaderCommitIndex() (uint64, error)                   // placement.go
 	PreferLeader(group uint32, node string) error
@@ -40,16 +41,16 @@ type Broker interface {
 	Fetch(reqs []broker.FetchRequest) ([]broker.FetchResult, error)
 
 	// Queues and topics (queues.go).
-	Configure(ctx context.Context, queue string, opts broker.QueueOptions) (broker.QueueInfo, error)
+	Configure(ctx context.Context, queue string, opts command.QueueOptions) (broker.QueueInfo, error)
 	Queue(name string) (broker.QueueInfo, error)
 	CatchUp(ctx context.Context) error
 	Queues() ([]broker.QueueInfo, error)
-	DeleteTopic(ctx context.Context, name string) (broker.TopicOutcome, error)
+	DeleteTopic(ctx context.Context, name string) (command.TopicOutcome, error)
 
 	// Consuming: pop, ack, leases, seek, dead letters (consume.go).
 	Pop(ctx context.Context, r broker.PopRequest) ([]broker.PoppedMessage, error)
-	Ack(ctx context.Context, group string, acks []broker.AckRequest) ([]broker.AckResult, error)
-	ExtendLease(leaseID string, seconds int64) (raftfsm.ExtendLeaseResult, error)
+	Ack(ctx context.Context, group string, acks []broker.AckRequest) ([]command.AckResult, error)
+	ExtendLease(leaseID string, seconds int64) (command.ExtendLeaseResult, error)
 	LeaseOwner(leaseID string) (group, queue string, found bool, err error)
 	Seek(ctx context.Context, group, queue string, r broker.SeekRequest) error
 	DeleteGroup(ctx context.Context, group string) error
@@ -65,10 +66,10 @@ type Broker interface {
 
 	// Transactions, KV and timers (transaction.go, kv.go).
 	Transaction(ctx context.Context, r broker.TransactionRequest) (broker.TransactionResult, error)
-	KV(ctx context.Context, ops []broker.KVOp) (broker.KVCallResult, error)
-	KVGet(ns, key string) (broker.KVResult, error)
+	KV(ctx context.Context, ops []command.KVOp) (command.KVCallResult, error)
+	KVGet(ns, key string) (command.KVResult, error)
 	Once(ctx context.Context, ns, key string, ttlSeconds int64, forever bool) (bool, error)
-	Timers(ctx context.Context, ops []broker.TimerOp) ([]broker.TimerResult, error)
+	Timers(ctx context.Context, ops []command.TimerOp) ([]command.TimerResult, error)
 	ListTimers(queue string) ([]store.Timer, error)
 
 	// Users and tokens (users.go, authn.go).

@@ -15,8 +15,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/waggle-mq/waggle/broker/httpapi"
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/fsm"
 	"github.com/waggle-mq/waggle/raftgroups"
+	"github.com/waggle-mq/waggle/raftnode"
 )
 
 // newBackupCmd downloads a backup file from a running node (GET
@@ -70,7 +71,7 @@ func groupBackupFile(out string, g, groups int) string {
 // downloadBackup streams the backup of raft group (-1: the cluster's only
 // one) into out.tmp, verifying it on the way, fsyncs it and renames it to
 // out. It also answers how many raft groups the cluster runs.
-func downloadBackup(o *clientOptions, out string, group int) (h raftfsm.BackupHeader, n int64, groups int, err error) {
+func downloadBackup(o *clientOptions, out string, group int) (h fsm.BackupHeader, n int64, groups int, err error) {
 	c := o.client()
 	// A backup takes as long as the data takes to stream: no overall
 	// timeout (the admin client's would cut it off).
@@ -109,7 +110,7 @@ func downloadBackup(o *clientOptions, out string, group int) (h raftfsm.BackupHe
 			os.Remove(tmp)
 		}
 	}()
-	v := raftfsm.NewBackupVerifier()
+	v := fsm.NewBackupVerifier()
 	n, err = io.Copy(io.MultiWriter(f, v), resp.Body)
 	if err != nil {
 		return h, n, 0, fmt.Errorf("backup broke off after %d bytes: %w", n, err)
@@ -199,16 +200,16 @@ func restore(cmd *cobra.Command, o restoreOptions) error {
 	}
 	// Checked before anything is created: a failed restore cleans out the
 	// directory (cleanRestoreTarget), which must never hold anything else.
-	if err := raftfsm.RequireEmptyDir(o.dataDir); err != nil {
+	if err := raftnode.RequireEmptyDir(o.dataDir); err != nil {
 		return fmt.Errorf("refusing to restore into %s: %w", o.dataDir, err)
 	}
-	self := raftfsm.Peer{ID: strconv.FormatUint(uint64(o.nodeID), 10), Addr: orDefault(o.advertiseRaft, o.raftAddr)}
+	self := raftnode.Peer{ID: strconv.FormatUint(uint64(o.nodeID), 10), Addr: orDefault(o.advertiseRaft, o.raftAddr)}
 	created, err := createDir(o.dataDir)
 	if err != nil {
 		return err
 	}
 	for g, b := range files {
-		err := raftfsm.RestoreBackup(raftgroups.Dir(o.dataDir, uint32(g)), b.body, b.h, self)
+		err := raftnode.RestoreBackup(raftgroups.Dir(o.dataDir, uint32(g)), b.body, b.h, self)
 		if err == nil && g == 0 && groups > 1 {
 			err = raftgroups.Record(o.dataDir, groups)
 		}
@@ -260,7 +261,7 @@ func backupGroups(in string) (int, error) {
 type checkedBackup struct {
 	name string
 	f    *os.File
-	h    raftfsm.BackupHeader
+	h    fsm.BackupHeader
 	body io.Reader
 }
 
@@ -273,7 +274,7 @@ func openBackup(name string) (checkedBackup, error) {
 	}
 	fi, err := f.Stat()
 	if err == nil {
-		v := raftfsm.NewBackupVerifier()
+		v := fsm.NewBackupVerifier()
 		if _, err = io.Copy(v, f); err != nil {
 			err = fmt.Errorf("read %s: %w", name, err)
 		} else if b.h, err = v.Check(); err != nil {
@@ -281,7 +282,7 @@ func openBackup(name string) (checkedBackup, error) {
 		}
 	}
 	if err == nil {
-		b.body, err = raftfsm.BackupBody(f, fi.Size())
+		b.body, err = fsm.BackupBody(f, fi.Size())
 	}
 	if err != nil {
 		f.Close()

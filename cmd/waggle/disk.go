@@ -14,8 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/waggle-mq/waggle/raftfsm"
 	"github.com/waggle-mq/waggle/raftgroups"
+	"github.com/waggle-mq/waggle/raftnode"
 )
 
 // Badger writes its memtable through a memory map: when the disk fills up
@@ -131,16 +131,16 @@ func newVerifyCmd() *cobra.Command {
 		Short: "Check a stopped node's store, raft log and snapshots for damage",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			verify := raftfsm.VerifyDataDir
+			verify := raftnode.VerifyDataDir
 			if atStart {
-				verify = raftfsm.VerifyDataDirAtStart
+				verify = raftnode.VerifyDataDirAtStart
 			}
 			err := verify(dir)
 			switch {
-			case errors.Is(err, raftfsm.ErrNoData) && allowNew:
+			case errors.Is(err, raftnode.ErrNoData) && allowNew:
 				fmt.Fprintln(cmd.OutOrStdout(), "ok (new):", dir)
 				return nil
-			case errors.Is(err, raftfsm.ErrNoData):
+			case errors.Is(err, raftnode.ErrNoData):
 				return fmt.Errorf("nothing to verify: %w", err)
 			case err != nil:
 				return err
@@ -156,7 +156,7 @@ func newVerifyCmd() *cobra.Command {
 			}
 			for g := uint32(1); g < uint32(groups); g++ {
 				err := verify(raftgroups.Dir(dir, g))
-				if err != nil && !errors.Is(err, raftfsm.ErrNoData) { // a group never started holds nothing
+				if err != nil && !errors.Is(err, raftnode.ErrNoData) { // a group never started holds nothing
 					return fmt.Errorf("raft group %d: %w", g, err)
 				}
 			}
@@ -195,9 +195,9 @@ var verifyDataDir = func(dir string) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &exit) && exit.ExitCode() == exitInUse:
-		return &refusal{msg: childMessage(out), kind: raftfsm.ErrDataDirInUse}
+		return &refusal{msg: childMessage(out), kind: raftnode.ErrDataDirInUse}
 	case errors.As(err, &exit) && exit.ExitCode() == exitUnreadable:
-		return &refusal{msg: childMessage(out), kind: raftfsm.ErrDataDirUnreadable}
+		return &refusal{msg: childMessage(out), kind: raftnode.ErrDataDirUnreadable}
 	case errors.As(err, &exit):
 		return &damageError{detail: firstLines(string(out), 12)}
 	default:
@@ -221,9 +221,9 @@ var errNoLeader = errors.New("no leader: the cluster has lost its quorum, or the
 // exitCode is the process's exit code for the error a command returned.
 func exitCode(err error) int {
 	switch {
-	case errors.Is(err, raftfsm.ErrDataDirInUse):
+	case errors.Is(err, raftnode.ErrDataDirInUse):
 		return exitInUse
-	case errors.Is(err, raftfsm.ErrDataDirUnreadable):
+	case errors.Is(err, raftnode.ErrDataDirUnreadable):
 		return exitUnreadable
 	case errors.Is(err, errOnceLost):
 		return exitOnceLost

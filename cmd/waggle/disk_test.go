@@ -3,18 +3,18 @@ package main
 import (
 	"errors"
 
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/raftnode"
 )
 
 // In tests os.Executable is the test binary, not waggle: check in-process,
 // sorting the answers as the child's exit codes would.
 func init() {
 	verifyDataDir = func(dir string) error {
-		err := raftfsm.VerifyDataDirAtStart(dir)
+		err := raftnode.VerifyDataDirAtStart(dir)
 		switch {
-		case err == nil, errors.Is(err, raftfsm.ErrNoData):
+		case err == nil, errors.Is(err, raftnode.ErrNoData):
 			return nil
-		case errors.Is(err, raftfsm.ErrDataDirInUse), errors.Is(err, raftfsm.ErrDataDirUnreadable):
+		case errors.Is(err, raftnode.ErrDataDirInUse), errors.Is(err, raftnode.ErrDataDirUnreadable):
 			return err
 		default:
 			return &damageError{detail: err.Error()}

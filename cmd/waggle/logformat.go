@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/waggle-mq/waggle/broker"
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/command"
 )
 
 // peerHealth is what this binary reads of another member's /health.
@@ -17,7 +17,7 @@ type peerHealth struct {
 	NodeID      json.Number `json:"nodeId"`
 	StorageFull *bool       `json:"storageFull"`
 	// LogFormat is 0 from binaries older than log formats, which read 1.
-	LogFormat raftfsm.LogFormat `json:"logFormat"`
+	LogFormat command.LogFormat `json:"logFormat"`
 	// Groups lists the member's raft groups when it runs several.
 	Groups []json.RawMessage `json:"groups"`
 
@@ -32,7 +32,7 @@ func fetchPeerHealth(client *http.Client, scheme, addr string) (peerHealth, erro
 	}
 	defer resp.Body.Close()
 	err = json.NewDecoder(resp.Body).Decode(&h)
-	h.LogFormat = max(h.LogFormat, raftfsm.LogFormat1)
+	h.LogFormat = max(h.LogFormat, command.LogFormat1)
 	h.status = resp.StatusCode
 	return h, err
 }
@@ -57,7 +57,7 @@ func raiseLogFormats(ctx context.Context, svc, registry *broker.Service, client 
 		case <-tick.C:
 		case <-won: // a new cluster, or a new leader, need not wait a tick
 		}
-		if !svc.IsLeader() || svc.LogFormat() >= raftfsm.MaxLogFormat {
+		if !svc.IsLeader() || svc.LogFormat() >= command.MaxLogFormat {
 			continue
 		}
 		members := svc.ConfigurationIndex()
@@ -80,12 +80,12 @@ func raiseLogFormats(ctx context.Context, svc, registry *broker.Service, client 
 
 // formatEveryMemberReads is the newest log format all members of the raft
 // configuration (voters and non-voters alike: all apply the log) read.
-func formatEveryMemberReads(svc *broker.Service, client *http.Client, scheme string) (raftfsm.LogFormat, error) {
+func formatEveryMemberReads(svc *broker.Service, client *http.Client, scheme string) (command.LogFormat, error) {
 	members, err := svc.Members()
 	if err != nil {
 		return 0, err
 	}
-	f := raftfsm.MaxLogFormat
+	f := command.MaxLogFormat
 	for _, m := range members {
 		if m.ID == svc.NodeID() {
 			continue

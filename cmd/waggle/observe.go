@@ -8,14 +8,14 @@ import (
 
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/metrics"
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/raftnode"
 	"github.com/waggle-mq/waggle/store"
 )
 
 // observe registers the gauges read at scrape time (raft state and badger
 // sizes of group 0, consumer-group lag and pending deletes of every raft
 // group in all) and counts group 0's leader changes until ctx ends.
-func observe(ctx context.Context, m *metrics.Metrics, node *raftfsm.Node, st *store.Store, svc *broker.Service, all []*broker.Service) {
+func observe(ctx context.Context, m *metrics.Metrics, node *raftnode.Node, st *store.Store, svc *broker.Service, all []*broker.Service) {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}

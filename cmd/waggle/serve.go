@@ -23,10 +23,11 @@ import (
 
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/broker/httpapi"
+	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/kafka"
 	"github.com/waggle-mq/waggle/metrics"
-	"github.com/waggle-mq/waggle/raftfsm"
 	"github.com/waggle-mq/waggle/raftgroups"
+	"github.com/waggle-mq/waggle/raftnode"
 	"github.com/waggle-mq/waggle/store"
 	"github.com/waggle-mq/waggle/tlsconf"
 )
@@ -118,7 +119,7 @@ func newServeCmd() *cobra.Command {
 	f.DurationVar(&o.kafka.ConsumerGroups.HeartbeatInterval, "kafka-consumer-heartbeat-interval", o.kafka.ConsumerGroups.HeartbeatInterval, "KIP-848 consumer groups: how often members are told to heartbeat (group.consumer.heartbeat.interval.ms)")
 	f.DurationVar(&o.kafka.ConsumerGroups.FailoverGrace, "kafka-consumer-failover-grace", 0, "after a leader change, how long groups re-formed on the new leader get no partitions (KIP-848) or wait for their first generation (classic), so members of the old leader's generation have stopped (0: the heartbeat interval plus 15 s, at most the session timeout)")
 	f.Int64Var(&o.memoryLimitMiB, "memory-limit-mib", 448, "soft limit of the Go heap: the garbage collector works harder near it (0: none; GOMEMLIMIT wins)")
-	f.DurationVar(&o.kafkaRetention, "kafka-retention", raftfsm.DefaultKafkaRetentionMs*time.Millisecond, "how long topics created over Kafka without retention.ms keep records (0: for ever)")
+	f.DurationVar(&o.kafkaRetention, "kafka-retention", command.DefaultKafkaRetentionMs*time.Millisecond, "how long topics created over Kafka without retention.ms keep records (0: for ever)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	f.StringVar(&o.pprofAddr, "pprof-addr", "", "serve Go's /debug/pprof on this address (empty: off)")
@@ -154,7 +155,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
 	}
 	log := slog.New(handler)
-	peers, err := raftfsm.ParsePeers(o.peers)
+	peers, err := raftnode.ParsePeers(o.peers)
 	if err != nil {
 		return fmt.Errorf("--peers: %w", err)
 	}
@@ -204,7 +205,7 @@ func serve(ctx context.Context, o serveOptions) error {
 			glog = log.With("group", id)
 		}
 		glog.Error("the data directory is damaged: moving it aside and repairing this node from its peers", "err", err)
-		aside, err := raftfsm.PrepareRepair(dir)
+		aside, err := raftnode.PrepareRepair(dir)
 		if err != nil {
 			return err
 		}
@@ -218,12 +219,12 @@ func serve(ctx context.Context, o serveOptions) error {
 
 	raftLog := newRaftLogger(log, hclog.LevelFromString(raftLogLevel(level)))
 	// One raft listener carries every raft group of the node.
-	mux, err := raftfsm.Listen(o.raftAddr, orDefault(o.advertiseRaft, o.raftAddr), tlsConf, raftLog)
+	mux, err := raftnode.Listen(o.raftAddr, orDefault(o.advertiseRaft, o.raftAddr), tlsConf, raftLog)
 	if err != nil {
 		return err
 	}
 	defer mux.Close()
-	nodeConfig := raftfsm.NodeConfig{
+	nodeConfig := raftnode.NodeConfig{
 		ID:                id,
 		Mux:               mux,
 		TLS:               tlsConf,
@@ -234,7 +235,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		SnapshotThreshold: o.snapshotThreshold,
 		TrailingLogs:      o.trailingLogs,
 	}
-	node, err := raftfsm.StartNode(nodeConfig, st)
+	node, err := raftnode.StartNode(nodeConfig, st)
 	if err != nil {
 		return err
 	}
@@ -252,7 +253,7 @@ func serve(ctx context.Context, o serveOptions) error {
 	}
 
 	m := metrics.New()
-	newService := func(node *raftfsm.Node, st *store.Store) *broker.Service {
+	newService := func(node *raftnode.Node, st *store.Store) *broker.Service {
 		svc := broker.New(id, node, st)
 		svc.Metrics = m
 		svc.KafkaRetentionMs = o.kafkaRetention.Milliseconds()
@@ -379,7 +380,7 @@ type registration struct {
 	KafkaAddr string `json:"kafkaAddr"`
 	// LogFormat is sent only once the cluster is at format 2: leaders
 	// older than that refuse the field.
-	LogFormat raftfsm.LogFormat `json:"logFormat,omitempty"`
+	LogFormat command.LogFormat `json:"logFormat,omitempty"`
 }
 
 // registerSelf records this node's advertised addresses in the replicated
@@ -396,11 +397,11 @@ func registerSelf(ctx context.Context, base string, client *http.Client, self re
 	formatSent := false // registered with the log format this binary reads
 	for {
 		ok, clusterFormat := registered(ctx, client, base, self)
-		withFormat := clusterFormat >= raftfsm.LogFormat2
+		withFormat := clusterFormat >= command.LogFormat2
 		if !ok || withFormat && !formatSent {
 			reg := self
 			if withFormat {
-				reg.LogFormat = raftfsm.MaxLogFormat
+				reg.LogFormat = command.MaxLogFormat
 			}
 			body, _ := json.Marshal(reg)
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/cluster/register", bytes.NewReader(body))
@@ -426,7 +427,7 @@ func registerSelf(ctx context.Context, base string, client *http.Client, self re
 
 // wonElection returns a channel that receives each time this node becomes
 // the raft leader (a missed wake-up is harmless: registerSelf polls too).
-func wonElection(ctx context.Context, node *raftfsm.Node, id string) <-chan struct{} {
+func wonElection(ctx context.Context, node *raftnode.Node, id string) <-chan struct{} {
 	won := make(chan struct{}, 1)
 	onLeaderChange(ctx, node, func(l raft.LeaderObservation) {
 		if string(l.LeaderID) != id {
@@ -442,7 +443,7 @@ func wonElection(ctx context.Context, node *raftfsm.Node, id string) <-chan stru
 
 // onLeaderChange calls fn, from a goroutine of its own, for each leader
 // change raft reports, until ctx ends.
-func onLeaderChange(ctx context.Context, node *raftfsm.Node, fn func(raft.LeaderObservation)) {
+func onLeaderChange(ctx context.Context, node *raftnode.Node, fn func(raft.LeaderObservation)) {
 	obs := make(chan raft.Observation, 16)
 	observer := raft.NewObserver(obs, false, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.LeaderObservation)
@@ -464,7 +465,7 @@ func onLeaderChange(ctx context.Context, node *raftfsm.Node, fn func(raft.Leader
 
 // registered reports whether this node's view of the cluster lists self
 // with the addresses it advertises, and the cluster's log format.
-func registered(ctx context.Context, client *http.Client, base string, self registration) (bool, raftfsm.LogFormat) {
+func registered(ctx context.Context, client *http.Client, base string, self registration) (bool, command.LogFormat) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/cluster", nil)
 	resp, err := client.Do(req)
 	if err != nil {
@@ -472,7 +473,7 @@ func registered(ctx context.Context, client *http.Client, base string, self regi
 	}
 	defer resp.Body.Close()
 	var cl struct {
-		LogFormat raftfsm.LogFormat `json:"logFormat"`
+		LogFormat command.LogFormat `json:"logFormat"`
 		Members   []struct {
 			ID        json.Number `json:"id"`
 			HTTPAddr  string      `json:"httpAddr"`

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/waggle-mq/waggle/raftfsm"
+	"github.com/waggle-mq/waggle/raftnode"
 )
 
 // runVerify runs `waggle verify` with args as the root command would and
@@ -35,7 +35,7 @@ func TestVerifyMissingOrEmptyDataDirFails(t *testing.T) {
 		if err == nil || strings.Contains(out, "ok") {
 			t.Fatalf("verify %s: err %v, output %q; want an error", dir, err, out)
 		}
-		if !errors.Is(err, raftfsm.ErrNoData) || !strings.Contains(err.Error(), "nothing to verify") {
+		if !errors.Is(err, raftnode.ErrNoData) || !strings.Contains(err.Error(), "nothing to verify") {
 			t.Errorf("verify %s: %v; want a clear 'nothing to verify' error", dir, err)
 		}
 		if exitCode(err) == 0 {
@@ -55,9 +55,9 @@ func TestExitCodes(t *testing.T) {
 		err  error
 		want int
 	}{
-		{fmt.Errorf("store: %w", raftfsm.ErrDataDirInUse), exitInUse},
-		{fmt.Errorf("store: %w", raftfsm.ErrDataDirUnreadable), exitUnreadable},
-		{fmt.Errorf("nothing to verify: %w", raftfsm.ErrNoData), 1},
+		{fmt.Errorf("store: %w", raftnode.ErrDataDirInUse), exitInUse},
+		{fmt.Errorf("store: %w", raftnode.ErrDataDirUnreadable), exitUnreadable},
+		{fmt.Errorf("nothing to verify: %w", raftnode.ErrNoData), 1},
 		{errors.New("store at x: checksum mismatch"), 1},
 	} {
 		if got := exitCode(c.err); got != c.want {

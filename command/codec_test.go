@@ -1,0 +1,109 @@
+package command
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/waggle-mq/waggle/store"
+)
+
+func TestPushCommandRoundTrip(t *testing.T) {
+	c := PushCommand{NowMs: -5, Items: []PushItem{
+		{Queue: "q", Partition: "p", TransactionID: "t", MessageID: [16]byte{1, 2}, Payload: []byte(`[1]`)},
+		{Queue: "q2", Partition: "", TransactionID: "", Payload: []byte{}},
+	}}
+	got, err := decodePush(c.Encode()[1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(*got, c) {
+		t.Fatalf("round trip: got %+v, want %+v", *got, c)
+	}
+}
+
+func TestConfigureCommandRoundTrip(t *testing.T) {
+	w, dlq := int64(60), false
+	for _, c := range []ConfigureQueueCommand{{NowMs: 1, Queue: "a"}, {NowMs: 2, Queue: "b", Options: QueueOptions{DedupWindowSeconds: &w, DeadLetterQueue: &dlq}}} {
+		got, err := decodeConfigureQueue(c.Encode()[1:])
+		if err != nil || !reflect.DeepEqual(*got, c) {
+			t.Fatalf("round trip of %+v: %+v, %v", c, got, err)
+		}
+	}
+}
+
+// The binary layouts of format 2 give back every field the JSON of format
+// 1 carried, so an entry means the same whichever format wrote it.
+func TestFormat2LayoutsRoundTripLikeFormat1(t *testing.T) {
+	expect, max := int64(0), int64(9)
+	kv := []KVOp{
+		{Op: KVPut, NS: "ns", Key: "k", Value: []byte(`{"a":1}`), TTLSeconds: 30, Expect: &expect, Required: true},
+		{Op: KVIncr, NS: "ns", Key: "n", Value: []byte(`2`), Forever: true, Max: &max},
+		{Op: KVGetPrefix, NS: "ns", Prefix: "p/", After: "p/a", Limit: 10},
+		{Op: KVGet, NS: "ns", Keys: []string{"a", "b"}},
+	}
+	timers := []TimerOp{
+		{Op: "schedule", Queue: "q", TimerKey: "t", Partition: "p", DelayMs: 500, Txn: "x", Payload: []byte(`"hi"`)},
+		{Op: TimerCancel, Queue: "q", TimerKey: "u"},
+	}
+	txn := TransactionCommand{NowMs: 7, TxnID: "txn", KV: kv, Timers: timers, Ops: []TxnOp{
+		{Type: "ack", Group: "g", Ack: &Ack{PartitionID: 3, LeaseID: "l", TransactionID: "m", Status: "completed"}},
+		{Type: "push", Items: []PushItem{{Queue: "q", Partition: "p", TransactionID: "t", MessageID: [16]byte{9}, Payload: []byte(`[]`)}}},
+	}}
+	check := func(name string, c Command, decode func([]byte) (any, error), legacy func([]byte) (any, error)) {
+		t.Helper()
+		bin, err := decode(c.Encode()[1:])
+		if err != nil {
+			t.Fatalf("%s: decode format 2: %v", name, err)
+		}
+		js, err := legacy(c.(olderLayout).encodeAs(LogFormat1)[1:])
+		if err != nil {
+			t.Fatalf("%s: decode format 1: %v", name, err)
+		}
+		if !reflect.DeepEqual(bin, js) {
+			t.Fatalf("%s: format 2 gives %+v, format 1 %+v", name, bin, js)
+		}
+	}
+	check("kv", &KVCommand{NowMs: 5, Ops: kv}, anyOf(decodeKV), anyOf(decodeJSONCommand[KVCommand]))
+	check("timers", &TimersCommand{NowMs: 5, Ops: timers}, anyOf(decodeTimers), anyOf(decodeJSONCommand[TimersCommand]))
+	check("tick", &TickCommand{NowMs: 5, Limit: 100}, anyOf(decodeTick), anyOf(decodeJSONCommand[TickCommand]))
+	check("transaction", &txn, anyOf(decodeTransaction), anyOf(decodeJSONCommand[TransactionCommand]))
+	check("empty transaction", &TransactionCommand{NowMs: 1, TxnID: "e"}, anyOf(decodeTransaction), anyOf(decodeJSONCommand[TransactionCommand]))
+}
+
+func anyOf[C any](decode func([]byte) (*C, error)) func([]byte) (any, error) {
+	return func(b []byte) (any, error) {
+		c, err := decode(b)
+		return c, err
+	}
+}
+
+func TestEncodeAsFollowsTheClustersFormat(t *testing.T) {
+	reg := &RegisterNodeCommand{Node: store.Node{ID: "1", HTTPAddr: "h:1", KafkaAddr: "k:1", LogFormat: uint32(MaxLogFormat)}}
+	old, err := EncodeAs(reg, LogFormat1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := decodeRegisterNode(old[1:]); err != nil || c.Node.LogFormat != 0 {
+		t.Fatalf("format 1 registration carries a log format (%+v, %v): format 1 decoders refuse it", c, err)
+	}
+	cur, _ := EncodeAs(reg, MaxLogFormat)
+	if c, err := decodeRegisterNode(cur[1:]); err != nil || c.Node != reg.Node {
+		t.Fatalf("format 2 registration: %+v, %v", c, err)
+	}
+	for f, want := range map[LogFormat]CommandType{LogFormat1: CmdKVJSON, LogFormat2: CmdKV} {
+		b, _ := EncodeAs(&KVCommand{NowMs: 1}, f)
+		if CommandType(b[0]) != want {
+			t.Errorf("KV at format %d: type %d, want %d", f, b[0], want)
+		}
+	}
+	if _, err := EncodeAs(laterCommand{}, LogFormat1); !errors.Is(err, ErrLogFormatTooOld) {
+		t.Fatalf("a command of a later format proposed at format 1: %v", err)
+	}
+}
+
+// laterCommand stands for a command type a future format adds.
+type laterCommand struct{}
+
+func (laterCommand) Encode() []byte   { return []byte{200} }
+func (laterCommand) since() LogFormat { return MaxLogFormat + 1 }

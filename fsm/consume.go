@@ -1,0 +1,480 @@
+package fsm
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/waggle-mq/waggle/command"
+	"github.com/waggle-mq/waggle/store"
+)
+
+// maxSettlesPerPop bounds how many expired leases one pop settles on its
+// way to a partition with something to deliver; the rest are settled by
+// later pops (settling is the same whenever it happens).
+const maxSettlesPerPop = 1_000
+
+// maxPopScan bounds how many partitions one pop looks at. A pop that finds
+// nothing in them records where it stopped, and the next pop goes on from
+// there, so a queue of any width is covered by successive pops.
+const maxPopScan = 1_000
+
+func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *command.PopCommand) command.PopResult {
+	q, err := tx.Queue(c.Queue)
+	if errors.Is(err, store.ErrNotFound) {
+		return command.PopResult{Error: "unknown queue"}
+	}
+	must(err)
+	view, err := tx.GroupView(c.Group, q.ID)
+	must(err)
+	sub := view.Sub
+	if !view.Subscribed {
+		// The group's first pop decides where it starts, for every
+		// partition: from new is a reset to the end, worked out per
+		// partition when it is read.
+		sub = store.Subscription{FromNew: c.FromNew, StartedMs: meta.ClockMs}
+		if c.FromNew {
+			sub.Reset = newReset(meta, store.ResetToEnd)
+		}
+		must(tx.PutSubscription(c.Group, q.ID, sub, meta.NextID))
+		view, err = tx.GroupView(c.Group, q.ID)
+		must(err)
+	}
+	now := meta.ClockMs
+	parts, windowFull := popCandidates(tx, q.ID, c.Partition, sub.Resume)
+	leaseMs := c.LeaseMs
+	if leaseMs <= 0 {
+		leaseMs = command.LeaseTimeSeconds(q) * 1000
+	}
+	delayMs := command.DelaySeconds(q) * 1000
+	settles := 0
+	for _, part := range parts {
+		cur, found, err := tx.Position(view, part)
+		must(err)
+		if !found {
+			cur.Offset = int64(part.StartOffset)
+		}
+		settled := false
+		if cur.Lease != nil {
+			if cur.Lease.ExpiresAtMs > now || settles == maxSettlesPerPop {
+				continue // a consumer holds this partition
+			}
+			settle(tx, &cur)
+			settled = true
+			settles++
+		}
+		jumped := cur.Lease == nil && skipExpired(&cur, part)
+		var offsets []int64
+		var hashes []uint64
+		passed := false
+		if cur.Offset < int64(part.NextOffset) { // else there is nothing to read
+			offsets, hashes, passed = deliverable(tx, part, &cur, c.Batch, now, delayMs)
+		}
+		if len(offsets) == 0 {
+			if settled || jumped || passed || cur.Resolved() { // a position worked out from a reset is kept
+				must(tx.PutCursor(c.Group, cur, meta.NextID))
+			}
+			continue
+		}
+		res := command.PopResult{PartitionID: part.ID, Partition: part.Name, LeaseID: c.LeaseID, ExpiresAtMs: now + leaseMs, Offsets: offsets}
+		if cur.Attempts == nil {
+			cur.Attempts = map[int64]int32{}
+		}
+		for _, o := range offsets {
+			cur.Attempts[o]++
+			res.Attempts = append(res.Attempts, cur.Attempts[o])
+		}
+		cur.Lease = &store.Lease{ID: c.LeaseID, ExpiresAtMs: res.ExpiresAtMs, Offsets: offsets, TxHashes: hashes}
+		cur.UpdatedMs = now
+		must(tx.PutCursor(c.Group, cur, meta.NextID))
+		must(tx.PutLease(c.LeaseID, c.Group, q.ID, part.Name))
+		if c.Partition == "" {
+			sub.Resume = part.Name // the next pop looks at the next partition first
+			must(tx.PutSubscription(c.Group, q.ID, sub, meta.NextID))
+		}
+		return res
+	}
+	if windowFull {
+		sub.Resume = parts[len(parts)-1].Name
+		must(tx.PutSubscription(c.Group, q.ID, sub, meta.NextID))
+	}
+	return command.PopResult{More: windowFull}
+}
+
+// popCandidates lists the partitions a pop looks at, in order: the named
+// one, or up to maxPopScan from the one after resume on, wrapping round to
+// the first. windowFull reports that the queue has partitions beyond them.
+func popCandidates(tx *store.Tx, queueID uint64, partition, resume string) (parts []store.Partition, windowFull bool) {
+	if partition != "" {
+		part, err := tx.Partition(queueID, partition)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, false
+		}
+		must(err)
+		return []store.Partition{part}, false
+	}
+	// One more than a pop looks at tells whether there is more.
+	parts, err := tx.PartitionsAfter(queueID, resume, maxPopScan+1)
+	must(err)
+	if len(parts) <= maxPopScan && resume != "" {
+		wrapped, err := tx.PartitionsAfter(queueID, "", maxPopScan+1-len(parts))
+		must(err)
+		for _, p := range wrapped {
+			if p.Name > resume {
+				break // back where this pop started
+			}
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) > maxPopScan {
+		return parts[:maxPopScan], true
+	}
+	return parts, false
+}
+
+// newReset starts a reset of a group's positions in a queue. Its
+// generation is a fresh id: every entry appended so far carries an append
+// sequence at or below it, every later one a larger one, so where the
+// reset puts each partition is exact whenever it is worked out.
+func newReset(meta *store.Meta, mode string) *store.Reset {
+	r := &store.Reset{Gen: meta.NextID, Mode: mode}
+	meta.NextID++
+	return r
+}
+
+// skipExpired moves a cursor that retention left behind to the partition's
+// start: messages before it are gone, so the group jumps past them, and
+// counts the unfinished ones in cur.Expired (group describe and the
+// waggle_group_expired_messages metric show it). It reports whether it
+// moved the cursor.
+func skipExpired(cur *store.Cursor, part store.Partition) bool {
+	start := int64(part.StartOffset)
+	if cur.Offset >= start {
+		return false
+	}
+	passed := start - cur.Offset
+	cur.Offset = start
+	for len(cur.Done) > 0 && cur.Done[0] < start {
+		cur.Done = cur.Done[1:]
+		passed-- // finished already: not lost to this group
+	}
+	cur.Expired += passed
+	for o := range cur.Attempts {
+		if o < start {
+			delete(cur.Attempts, o)
+		}
+	}
+	for o := range cur.Failures {
+		if o < start {
+			delete(cur.Failures, o)
+		}
+	}
+	return true
+}
+
+// deliverable lists up to batch offsets from the cursor that are not
+// finished, stopping at the first message still delayed or inside a Kafka
+// transaction still open (order is kept), with the TxHash of each one's
+// transactionId. Records no consumer may see (Kafka transaction markers,
+// records of aborted Kafka transactions) count as finished: when nothing
+// unfinished comes before such an entry the cursor passes it whole (moved
+// reports that it did); otherwise the pop stops there and a later one
+// passes it, so the cursor never lists them one by one.
+func deliverable(tx *store.Tx, part store.Partition, cur *store.Cursor, batch int, now, delayMs int64) (offsets []int64, hashes []uint64, moved bool) {
+	view, err := tx.CommittedView(part)
+	must(err)
+	entries, err := tx.Entries(part.ID, uint64(cur.Offset), 64<<20, batch+len(cur.Done)+1)
+	must(err)
+	for _, e := range entries {
+		if e.Offset >= view.Stable || delayMs > 0 && e.MaxTimestampMs+delayMs > now {
+			break
+		}
+		hidden, err := view.Hidden(e)
+		must(err)
+		if hidden {
+			passDone(cur)
+			if len(offsets) > 0 || int64(e.Offset) > cur.Offset {
+				break // something before it is unfinished
+			}
+			cur.Offset = max(cur.Offset, int64(e.Offset)+int64(e.Count))
+			passDone(cur)
+			moved = true
+			continue
+		}
+		for o := int64(e.Offset); o < int64(e.Offset)+int64(e.Count); o++ {
+			if o < cur.Offset || slices.Contains(cur.Done, o) {
+				continue
+			}
+			offsets = append(offsets, o)
+			hashes = append(hashes, store.TxHash(entryTxID(e, o)))
+			if len(offsets) == batch {
+				return offsets, hashes, moved
+			}
+		}
+	}
+	return offsets, hashes, moved
+}
+
+// entryTxID is the transactionId of offset o of an entry.
+func entryTxID(e store.Entry, o int64) string {
+	if e.Message != nil {
+		return e.Message.TransactionID
+	}
+	return command.KafkaRecordTxID(o)
+}
+
+// settle ends a cursor's lease: finished messages are done, the rest wait
+// for redelivery, and the cursor moves past the finished prefix.
+func settle(tx *store.Tx, cur *store.Cursor) {
+	l := cur.Lease
+	for _, o := range l.Offsets {
+		if s := l.Acks[o]; s == command.AckCompleted || s == command.AckDLQ {
+			cur.Done = append(cur.Done, o)
+		}
+	}
+	passDone(cur)
+	must(tx.DeleteLease(l.ID))
+	cur.Lease = nil
+}
+
+// passDone moves a cursor past the finished prefix of what follows it.
+func passDone(cur *store.Cursor) {
+	slices.Sort(cur.Done)
+	cur.Done = slices.Compact(cur.Done)
+	for len(cur.Done) > 0 && cur.Done[0] <= cur.Offset {
+		if cur.Done[0] == cur.Offset {
+			delete(cur.Attempts, cur.Offset)
+			delete(cur.Failures, cur.Offset)
+			cur.Offset++
+		}
+		cur.Done = cur.Done[1:]
+	}
+	if len(cur.Done) == 0 {
+		cur.Done = nil
+	}
+}
+
+// ackTarget is one partition's cursor while an ack entry applies: loaded
+// once and written once, however many of its messages the entry acks.
+type ackTarget struct {
+	queue store.Queue
+	part  store.Partition
+	cur   store.Cursor
+}
+
+func (p *Processor) ack(tx *store.Tx, meta *store.Meta, c *command.AckCommand) []command.AckResult {
+	out := make([]command.AckResult, len(c.Acks))
+	targets := map[uint64]*ackTarget{}
+	var order []*ackTarget // first-use order, for deterministic writes
+	for i, a := range c.Acks {
+		tg, errText := targets[a.PartitionID], ""
+		if tg == nil {
+			tg, errText = p.ackTarget(tx, c.Group, a.PartitionID)
+			if tg != nil {
+				targets[a.PartitionID] = tg
+				order = append(order, tg)
+			}
+		}
+		if tg == nil {
+			out[i] = command.AckResult{Error: errText}
+			continue
+		}
+		out[i] = p.ackOne(tx, meta, c.Group, tg, a)
+	}
+	for _, tg := range order {
+		must(tx.PutCursor(c.Group, tg.cur, meta.NextID))
+	}
+	return out
+}
+
+func (p *Processor) ackTarget(tx *store.Tx, group string, partitionID uint64) (*ackTarget, string) {
+	part, err := tx.PartitionByID(partitionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, "unknown partitionId"
+	}
+	must(err)
+	q, err := tx.QueueByID(part.QueueID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, "the queue was deleted"
+	}
+	must(err)
+	view, err := tx.GroupView(group, q.ID)
+	must(err)
+	cur, _, err := tx.Position(view, part)
+	must(err)
+	return &ackTarget{queue: q, part: part, cur: cur}, ""
+}
+
+// leased finds the leased offset whose message has the transactionId: the
+// lease keeps each message's TxHash, and a hash match is confirmed by
+// reading that one message.
+func (tg *ackTarget) leased(tx *store.Tx, meta *store.Meta, txID string) (int64, bool) {
+	l := tg.cur.Lease
+	if l == nil {
+		return 0, false
+	}
+	h := store.TxHash(txID)
+	for i, o := range l.Offsets {
+		if i >= len(l.TxHashes) || l.TxHashes[i] != h {
+			continue
+		}
+		if e, found := entryAt(tx, meta, tg.part.ID, o); found && entryTxID(e, o) == txID {
+			return o, true
+		}
+	}
+	return 0, false
+}
+
+func (p *Processor) ackOne(tx *store.Tx, meta *store.Meta, group string, tg *ackTarget, a command.Ack) command.AckResult {
+	now := meta.ClockMs
+	fail := func(msg string) command.AckResult { return command.AckResult{Error: msg} }
+	switch a.Status {
+	case command.AckCompleted, command.AckFailed, command.AckRetry, command.AckDLQ:
+	default:
+		return fail("status must be completed, failed, retry or dlq")
+	}
+	cur := &tg.cur
+	l := cur.Lease
+	if l == nil || l.ID != a.LeaseID || l.ExpiresAtMs <= now {
+		return fail("lease unknown or expired")
+	}
+	offset, ok := tg.leased(tx, meta, a.TransactionID)
+	if !ok {
+		return fail("transactionId is not in this lease")
+	}
+	res := command.AckResult{Success: true}
+	if l.Acks[offset] != "" {
+		return res // acked before: nothing changes
+	}
+	status, failures := ackOutcome(tg, offset, a.Status)
+	if status == command.AckDLQ && command.DeadLettering(tg.queue) {
+		d := deadLetter(tx, meta, tg.queue, tg.part, group, offset, a.Error, cur.Attempts[offset])
+		size := d.Size()
+		if p.deadLetterBytes > 0 && p.deadLetterBytes+size > maxDeadLetterBytes {
+			return fail("this call dead-letters too much at once: ack this message again")
+		}
+		p.deadLetterBytes += size
+		d.ID, d.AtMs = meta.NextID, meta.ClockMs
+		meta.NextID++
+		must(tx.PutDeadLetter(d))
+		res.DeadLettered = true
+	}
+	if a.Status == command.AckFailed {
+		if cur.Failures == nil {
+			cur.Failures = map[int64]int32{}
+		}
+		cur.Failures[offset] = failures
+	}
+	if l.Acks == nil {
+		l.Acks = map[int64]string{}
+	}
+	l.Acks[offset] = status
+	if len(l.Acks) == len(l.Offsets) {
+		settle(tx, cur)
+		res.LeaseReleased = true
+	}
+	cur.UpdatedMs = now
+	return res
+}
+
+// ackOutcome is what an ack of a leased offset comes to: a failure past
+// the queue's retry limit is a dead letter. failures is the offset's
+// failure count after it.
+func ackOutcome(tg *ackTarget, offset int64, status string) (outcome string, failures int32) {
+	failures = tg.cur.Failures[offset]
+	if status == command.AckFailed {
+		failures++
+		if failures > command.RetryLimit(tg.queue) {
+			return command.AckDLQ, failures
+		}
+	}
+	return status, failures
+}
+
+// wouldDeadLetter reports whether acking a leased offset with status
+// stores a dead letter.
+func wouldDeadLetter(tg *ackTarget, offset int64, status string) bool {
+	outcome, _ := ackOutcome(tg, offset, status)
+	return outcome == command.AckDLQ && command.DeadLettering(tg.queue)
+}
+
+// maxDeadLetterBytes bounds what one entry copies into dead letters (a
+// dead letter keeps its message's payload): past it, further dead-lettering
+// acks of the entry are refused, to be sent again. One is always taken.
+const maxDeadLetterBytes = 2 << 20
+
+// deadLetter builds the dead letter of a leased message; the caller gives
+// it an id and stores it.
+func deadLetter(tx *store.Tx, meta *store.Meta, q store.Queue, part store.Partition, group string, offset int64, reason string, attempts int32) store.DeadLetter {
+	d := store.DeadLetter{QueueID: q.ID, Group: group, Partition: part.Name, Offset: offset, Error: reason, Attempts: attempts}
+	if e, found := entryAt(tx, meta, part.ID, offset); found && e.Message != nil {
+		d.TransactionID, d.Payload = e.Message.TransactionID, e.Message.Payload
+	} else {
+		d.TransactionID = command.KafkaRecordTxID(offset)
+	}
+	return d
+}
+
+func (p *Processor) extendLease(tx *store.Tx, meta *store.Meta, c *command.ExtendLeaseCommand) command.ExtendLeaseResult {
+	group, cur, err := tx.LeaseCursor(c.LeaseID)
+	if errors.Is(err, store.ErrNotFound) {
+		return command.ExtendLeaseResult{}
+	}
+	must(err)
+	_, err = tx.QueueByID(cur.QueueID)
+	if errors.Is(err, store.ErrNotFound) {
+		return command.ExtendLeaseResult{} // the queue was deleted
+	}
+	must(err)
+	l := cur.Lease
+	if l == nil || l.ID != c.LeaseID || l.ExpiresAtMs <= meta.ClockMs {
+		return command.ExtendLeaseResult{}
+	}
+	l.ExpiresAtMs = max(l.ExpiresAtMs, meta.ClockMs+c.Seconds*1000)
+	must(tx.PutCursor(group, cur, meta.NextID))
+	return command.ExtendLeaseResult{Success: true, ExpiresAtMs: l.ExpiresAtMs}
+}
+
+// seek moves all of a group's positions in a queue with one subscription
+// write: the reset supersedes every cursor written before it (their leases
+// and pending redeliveries go with them), and each partition's position is
+// worked out when it is next read.
+func (p *Processor) seek(tx *store.Tx, meta *store.Meta, c *command.SeekCommand) command.TopicOutcome {
+	q, err := tx.Queue(c.Queue)
+	if errors.Is(err, store.ErrNotFound) {
+		return command.TopicUnknown
+	}
+	must(err)
+	view, err := tx.GroupView(c.Group, q.ID)
+	must(err)
+	sub := view.Sub
+	if !view.Subscribed {
+		sub = store.Subscription{StartedMs: meta.ClockMs}
+	}
+	switch {
+	case c.ToEnd:
+		sub.Reset = newReset(meta, store.ResetToEnd)
+	case c.TimestampMs > 0:
+		sub.Reset = newReset(meta, store.ResetToTime)
+		sub.Reset.AtMs = c.TimestampMs
+	default:
+		sub.Reset = newReset(meta, store.ResetToOffset)
+		sub.Reset.Offset = c.Offset
+	}
+	must(tx.PutSubscription(c.Group, q.ID, sub, meta.NextID))
+	return command.TopicOK
+}
+
+// entryAt reads the entry holding offset. Up to log format 1 an offset no
+// entry holds (trimmed by retention under a lease) answered the next entry
+// (store.Tx.EntryAtOrAfter): replicas go on answering so for those
+// entries, since binaries of that format apply the same log; from format 2
+// it is not found.
+func entryAt(tx *store.Tx, meta *store.Meta, partitionID uint64, offset int64) (store.Entry, bool) {
+	read := tx.EntryAt
+	if effectiveLogFormat(*meta) < command.LogFormat2 {
+		read = tx.EntryAtOrAfter
+	}
+	e, found, err := read(partitionID, uint64(offset))
+	must(err)
+	return e, found
+}

@@ -1,0 +1,305 @@
+package fsm
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/waggle-mq/waggle/command"
+	"github.com/waggle-mq/waggle/store"
+)
+
+// A badger transaction holds 104,857 writes or 9.6 MB with default
+// options. The FSM commits before an entry once the open transaction passes
+// these marks; one entry (at most MaxEntryWrites writes, a few MB) stays
+// well below the rest.
+const (
+	commitAfterWrites = 30_000
+	commitAfterBytes  = 4 << 20
+)
+
+// FSM adapts raft to the Processor: it applies batches of committed entries
+// in one badger transaction together with the last applied index, skips
+// entries a restart finds already applied, and snapshots the store.
+type FSM struct {
+	store *store.Store
+	proc  Processor
+
+	mu   sync.Mutex // guards meta between the apply and restore paths
+	meta store.Meta
+	// logFormat mirrors meta's log format for LogFormat, which every
+	// proposal asks: reading it must not wait for a batch being applied
+	// under mu.
+	logFormat atomic.Uint32
+
+	signalMu sync.Mutex
+	signals  map[uint64]chan struct{} // partition id -> closed on its next append
+
+	// appliedBytes and appliedEntries count the command entries applied
+	// since start, for sizing the log in bytes (see logbytes.go).
+	appliedBytes, appliedEntries atomic.Uint64
+	// restores counts snapshots restored since start (see logbytes.go).
+	restores atomic.Uint64
+	// stateBytes is the size of the keys the last snapshot wrote (its
+	// state.bin), which spaces snapshots out (see logbytes.go).
+	stateBytes atomic.Uint64
+	// restoreFiles, when set, names the segment files of the snapshot
+	// being restored, which Restore links instead of copying.
+	restoreFiles func() store.SegmentFiles
+
+	// EntryWrites, when set, is told how many keys each command entry
+	// wrote (see MaxEntryWrites); set it before raft starts.
+	EntryWrites func(t command.CommandType, writes int)
+}
+
+// AppendSignal returns a channel closed once an append to the partition is
+// committed to the store after this call: long-polling readers wait on it
+// instead of polling.
+func (f *FSM) AppendSignal(partitionID uint64) <-chan struct{} {
+	f.signalMu.Lock()
+	defer f.signalMu.Unlock()
+	ch := f.signals[partitionID]
+	if ch == nil {
+		if f.signals == nil {
+			f.signals = map[uint64]chan struct{}{}
+		}
+		ch = make(chan struct{})
+		f.signals[partitionID] = ch
+	}
+	return ch
+}
+
+func (f *FSM) signalAppends(partitionIDs []uint64) {
+	if len(partitionIDs) == 0 {
+		return
+	}
+	f.signalMu.Lock()
+	defer f.signalMu.Unlock()
+	for _, id := range partitionIDs {
+		if ch := f.signals[id]; ch != nil {
+			close(ch)
+			delete(f.signals, id)
+		}
+	}
+}
+
+// NewFSM returns a state machine over st, resuming from the applied index
+// stored in it.
+func NewFSM(st *store.Store) (*FSM, error) {
+	f := &FSM{store: st}
+	if err := f.loadMeta(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *FSM) loadMeta() error {
+	return f.store.View(func(tx *store.Tx) error {
+		m, err := tx.Meta()
+		if err != nil {
+			return err
+		}
+		f.setMeta(m) // callers hold f.mu, or nothing else runs yet
+		return checkLogFormat(m)
+	})
+}
+
+// AppliedSize reports the bytes and number of command entries applied
+// since start.
+func (f *FSM) AppliedSize() (bytes, entries uint64) {
+	return f.appliedBytes.Load(), f.appliedEntries.Load()
+}
+
+// Restores counts the snapshots restored since start.
+func (f *FSM) Restores() uint64 { return f.restores.Load() }
+
+// StateBytes is the size of the keys the last snapshot wrote (its
+// state.bin), which spaces snapshots out.
+func (f *FSM) StateBytes() uint64 { return f.stateBytes.Load() }
+
+// Store is the store the state machine applies to.
+func (f *FSM) Store() *store.Store { return f.store }
+
+// LinkSnapshotFiles makes Restore link the segment files files names
+// (those of the snapshot being restored) instead of copying them.
+func (f *FSM) LinkSnapshotFiles(files func() store.SegmentFiles) { f.restoreFiles = files }
+
+// LogFormat is the cluster's raft log format as of the last applied
+// batch.
+func (f *FSM) LogFormat() command.LogFormat { return command.LogFormat(f.logFormat.Load()) }
+
+// setMeta replaces meta and its mirror; the caller holds f.mu.
+func (f *FSM) setMeta(m store.Meta) {
+	f.meta = m
+	f.logFormat.Store(uint32(effectiveLogFormat(m)))
+}
+
+// AppliedIndex is the last raft index whose effects are in the store.
+func (f *FSM) AppliedIndex() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.meta.AppliedIndex
+}
+
+// ClockMs is the replicated clock (Unix ms) as of the last applied entry:
+// the latest time a leader stamped into one. Timers, leases and dedup
+// windows expire by it.
+func (f *FSM) ClockMs() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.meta.ClockMs
+}
+
+// Apply implements raft.FSM.
+func (f *FSM) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
+
+// ApplyBatch implements raft.BatchingFSM.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	answers := make([]any, len(logs))
+	tx := f.store.BeginWrite()
+	defer func() { tx.Discard() }()
+	meta := f.meta
+	for i, l := range logs {
+		if l.Index <= meta.AppliedIndex {
+			continue // applied before a restart; the store already has it
+		}
+		var cmd []byte
+		if l.Type == raft.LogCommand {
+			var err error
+			if cmd, err = command.Unseal(l.Data); err != nil {
+				// Applying it could make this replica diverge; a restart
+				// checks the log and repairs it from the peers.
+				panic(fmt.Sprintf("fsm: log entry %d: %v", l.Index, err))
+			}
+		}
+		// A cleanup entry reads the state as committed (see
+		// store.Tx.CleanUp), so it starts a transaction of its own; so does
+		// a compaction entry, whose scans would otherwise sort the
+		// transaction's pending writes each time.
+		writes, bytes := tx.Pending()
+		if writes > commitAfterWrites || bytes > commitAfterBytes || (writes > 0 && len(cmd) > 0 && (command.CommandType(cmd[0]) == command.CmdCleanup || command.CommandType(cmd[0]) == command.CmdCompact)) {
+			f.commit(tx, meta)
+			tx = f.store.BeginWrite()
+		}
+		if cmd != nil {
+			f.appliedBytes.Add(uint64(len(l.Data)))
+			f.appliedEntries.Add(1)
+			before, _ := tx.Pending()
+			f.proc.term = l.Term
+			answers[i] = f.proc.Apply(tx, &meta, cmd)
+			if f.EntryWrites != nil {
+				after, _ := tx.Pending()
+				f.EntryWrites(command.CommandType(cmd[0]), after-before)
+			}
+		}
+		meta.AppliedIndex, meta.AppliedTerm = l.Index, l.Term
+	}
+	f.commit(tx, meta)
+	f.signalAppends(f.proc.appended)
+	f.proc.appended = f.proc.appended[:0]
+	return answers
+}
+
+// commit stores meta with the transaction's writes. Failing to write state
+// already acknowledged by raft leaves no safe way on: panic, and let the
+// restart replay from the raft log.
+func (f *FSM) commit(tx *store.Tx, meta store.Meta) {
+	if meta == f.meta {
+		return // nothing applied
+	}
+	if err := tx.PutMeta(meta); err != nil {
+		panic(fmt.Sprintf("fsm: write meta: %v", err))
+	}
+	if err := tx.Commit(); err != nil {
+		panic(fmt.Sprintf("fsm: commit applied entries: %v", err))
+	}
+	f.setMeta(meta)
+}
+
+// Snapshot implements raft.FSM. Raft calls it between batches: it fsyncs
+// the message data applied so far (the snapshot lets raft compact the log
+// that is its durable copy), opens a read transaction and links the
+// segment files; Persist writes the stream later, concurrently with new
+// applies.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	if err := f.store.SyncData(); err != nil {
+		return nil, fmt.Errorf("snapshot: sync message data: %w", err)
+	}
+	sn, err := f.store.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return &fsmSnapshot{snap: sn, stateBytes: &f.stateBytes}, nil
+}
+
+// Restore implements raft.FSM: the store is replaced whole.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var files store.SegmentFiles
+	if f.restoreFiles != nil {
+		files = f.restoreFiles()
+	}
+	if err := f.store.RestoreLinking(rc, files); err != nil {
+		return err
+	}
+	f.restores.Add(1)
+	return f.loadMeta()
+}
+
+// Reset empties the store, for raft to re-apply its whole log.
+func (f *FSM) Reset() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.store.Reset(); err != nil {
+		return err
+	}
+	return f.loadMeta()
+}
+
+type fsmSnapshot struct {
+	snap       *store.Snapshot
+	stateBytes *atomic.Uint64 // set to the keys' size once persisted
+}
+
+// Persist writes the snapshot's keys to the sink. The segment files go as
+// hard links into the snapshot's directory when the sink takes them (see
+// snapshots.go), and are copied into the stream otherwise.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	fail := func(err error) error {
+		sink.Cancel()
+		return fmt.Errorf("persist snapshot: %w", err)
+	}
+	a, linking := sink.(segmentAdopter)
+	if !linking {
+		if _, err := s.snap.WriteTo(sink); err != nil {
+			return fail(err)
+		}
+		return sink.Close()
+	}
+	n, err := s.snap.WriteState(sink)
+	if err != nil {
+		return fail(err)
+	}
+	s.stateBytes.Store(uint64(n))
+	if err := a.AdoptSegments(s.snap.PinDir, s.snap.Segments); err != nil {
+		return fail(err)
+	}
+	s.snap.PinDir = ""
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() { s.snap.Release() }
+
+// segmentAdopter is a snapshot sink that takes a snapshot's segment links
+// (raftnode's snapshot store): Persist hands it the pinned segment files
+// instead of streaming their bytes.
+type segmentAdopter interface {
+	AdoptSegments(pinDir string, segs []store.SnapshotSegment) error
+}

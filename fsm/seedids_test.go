@@ -1,0 +1,75 @@
+package fsm
+
+import (
+	"testing"
+
+	"github.com/waggle-mq/waggle/command"
+	"github.com/waggle-mq/waggle/store"
+)
+
+func TestFSM_SeedIDs(t *testing.T) {
+	f := newFSM(t)
+	base := uint64(3) << 44
+	if got := f.ApplyBatch(logs(1, (&command.SeedIDsCommand{Base: base}).Encode()))[0].(uint64); got != base {
+		t.Fatalf("counter after the seed: %d, want %d", got, base)
+	}
+	// The next id minted is in the group's range.
+	pid := f.ApplyBatch(logs(2, (&command.NewProducerIDCommand{}).Encode()))[0].(int64)
+	if uint64(pid) != base {
+		t.Fatalf("producer id %d after seeding %d", pid, base)
+	}
+	// A repeat, or a lower base, never lowers the counter.
+	if got := f.ApplyBatch(logs(3, (&command.SeedIDsCommand{Base: 5}).Encode()))[0].(uint64); got != base+1 {
+		t.Fatalf("counter after a lower seed: %d, want %d", got, base+1)
+	}
+	var meta store.Meta
+	if err := f.store.View(func(tx *store.Tx) (err error) { meta, err = tx.Meta(); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if meta.NextID != base+1 {
+		t.Fatalf("stored counter %d, want %d", meta.NextID, base+1)
+	}
+	back, err := DecodeAnswer((&command.SeedIDsCommand{}).Encode(), []byte("42"))
+	if err != nil || back.(uint64) != 42 {
+		t.Fatalf("DecodeAnswer: %v, %v", back, err)
+	}
+	if _, err := DecodeAnswer([]byte{200}, nil); err == nil {
+		t.Fatal("DecodeAnswer of an unknown type: no error")
+	}
+}
+
+// A keyed entry's answer, sent as JSON from the group's leader, is read
+// back with its inner command's type.
+func TestDecodeAnswerOfAKeyedEntry(t *testing.T) {
+	entry := (&command.KeyedCommand{Key: "k", WindowMs: 1000, Inner: (&command.DeleteOffsetsCommand{Group: "g"}).Encode()}).Encode()
+	got, err := DecodeAnswer(entry, []byte(`{"Replayed":true,"Mismatch":false,"NotKept":false,"Answer":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := got.(command.KeyedResult)
+	if n, ok := r.Answer.(int); !r.Replayed || !ok || n != 3 {
+		t.Fatalf("read back %#v", r)
+	}
+}
+
+func TestFSM_PreferLeader(t *testing.T) {
+	f := newFSM(t)
+	pref := func() (string, bool) {
+		var node string
+		var found bool
+		if err := f.store.View(func(tx *store.Tx) (err error) { node, found, err = tx.LeaderPreference(2); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return node, found
+	}
+	if a := f.ApplyBatch(logs(1, (&command.PreferLeaderCommand{Group: 2, Node: "3"}).Encode()))[0]; a != nil {
+		t.Fatalf("answered %v, want nothing", a)
+	}
+	if node, found := pref(); !found || node != "3" {
+		t.Fatalf("preference %q %v, want node 3", node, found)
+	}
+	f.ApplyBatch(logs(2, (&command.PreferLeaderCommand{Group: 2}).Encode()))
+	if node, found := pref(); found {
+		t.Fatalf("preference %q after it was cleared", node)
+	}
+}
