@@ -321,6 +321,7 @@ func postJSON(t testing.TB, url string, in, out any) int {
 }
 
 // The answers' shapes, as a client written from HTTP-API.md sees them.
+// Not the client package's types, on purpose: an independent reader of the contract.
 type pushItem struct {
 	Queue         string `json:"queue,omitempty"`
 	Partition     string `json:"partition,omitempty"`

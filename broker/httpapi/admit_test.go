@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/client"
 )
 
 // Once the request bodies being worked on fill the in-flight budget, a
@@ -24,7 +25,7 @@ func TestOverloadIsAnswered429(t *testing.T) {
 	body := strings.Repeat("x", 8<<10)
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/v1/push", strings.NewReader(body)))
-	var e errorBody
+	var e client.ErrorBody
 	json.Unmarshal(rec.Body.Bytes(), &e)
 	if rec.Code != http.StatusTooManyRequests || e.Code != "overloaded" || rec.Header().Get("Retry-After") == "" {
 		t.Fatalf("full budget: %d %+v, Retry-After %q", rec.Code, e, rec.Header().Get("Retry-After"))

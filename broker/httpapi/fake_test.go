@@ -15,6 +15,7 @@ import (
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/client"
 	"github.com/waggle-mq/waggle/command"
 )
 
@@ -151,15 +152,15 @@ func do(s *Server, method, target, body string, header ...string) *httptest.Resp
 }
 
 // errorOf checks that rec is an error answer, exactly {"error","code"} in
-// JSON with a message, and returns it.
-func errorOf(t *testing.T, rec *httptest.ResponseRecorder) errorBody {
+// JSON with a message, and returns it as the client package reads it.
+func errorOf(t *testing.T, rec *httptest.ResponseRecorder) client.ErrorBody {
 	t.Helper()
 	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q, want application/json", ct)
 	}
 	dec := json.NewDecoder(bytes.NewReader(rec.Body.Bytes()))
 	dec.DisallowUnknownFields()
-	var e errorBody
+	var e client.ErrorBody
 	if err := dec.Decode(&e); err != nil {
 		t.Fatalf("error answer %q is not {\"error\",\"code\"}: %v", rec.Body, err)
 	}

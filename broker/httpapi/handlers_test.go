@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/client"
 	"github.com/waggle-mq/waggle/command"
 )
 
@@ -210,6 +212,18 @@ func TestPushAnswersEachItem(t *testing.T) {
 		{"index":0,"message_id":"m-1","transaction_id":"t-1","queueName":"orders","partition":"Default","status":"queued","offset":7},
 		{"index":1,"message_id":"m-0","transaction_id":"t-0","queueName":"orders","partition":"p","status":"duplicate","offset":3},
 		{"index":2,"message_id":null,"transaction_id":"t-2","queueName":"orders","partition":"p","status":"error","offset":null,"error":"transactionId too long"}]`)
+	// The client package reads the same answer: snake-case ids, null
+	// for an item in error.
+	var read []client.PushResult
+	if err := json.Unmarshal(rec.Body.Bytes(), &read); err != nil || len(read) != 3 {
+		t.Fatalf("as client.PushResult: %v %+v", err, read)
+	}
+	if r := read[0]; r.MessageID == nil || *r.MessageID != "m-1" || r.TransactionID != "t-1" || r.Offset == nil || *r.Offset != 7 {
+		t.Errorf("a stored item as the client reads it: %+v", r)
+	}
+	if r := read[2]; r.MessageID != nil || r.Offset != nil || r.Status != "error" || r.Error != "transactionId too long" {
+		t.Errorf("an item in error as the client reads it: %+v", r)
+	}
 	want := []broker.PushItem{
 		{Queue: "orders", TransactionID: "t-1", Payload: []byte(`{"amount":12}`)},
 		{Queue: "orders", Partition: "p", TransactionID: "t-0", Payload: []byte(`[1]`)},

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/waggle-mq/waggle/client"
 )
 
 // errOnceLost ends `kv once` when the marker is already held: exit status
@@ -52,7 +54,7 @@ func newKVCmd(o *clientOptions) *cobra.Command {
 	get := &cobra.Command{Use: "get NS KEY", Short: "Read a key", Args: cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			var r row
-			if _, err := o.client().call(http.MethodGet, path(args[0], args[1]), nil, &r); err != nil {
+			if _, err := o.client().Call(http.MethodGet, path(args[0], args[1]), nil, &r); err != nil {
 				return err
 			}
 			return show(c, r)
@@ -64,7 +66,7 @@ func newKVCmd(o *clientOptions) *cobra.Command {
 				return err
 			}
 			var r row
-			if _, err := o.client().callKeyed(http.MethodPut, path(args[0], args[1]), body, &r); err != nil {
+			if _, err := o.client().CallKeyed(http.MethodPut, path(args[0], args[1]), body, &r); err != nil {
 				return err
 			}
 			return show(c, r)
@@ -72,7 +74,7 @@ func newKVCmd(o *clientOptions) *cobra.Command {
 	del := &cobra.Command{Use: "delete NS KEY", Short: "Delete a key", Args: cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			var r row
-			if _, err := o.client().callKeyed(http.MethodDelete, path(args[0], args[1]), nil, &r); err != nil {
+			if _, err := o.client().CallKeyed(http.MethodDelete, path(args[0], args[1]), nil, &r); err != nil {
 				return err
 			}
 			if r.Applied == nil || !*r.Applied {
@@ -92,7 +94,7 @@ func newKVCmd(o *clientOptions) *cobra.Command {
 			var r struct {
 				Won bool `json:"won"`
 			}
-			if _, err := o.client().callKeyed(http.MethodPost, "/api/v1/kv/once", body, &r); err != nil {
+			if _, err := o.client().CallKeyed(http.MethodPost, "/api/v1/kv/once", body, &r); err != nil {
 				return err
 			}
 			if err := o.print(c, r, func(t *tableWriter) {
@@ -116,7 +118,7 @@ func newKVCmd(o *clientOptions) *cobra.Command {
 
 // showKafkaMembers prints a group's Kafka state and members under its
 // cursors.
-func showKafkaMembers(c *cobra.Command, g groupInfo) error {
+func showKafkaMembers(c *cobra.Command, g client.Group) error {
 	k := g.Kafka
 	fmt.Fprintf(c.OutOrStdout(), "\nKafka %s group: %s, protocol %s, generation %d, %d members\n", k.Type, k.State, k.Protocol, k.Generation, len(k.Members))
 	t := newTable(c.OutOrStdout())
@@ -133,7 +135,7 @@ func showKafkaMembers(c *cobra.Command, g groupInfo) error {
 
 func newGroupCmd(o *clientOptions) *cobra.Command {
 	cmd := &cobra.Command{Use: "group", Short: "Consumer groups (Kafka and HTTP share them)"}
-	show := func(c *cobra.Command, gs []groupInfo) error {
+	show := func(c *cobra.Command, gs []client.Group) error {
 		return o.print(c, gs, func(t *tableWriter) {
 			// A partition the group has not read yet shows "-" as its
 			// offset; its lag counts from the partition's start.
@@ -151,19 +153,19 @@ func newGroupCmd(o *clientOptions) *cobra.Command {
 	}
 	list := &cobra.Command{Use: "list", Short: "List groups with their positions", Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			var out struct{ Groups []groupInfo }
-			if _, err := o.client().call(http.MethodGet, "/api/v1/consumer-groups", nil, &out); err != nil {
+			var out struct{ Groups []client.Group }
+			if _, err := o.client().Call(http.MethodGet, "/api/v1/consumer-groups", nil, &out); err != nil {
 				return err
 			}
 			return show(c, out.Groups)
 		}}
 	describe := &cobra.Command{Use: "describe GROUP", Short: "A group's cursor and lag per partition", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			var g groupInfo
-			if _, err := o.client().call(http.MethodGet, "/api/v1/consumer-groups/"+url.PathEscape(args[0]), nil, &g); err != nil {
+			var g client.Group
+			if _, err := o.client().Call(http.MethodGet, "/api/v1/consumer-groups/"+url.PathEscape(args[0]), nil, &g); err != nil {
 				return err
 			}
-			if err := show(c, []groupInfo{g}); err != nil || g.Kafka == nil || o.output == "json" {
+			if err := show(c, []client.Group{g}); err != nil || g.Kafka == nil || o.output == "json" {
 				return err
 			}
 			return showKafkaMembers(c, g)
@@ -182,18 +184,18 @@ func newGroupCmd(o *clientOptions) *cobra.Command {
 			if c.Flags().Changed("timestamp") {
 				body["timestamp"] = timestamp
 			}
-			var g groupInfo
-			if _, err := o.client().call(http.MethodPost, "/api/v1/consumer-groups/"+url.PathEscape(args[0])+"/queues/"+url.PathEscape(args[1])+"/seek", body, &g); err != nil {
+			var g client.Group
+			if _, err := o.client().Call(http.MethodPost, "/api/v1/consumer-groups/"+url.PathEscape(args[0])+"/queues/"+url.PathEscape(args[1])+"/seek", body, &g); err != nil {
 				return err
 			}
-			return show(c, []groupInfo{g})
+			return show(c, []client.Group{g})
 		}}
 	seek.Flags().BoolVar(&toEnd, "to-end", false, "skip everything stored now")
 	seek.Flags().Int64Var(&offset, "offset", 0, "move to this offset on every partition")
 	seek.Flags().Int64Var(&timestamp, "timestamp", 0, "move to the first message at or after this time (Unix ms)")
 	del := &cobra.Command{Use: "delete GROUP", Short: "Forget a group", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			if _, err := o.client().call(http.MethodDelete, "/api/v1/consumer-groups/"+url.PathEscape(args[0]), nil, nil); err != nil {
+			if _, err := o.client().Call(http.MethodDelete, "/api/v1/consumer-groups/"+url.PathEscape(args[0]), nil, nil); err != nil {
 				return err
 			}
 			fmt.Fprintf(c.OutOrStdout(), "deleted %s\n", args[0])
@@ -205,7 +207,7 @@ func newGroupCmd(o *clientOptions) *cobra.Command {
 
 // showRaftGroups prints, when the cluster runs more than one raft group,
 // each group's leader and every reachable member's role in it.
-func showRaftGroups(c *cobra.Command, cl clusterInfo) {
+func showRaftGroups(c *cobra.Command, cl client.Cluster) {
 	type row struct {
 		leader, chosen string
 		roles          []string
@@ -239,7 +241,7 @@ func showRaftGroups(c *cobra.Command, cl clusterInfo) {
 
 func newClusterCmd(o *clientOptions) *cobra.Command {
 	cmd := &cobra.Command{Use: "cluster", Short: "Cluster members and membership"}
-	show := func(c *cobra.Command, cl clusterInfo) error {
+	show := func(c *cobra.Command, cl client.Cluster) error {
 		return o.print(c, cl, func(t *tableWriter) {
 			// Raised by the leader once every member reads the next format
 			// (READS FORMAT); printed ahead of the table.
@@ -278,8 +280,8 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 			"Exits 4 when that node knows no leader (the cluster has lost its quorum, or the node is cut off or not a member).",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			var cl clusterInfo
-			if _, err := o.client().call(http.MethodGet, "/api/v1/cluster", nil, &cl); err != nil {
+			var cl client.Cluster
+			if _, err := o.client().Call(http.MethodGet, "/api/v1/cluster", nil, &cl); err != nil {
 				return err
 			}
 			if err := show(c, cl); err != nil {
@@ -292,16 +294,16 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 		}}
 	add := &cobra.Command{Use: "add ID RAFT_ADDR", Short: "Add a voter (start it with --join first)", Args: cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
-			var cl clusterInfo
-			if _, err := o.client().call(http.MethodPost, "/api/v1/cluster/nodes", map[string]string{"id": args[0], "raftAddr": args[1]}, &cl); err != nil {
+			var cl client.Cluster
+			if _, err := o.client().Call(http.MethodPost, "/api/v1/cluster/nodes", map[string]string{"id": args[0], "raftAddr": args[1]}, &cl); err != nil {
 				return err
 			}
 			return show(c, cl)
 		}}
 	remove := &cobra.Command{Use: "remove ID", Short: "Remove a member", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			var cl clusterInfo
-			if _, err := o.client().call(http.MethodDelete, "/api/v1/cluster/nodes/"+url.PathEscape(args[0]), nil, &cl); err != nil {
+			var cl client.Cluster
+			if _, err := o.client().Call(http.MethodDelete, "/api/v1/cluster/nodes/"+url.PathEscape(args[0]), nil, &cl); err != nil {
 				return err
 			}
 			return show(c, cl)
@@ -321,9 +323,9 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 			var err error
 			switch {
 			case clear && len(args) == 1:
-				_, err = o.client().call(http.MethodDelete, path, nil, &out)
+				_, err = o.client().Call(http.MethodDelete, path, nil, &out)
 			case !clear && len(args) == 2:
-				_, err = o.client().call(http.MethodPut, path, map[string]string{"node": args[1]}, &out)
+				_, err = o.client().Call(http.MethodPut, path, map[string]string{"node": args[1]}, &out)
 			default:
 				return errors.New("give GROUP NODE, or GROUP --clear")
 			}

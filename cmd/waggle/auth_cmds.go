@@ -72,7 +72,7 @@ func newUserCmd(o *clientOptions) *cobra.Command {
 			body := g.body(args[0])
 			body["password"] = password
 			var p principalInfo
-			if _, err := o.client().call(http.MethodPost, "/api/v1/auth/users", body, &p); err != nil {
+			if _, err := o.client().Call(http.MethodPost, "/api/v1/auth/users", body, &p); err != nil {
 				return err
 			}
 			return printPrincipals(o, c, []principalInfo{p})
@@ -81,13 +81,13 @@ func newUserCmd(o *clientOptions) *cobra.Command {
 	add.Flags().StringVar(&passwordFile, "password-file", "", "file holding the password (or set WAGGLE_USER_PASSWORD)")
 	del := &cobra.Command{Use: "delete NAME", Short: "Delete a user", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			_, err := o.client().call(http.MethodDelete, "/api/v1/auth/users/"+url.PathEscape(args[0]), nil, nil)
+			_, err := o.client().Call(http.MethodDelete, "/api/v1/auth/users/"+url.PathEscape(args[0]), nil, nil)
 			return err
 		}}
 	list := &cobra.Command{Use: "list", Short: "List users", Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			var out struct{ Users []principalInfo }
-			if _, err := o.client().call(http.MethodGet, "/api/v1/auth/users", nil, &out); err != nil {
+			if _, err := o.client().Call(http.MethodGet, "/api/v1/auth/users", nil, &out); err != nil {
 				return err
 			}
 			return printPrincipals(o, c, out.Users)
@@ -103,7 +103,7 @@ func newTokenCmd(o *clientOptions) *cobra.Command {
 	create := &cobra.Command{Use: "create NAME", Short: "Make a token (printed once; a token of the same name is replaced)", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			var p principalInfo
-			if _, err := o.client().call(http.MethodPost, "/api/v1/auth/tokens", g.body(args[0]), &p); err != nil {
+			if _, err := o.client().Call(http.MethodPost, "/api/v1/auth/tokens", g.body(args[0]), &p); err != nil {
 				return err
 			}
 			if o.output == "json" {
@@ -115,13 +115,13 @@ func newTokenCmd(o *clientOptions) *cobra.Command {
 	g.add(create)
 	del := &cobra.Command{Use: "delete NAME", Short: "Revoke a token", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			_, err := o.client().call(http.MethodDelete, "/api/v1/auth/tokens/"+url.PathEscape(args[0]), nil, nil)
+			_, err := o.client().Call(http.MethodDelete, "/api/v1/auth/tokens/"+url.PathEscape(args[0]), nil, nil)
 			return err
 		}}
 	list := &cobra.Command{Use: "list", Short: "List tokens (names and grants, never the tokens)", Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			var out struct{ Tokens []principalInfo }
-			if _, err := o.client().call(http.MethodGet, "/api/v1/auth/tokens", nil, &out); err != nil {
+			if _, err := o.client().Call(http.MethodGet, "/api/v1/auth/tokens", nil, &out); err != nil {
 				return err
 			}
 			return printPrincipals(o, c, out.Tokens)

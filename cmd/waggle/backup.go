@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/waggle-mq/waggle/broker/httpapi"
+	"github.com/waggle-mq/waggle/client"
 	"github.com/waggle-mq/waggle/fsm"
 	"github.com/waggle-mq/waggle/raftgroups"
 	"github.com/waggle-mq/waggle/raftnode"
@@ -35,7 +35,7 @@ func newBackupCmd(o *clientOptions) *cobra.Command {
 			}
 			start := time.Now()
 			h, n, groups, err := downloadBackup(o, out, -1)
-			if api := (*apiError)(nil); errors.As(err, &api) && api.Code == "several_groups" && groups > 1 {
+			if api := (*client.Error)(nil); errors.As(err, &api) && api.Code == "several_groups" && groups > 1 {
 				// One file per raft group: FILE holds group 0.
 				for g := range groups {
 					file := groupBackupFile(out, g, groups)
@@ -75,28 +75,23 @@ func downloadBackup(o *clientOptions, out string, group int) (h fsm.BackupHeader
 	c := o.client()
 	// A backup takes as long as the data takes to stream: no overall
 	// timeout (the admin client's would cut it off).
-	c.http.Timeout = 0
+	c.HTTP.Timeout = 0
 	path := "/api/v1/cluster/backup"
 	if group >= 0 {
 		path += "?group=" + strconv.Itoa(group)
 	}
-	req, err := http.NewRequest(http.MethodGet, c.base+path, nil)
+	req, err := c.NewRequest(http.MethodGet, path, nil)
 	if err != nil {
 		return h, 0, 0, err
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
-		return h, 0, 0, unreachable(c.base, err)
+		return h, 0, 0, err
 	}
 	defer resp.Body.Close()
 	groups, _ = strconv.Atoi(resp.Header.Get(httpapi.GroupsHeader))
 	if resp.StatusCode != http.StatusOK {
-		var e struct{ Error, Code string }
-		json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
-		return h, 0, groups, &apiError{Status: resp.StatusCode, Code: e.Code, Msg: e.Error, URL: c.base + path}
+		return h, 0, groups, c.ReadError(resp, path)
 	}
 	tmp := out + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)

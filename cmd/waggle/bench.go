@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/waggle-mq/waggle/client"
 	"github.com/waggle-mq/waggle/payload"
 )
 
@@ -172,12 +173,12 @@ func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 				return errors.New("--batch, --clients, --messages must be positive and --size at least 2")
 			}
 			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients, TLSClientConfig: o.tlsConfig()}, Timeout: 60 * time.Second}
-			base := newAPIClient(o.server).base
+			base := client.New(o.server).BaseURL
 			if queue == "" { // a throw-away queue, deleted afterwards unless --keep
 				queue = fmt.Sprintf("bench-%d", time.Now().UnixNano())
 				if !keep {
 					defer func() {
-						if _, err := o.client().call(http.MethodDelete, "/api/v1/resources/queues/"+queue, nil, nil); err != nil {
+						if _, err := o.client().Call(http.MethodDelete, "/api/v1/resources/queues/"+queue, nil, nil); err != nil {
 							fmt.Fprintf(c.ErrOrStderr(), "could not delete the bench queue %s: %v\n", queue, err)
 						}
 					}()

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
+
+	"github.com/waggle-mq/waggle/client"
 )
 
 // asPayload sends text that is a JSON document as it is, anything else as
@@ -68,11 +70,11 @@ func newPushCmd(o *clientOptions) *cobra.Command {
 			// A push creates a missing queue (as the API does); the CLI says
 			// so, since a misspelt name would otherwise go unnoticed.
 			cl := o.client()
-			_, err := cl.call(http.MethodGet, "/api/v1/resources/queues/"+url.PathEscape(args[0]), nil, nil)
-			var ae *apiError
+			_, err := cl.Call(http.MethodGet, "/api/v1/resources/queues/"+url.PathEscape(args[0]), nil, nil)
+			var ae *client.Error
 			created := errors.As(err, &ae) && ae.Status == http.StatusNotFound
-			var out []pushResult
-			if _, err := cl.callRetry(http.MethodPost, "/api/v1/push", map[string]any{"items": items}, &out); err != nil {
+			var out []client.PushResult
+			if _, err := cl.CallRetry(http.MethodPost, "/api/v1/push", map[string]any{"items": items}, &out); err != nil {
 				return err
 			}
 			if created {
@@ -124,9 +126,9 @@ func newPopCmd(o *clientOptions) *cobra.Command {
 			if partition != "" {
 				path += "/partition/" + url.PathEscape(partition)
 			}
-			var out popped
+			var out client.PopResponse
 			cl := o.client()
-			status, err := cl.call(http.MethodGet, path+"?"+q.Encode(), nil, &out)
+			status, err := cl.Call(http.MethodGet, path+"?"+q.Encode(), nil, &out)
 			if err != nil {
 				return err
 			}
@@ -146,7 +148,7 @@ func newPopCmd(o *clientOptions) *cobra.Command {
 					Success bool
 					Error   string
 				}
-				if _, err := cl.callKeyed(http.MethodPost, "/api/v1/ack/batch", map[string]any{"consumerGroup": group, "acknowledgments": acks}, &res); err != nil {
+				if _, err := cl.CallKeyed(http.MethodPost, "/api/v1/ack/batch", map[string]any{"consumerGroup": group, "acknowledgments": acks}, &res); err != nil {
 					return err
 				}
 				for i, r := range res {
@@ -177,12 +179,12 @@ func newDLQCmd(o *clientOptions) *cobra.Command {
 	var queue string
 	list := &cobra.Command{Use: "list", Short: "List dead letters", Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			var out deadLetters
+			var out client.DeadLetterList
 			path := "/api/v1/dlq"
 			if queue != "" {
 				path += "?queue=" + url.QueryEscape(queue)
 			}
-			if _, err := o.client().call(http.MethodGet, path, nil, &out); err != nil {
+			if _, err := o.client().Call(http.MethodGet, path, nil, &out); err != nil {
 				return err
 			}
 			return o.print(c, out, func(t *tableWriter) {
@@ -202,9 +204,9 @@ func newDLQCmd(o *clientOptions) *cobra.Command {
 replayed once: replaying it again answers the first copy as a duplicate,
 so a retried replay never pushes two copies.`,
 		RunE: func(c *cobra.Command, args []string) error {
-			var out pushResult
+			var out client.PushResult
 			// Safe to retry: a second replay answers the first copy.
-			if _, err := o.client().callRetry(http.MethodPost, "/api/v1/dlq/"+url.PathEscape(args[0])+"/replay", struct{}{}, &out); err != nil {
+			if _, err := o.client().CallRetry(http.MethodPost, "/api/v1/dlq/"+url.PathEscape(args[0])+"/replay", struct{}{}, &out); err != nil {
 				return err
 			}
 			return o.print(c, out, func(t *tableWriter) {
@@ -215,7 +217,7 @@ so a retried replay never pushes two copies.`,
 	del := &cobra.Command{Use: "delete ID...", Short: "Delete dead letters", Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			for _, id := range args {
-				if _, err := o.client().call(http.MethodDelete, "/api/v1/dlq/"+url.PathEscape(id), nil, nil); err != nil {
+				if _, err := o.client().Call(http.MethodDelete, "/api/v1/dlq/"+url.PathEscape(id), nil, nil); err != nil {
 					return fmt.Errorf("dead letter %s: %w", id, err)
 				}
 				fmt.Fprintf(c.OutOrStdout(), "deleted dead letter %s\n", id)
@@ -237,7 +239,7 @@ so a retried replay never pushes two copies.`,
 				Deleted int `json:"deleted"`
 			}
 			// Safe to retry: a purge repeated deletes what is left.
-			if _, err := o.client().callRetry(http.MethodDelete, path, nil, &out); err != nil {
+			if _, err := o.client().CallRetry(http.MethodDelete, path, nil, &out); err != nil {
 				return err
 			}
 			return o.print(c, out, func(t *tableWriter) {
@@ -274,7 +276,7 @@ dlq (dead-lettered now). The lease and partition ids are the ones pop shows.`,
 				acks = append(acks, map[string]string{"transactionId": tx, "partitionId": partitionID, "leaseId": lease, "status": status, "error": reason})
 			}
 			var res []ackResult
-			if _, err := o.client().callKeyed(http.MethodPost, "/api/v1/ack/batch", map[string]any{"consumerGroup": group, "acknowledgments": acks}, &res); err != nil {
+			if _, err := o.client().CallKeyed(http.MethodPost, "/api/v1/ack/batch", map[string]any{"consumerGroup": group, "acknowledgments": acks}, &res); err != nil {
 				return err
 			}
 			if err := o.print(c, res, func(t *tableWriter) {

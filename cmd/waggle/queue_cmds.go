@@ -6,6 +6,8 @@ import (
 	"net/url"
 
 	"github.com/spf13/cobra"
+
+	"github.com/waggle-mq/waggle/client"
 )
 
 // queueOptionFlags are the settable queue options; only flags given on the
@@ -45,7 +47,7 @@ func (f *queueOptionFlags) options(cmd *cobra.Command) map[string]any {
 	return opts
 }
 
-func printQueue(o *clientOptions, cmd *cobra.Command, q queueInfo) error {
+func printQueue(o *clientOptions, cmd *cobra.Command, q client.Queue) error {
 	return o.print(cmd, q, func(t *tableWriter) {
 		queueHeader(t)
 		queueRow(t, q)
@@ -64,20 +66,20 @@ func queueHeader(t *tableWriter) {
 	t.row("NAME", "PARTITIONS", "KAFKA PARTITIONS", "MESSAGES", "DEDUP WINDOW", "LEASE", "RETRIES")
 }
 
-func queueRow(t *tableWriter, q queueInfo) {
-	t.row(q.Name, len(q.Partitions), q.Options.Partitions, q.messages(), q.Options.DedupWindowSeconds, q.Options.LeaseTime, q.Options.RetryLimit)
+func queueRow(t *tableWriter, q client.Queue) {
+	t.row(q.Name, len(q.Partitions), q.Options.Partitions, q.Messages(), q.Options.DedupWindowSeconds, q.Options.LeaseTime, q.Options.RetryLimit)
 }
 
 // listQueues lists every queue: Kafka clients see each one as a topic, so
 // queue list and topic list show the same.
 func listQueues(o *clientOptions, cmd *cobra.Command) error {
-	var out struct{ Queues []queueInfo }
-	if _, err := o.client().call(http.MethodGet, "/api/v1/resources/queues", nil, &out); err != nil {
+	var out struct{ Queues []client.Queue }
+	if _, err := o.client().Call(http.MethodGet, "/api/v1/resources/queues", nil, &out); err != nil {
 		return err
 	}
 	qs := out.Queues
 	if qs == nil {
-		qs = []queueInfo{}
+		qs = []client.Queue{}
 	}
 	return o.print(cmd, qs, func(t *tableWriter) {
 		queueHeader(t)
@@ -88,23 +90,23 @@ func listQueues(o *clientOptions, cmd *cobra.Command) error {
 }
 
 func configureQueue(o *clientOptions, cmd *cobra.Command, name string, opts map[string]any) error {
-	var q queueInfo
-	if _, err := o.client().call(http.MethodPost, "/api/v1/configure", map[string]any{"queue": name, "options": opts}, &q); err != nil {
+	var q client.Queue
+	if _, err := o.client().Call(http.MethodPost, "/api/v1/configure", map[string]any{"queue": name, "options": opts}, &q); err != nil {
 		return err
 	}
 	return printQueue(o, cmd, q)
 }
 
 func describeQueue(o *clientOptions, cmd *cobra.Command, name string) error {
-	var q queueInfo
-	if _, err := o.client().call(http.MethodGet, "/api/v1/resources/queues/"+url.PathEscape(name), nil, &q); err != nil {
+	var q client.Queue
+	if _, err := o.client().Call(http.MethodGet, "/api/v1/resources/queues/"+url.PathEscape(name), nil, &q); err != nil {
 		return err
 	}
 	return printQueue(o, cmd, q)
 }
 
 func deleteQueue(o *clientOptions, cmd *cobra.Command, name string) error {
-	if _, err := o.client().call(http.MethodDelete, "/api/v1/resources/queues/"+url.PathEscape(name), nil, nil); err != nil {
+	if _, err := o.client().Call(http.MethodDelete, "/api/v1/resources/queues/"+url.PathEscape(name), nil, nil); err != nil {
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", name)
