@@ -117,6 +117,23 @@ func (s *Service) Topics(names []string) ([]TopicInfo, error) {
 	return out, err
 }
 
+// TopicByID describes the topic whose KIP-516 topic id is id
+// (store.Queue.TopicID); found is false when there is none.
+func (s *Service) TopicByID(id [16]byte) (t TopicInfo, found bool, err error) {
+	err = s.store.View(func(tx *store.Tx) error {
+		q, err := tx.QueueByTopicID(id)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		t, found = s.topicInfo(q), true
+		return nil
+	})
+	return t, found, err
+}
+
 // MinSegmentBytes is the smallest segment.bytes a topic may set.
 const MinSegmentBytes = store.MinSegmentBytes
 

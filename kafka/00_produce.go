@@ -21,13 +21,6 @@ func handleProduce(c *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 
-	var byID map[[16]byte]broker.TopicInfo
-	if req.Version >= 13 {
-		var err error
-		if byID, err = c.topicsByID(); err != nil {
-			return nil, err
-		}
-	}
 	var waits []func()
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for i, rt := range req.Topics {
@@ -36,7 +29,10 @@ func handleProduce(c *conn, kreq kmsg.Request) (reply, error) {
 		t.Topic, t.TopicID = rt.Topic, rt.TopicID
 		name := rt.Topic
 		if req.Version >= 13 {
-			info, ok := byID[rt.TopicID]
+			info, ok, err := c.topicByID(rt.TopicID)
+			if err != nil {
+				return nil, err
+			}
 			if !ok {
 				t.Partitions = produceErrors(rt.Partitions, kerr.UnknownTopicID.Code)
 				continue

@@ -43,9 +43,15 @@ func handleFetch(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	}
 	var byID map[[16]byte]broker.TopicInfo
 	if req.Version >= 13 {
-		var err error
-		if byID, err = c.topicsByID(); err != nil {
-			return nil, err
+		byID = map[[16]byte]broker.TopicInfo{}
+		for _, rt := range read.Topics {
+			t, found, err := c.topicByID(rt.TopicID)
+			if err != nil {
+				return nil, err
+			}
+			if found {
+				byID[rt.TopicID] = t
+			}
 		}
 	}
 	wait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait)

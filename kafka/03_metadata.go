@@ -40,16 +40,12 @@ func handleMetadata(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		}
 		return resp, nil
 	}
-	var byID map[[16]byte]broker.TopicInfo
 	for _, rt := range req.Topics {
 		if rt.Topic == nil { // named by id (v10+)
-			if byID == nil {
-				var err error
-				if byID, err = c.topicsByID(); err != nil {
-					return nil, err
-				}
+			t, ok, err := c.topicByID(rt.TopicID)
+			if err != nil {
+				return nil, err
 			}
-			t, ok := byID[rt.TopicID]
 			if !ok {
 				mt := kmsg.NewMetadataResponseTopic()
 				mt.TopicID, mt.ErrorCode = rt.TopicID, kerr.UnknownTopicID.Code

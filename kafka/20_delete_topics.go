@@ -31,11 +31,9 @@ func handleDeleteTopics(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		name := ""
 		if tg.name != nil {
 			name = *tg.name
-		} else if byID, err := c.topicsByID(); err == nil {
-			if info, ok := byID[tg.id]; ok {
-				name = info.Name
-				rt.Topic = kmsg.StringPtr(name)
-			}
+		} else if info, ok, err := c.topicByID(tg.id); err == nil && ok {
+			name = info.Name
+			rt.Topic = kmsg.StringPtr(name)
 		}
 		switch {
 		case name == "":

@@ -150,6 +150,16 @@ func (f *fakeBroker) Topics(names []string) ([]broker.TopicInfo, error) {
 	return out, nil
 }
 
+func (f *fakeBroker) TopicByID(id [16]byte) (broker.TopicInfo, bool, error) {
+	all, _ := f.Topics(nil)
+	for _, t := range all {
+		if topicID(t) == id {
+			return t, true, nil
+		}
+	}
+	return broker.TopicInfo{}, false, nil
+}
+
 func (f *fakeBroker) ProduceAsync(topic string, partition, autoCreate int32, batches []recordbatch.Batch) func() (command.ProduceResult, error) {
 	f.mu.Lock()
 	f.produced = append(f.produced, producedCall{topic, partition, autoCreate, len(batches)})

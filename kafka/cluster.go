@@ -1,14 +1,13 @@
 package kafka
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
 	"net"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/store"
 )
 
 // clusterID names the cluster in Metadata and DescribeCluster.
@@ -86,34 +85,23 @@ func leaderEpochCode(requested, current int32) int16 {
 	}
 }
 
-// topicID derives a topic's KIP-516 id from its queue id, the same on every
-// node; a topic deleted and created again gets a new queue id, so a new
-// topic id.
-func topicID(t broker.TopicInfo) [16]byte {
-	var in [16]byte
-	copy(in[:], "waggleid")
-	binary.BigEndian.PutUint64(in[8:], t.ID)
-	sum := sha256.Sum256(in[:])
-	var id [16]byte
-	copy(id[:], sum[:16])
-	return id
-}
+// topicID is a topic's KIP-516 id (store.Queue.TopicID).
+func topicID(t broker.TopicInfo) [16]byte { return store.Queue{ID: t.ID}.TopicID() }
 
-// topicsByID indexes every topic by its id, for requests that name topics
-// by id (Fetch v13+, Produce v13, Metadata v12+).
-func (c *conn) topicsByID() (map[[16]byte]broker.TopicInfo, error) {
-	all, err := c.s.topics(nil)
-	if err != nil {
-		return nil, err
+// topicByID finds the topic a request names by id (Fetch v13+, Produce
+// v13, Metadata v10+, DeleteTopics v6+), in whichever raft group holds
+// it: one lookup in each group's catalog, whatever the number of topics.
+func (c *conn) topicByID(id [16]byte) (broker.TopicInfo, bool, error) {
+	if id == internalTopicID {
+		return internalTopic(), true, nil
 	}
-	out := make(map[[16]byte]broker.TopicInfo, len(all)+1)
-	for _, t := range all {
-		if !isInternalTopic(t.Name) {
-			out[topicID(t)] = t
+	for _, b := range c.s.everyGroup() {
+		t, found, err := b.TopicByID(id)
+		if err != nil || (found && !isInternalTopic(t.Name)) {
+			return t, found, err
 		}
 	}
-	out[internalTopicID] = internalTopic()
-	return out, nil
+	return broker.TopicInfo{}, false, nil
 }
 
 func parseBroker(nodeID, addr string) (kafkaBroker, bool) {

@@ -30,41 +30,81 @@ import (
 func BenchmarkProduceManyTopics(b *testing.B) {
 	for _, topics := range []int{10, 10_000} {
 		b.Run(fmt.Sprintf("topics=%d", topics), func(b *testing.B) {
-			addr := startRealKafka(b, topics)
-			cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("bench-0"),
-				kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(10_000))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer cl.Close()
-			value := make([]byte, 100)
-			rand.Read(value)
-			if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: value}).FirstErr(); err != nil {
-				b.Fatal(err)
-			}
-			var wg sync.WaitGroup
-			var failed error
-			var mu sync.Mutex
+			cl := benchClient(b, startRealKafka(b, topics))
 			cpu0 := processCPU()
 			b.ResetTimer()
-			for range b.N {
-				wg.Add(1)
-				cl.Produce(context.Background(), &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
-					if err != nil {
-						mu.Lock()
-						failed = err
-						mu.Unlock()
-					}
-					wg.Done()
-				})
-			}
-			wg.Wait()
+			produceN(b, cl, b.N)
 			b.StopTimer()
-			if failed != nil {
-				b.Fatal(failed)
-			}
 			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
 		})
+	}
+}
+
+// BenchmarkConsumeManyTopics is BenchmarkProduceManyTopics for a consumer
+// reading bench-0 from the start (Fetch names topics by id from v13).
+func BenchmarkConsumeManyTopics(b *testing.B) {
+	for _, topics := range []int{10, 10_000} {
+		b.Run(fmt.Sprintf("topics=%d", topics), func(b *testing.B) {
+			addr := startRealKafka(b, topics)
+			produceN(b, benchClient(b, addr), b.N)
+			cl := benchClient(b, addr, kgo.ConsumeTopics("bench-0"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			cpu0 := processCPU()
+			b.ResetTimer()
+			for got := 0; got < b.N+1; { // +1: benchClient's first record
+				fs := cl.PollFetches(ctx)
+				if err := fs.Err0(); err != nil {
+					b.Fatalf("consumed %d of %d: %v", got, b.N+1, err)
+				}
+				got += fs.NumRecords()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
+		})
+	}
+}
+
+// benchClient is a franz-go client of addr that has produced one record
+// to bench-0, so metadata and the connection are warm.
+func benchClient(b *testing.B, addr string, opts ...kgo.Opt) *kgo.Client {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("bench-0"),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(10_000),
+		kgo.ProducerBatchCompression(kgo.NoCompression())}, opts...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cl.Close)
+	if len(opts) == 0 {
+		produceN(b, cl, 1)
+	}
+	return cl
+}
+
+// produceN produces n records of 100 random bytes (each its own slice of
+// 1 MiB of random data, sent uncompressed) to bench-0 and waits for every
+// acknowledgement.
+func produceN(b *testing.B, cl *kgo.Client, n int) {
+	random := make([]byte, 1<<20)
+	rand.Read(random)
+	var wg sync.WaitGroup
+	var failed error
+	var mu sync.Mutex
+	for i := range n {
+		wg.Add(1)
+		at := i * 100 % (len(random) - 100)
+		cl.Produce(context.Background(), &kgo.Record{Value: random[at : at+100]}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				failed = err
+				mu.Unlock()
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	if failed != nil {
+		b.Fatal(failed)
 	}
 }
 

@@ -53,6 +53,7 @@ func (t *Tx) DeleteQueue(q Queue, seq uint64) error {
 	if err := t.del(queueByIDKey(q.ID)); err != nil {
 		return err
 	}
+	t.noteQueue(q.Name, nil)
 	return t.putTombstone(Tombstone{Seq: seq, Kind: TombstoneQueue, QueueID: q.ID, Queue: q.Name})
 }
 

@@ -363,6 +363,9 @@ func (s *Store) Reset() error {
 	if err := s.db.DropAll(); err != nil {
 		return fmt.Errorf("reset: %w", err)
 	}
+	s.catalogMu.Lock()
+	s.catalog = newCatalog(nil)
+	s.catalogMu.Unlock()
 	if err := s.segs.Retain(nil); err != nil {
 		return fmt.Errorf("reset: %w", err)
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -127,6 +128,19 @@ func decodeJSONRecord[T any](b []byte) (T, error) {
 }
 
 func (q Queue) encode() []byte { return encodeJSONRecord(q) }
+
+// TopicID is the queue's KIP-516 topic id as Kafka clients see it: derived
+// from the queue id, so the same on every node, and new for a topic
+// deleted and created again (which gets a new queue id).
+func (q Queue) TopicID() [16]byte {
+	var in [16]byte
+	copy(in[:], "waggleid")
+	binary.BigEndian.PutUint64(in[8:], q.ID)
+	sum := sha256.Sum256(in[:])
+	var id [16]byte
+	copy(id[:], sum[:16])
+	return id
+}
 
 func decodeQueue(b []byte) (Queue, error) { return decodeJSONRecord[Queue](b) }
 

@@ -33,6 +33,11 @@ type Store struct {
 	// opened, reset or restored starts from the index's first key.
 	pruneMu   sync.Mutex
 	pruneFrom []byte
+
+	// catalog is every queue record as of the last commit (catalog.go);
+	// catalogMu pairs it with the badger snapshot a transaction opens.
+	catalogMu sync.RWMutex
+	catalog   *catalog
 }
 
 // Open opens (or creates) the badger database in dir, with message data in
@@ -79,6 +84,10 @@ func Open(dir string, logger ...Logger) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
+	if err := s.loadCatalog(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -114,15 +123,20 @@ func (s *Store) SyncData() error { return s.segs.SyncAll() }
 // BeginWrite starts a read-write transaction. The caller commits or
 // discards it.
 func (s *Store) BeginWrite() *Tx {
-	return &Tx{txn: s.db.NewTransaction(true), db: s.db, segs: s.segs, store: s}
+	s.catalogMu.RLock()
+	defer s.catalogMu.RUnlock()
+	return &Tx{txn: s.db.NewTransaction(true), db: s.db, segs: s.segs, store: s, catalog: s.catalog}
 }
 
 // View runs fn inside a read-only transaction: a consistent point-in-time
 // view of the state.
 func (s *Store) View(fn func(tx *Tx) error) error {
-	return s.db.View(func(txn *badger.Txn) error {
-		return fn(&Tx{txn: txn, segs: s.segs})
-	})
+	s.catalogMu.RLock()
+	txn := s.db.NewTransaction(false)
+	cat := s.catalog
+	s.catalogMu.RUnlock()
+	defer txn.Discard()
+	return fn(&Tx{txn: txn, segs: s.segs, catalog: cat})
 }
 
 // Tx is a badger transaction with waggle's typed reads and writes.
@@ -139,6 +153,12 @@ type Tx struct {
 
 	store *Store      // set on write transactions
 	prune *pruneFloor // the store's pruneFrom as this transaction moves it
+
+	// catalog is the store's queue records as of this transaction's
+	// snapshot (nil: read badger), and queueWrites the records this
+	// transaction wrote since (nil: deleted), which the commit adds.
+	catalog     *catalog
+	queueWrites map[string]*Queue
 }
 
 // Pending reports how many writes the transaction holds and roughly how many
@@ -152,7 +172,7 @@ func (t *Tx) Commit() error {
 	if err := t.flushStreams(); err != nil {
 		return err
 	}
-	if err := t.txn.Commit(); err != nil {
+	if err := t.commitTxn(); err != nil {
 		return err
 	}
 	t.committed = true
@@ -237,8 +257,43 @@ func (t *Tx) PutLogFormat(f uint32) error {
 	return t.set(logFormatKey(), binary.BigEndian.AppendUint32(nil, f))
 }
 
+// commitTxn commits the badger transaction and, when it wrote queue
+// records, swaps in the catalog with them while no transaction opens.
+func (t *Tx) commitTxn() error {
+	if len(t.queueWrites) == 0 {
+		return t.txn.Commit()
+	}
+	t.store.catalogMu.Lock()
+	defer t.store.catalogMu.Unlock()
+	if err := t.txn.Commit(); err != nil {
+		return err
+	}
+	t.store.catalog = t.store.catalog.with(t.queueWrites)
+	return nil
+}
+
+// noteQueue records a queue record this transaction wrote (nil: deleted).
+func (t *Tx) noteQueue(name string, q *Queue) {
+	if t.queueWrites == nil {
+		t.queueWrites = map[string]*Queue{}
+	}
+	t.queueWrites[name] = q
+}
+
 // Queue returns the named queue, or ErrNotFound.
 func (t *Tx) Queue(name string) (Queue, error) {
+	if q, written := t.queueWrites[name]; written {
+		if q == nil {
+			return Queue{}, ErrNotFound
+		}
+		return q.clone(), nil
+	}
+	if t.catalog != nil {
+		if q, ok := t.catalog.queue(name); ok {
+			return q, nil
+		}
+		return Queue{}, ErrNotFound
+	}
 	b, err := t.get(queueKey(name))
 	if err != nil {
 		return Queue{}, err
@@ -251,16 +306,48 @@ func (t *Tx) PutQueue(q Queue) error {
 	if err := t.set(queueByIDKey(q.ID), []byte(q.Name)); err != nil {
 		return err
 	}
-	return t.set(queueKey(q.Name), q.encode())
+	if err := t.set(queueKey(q.Name), q.encode()); err != nil {
+		return err
+	}
+	c := q.clone()
+	t.noteQueue(q.Name, &c)
+	return nil
 }
 
 // QueueByID returns a queue by its numeric id, or ErrNotFound.
 func (t *Tx) QueueByID(id uint64) (Queue, error) {
+	if t.catalog != nil && len(t.queueWrites) == 0 {
+		if q, ok := t.catalog.queueByID(id); ok {
+			return q, nil
+		}
+		return Queue{}, ErrNotFound
+	}
 	name, err := t.get(queueByIDKey(id))
 	if err != nil {
 		return Queue{}, err
 	}
 	return t.Queue(string(name))
+}
+
+// QueueByTopicID returns the queue whose Kafka topic id (Queue.TopicID)
+// is id, or ErrNotFound.
+func (t *Tx) QueueByTopicID(id [16]byte) (Queue, error) {
+	if t.catalog != nil && len(t.queueWrites) == 0 {
+		if q, ok := t.catalog.queueByTopicID(id); ok {
+			return q, nil
+		}
+		return Queue{}, ErrNotFound
+	}
+	qs, err := t.Queues()
+	for _, q := range qs {
+		if q.TopicID() == id {
+			return q, nil
+		}
+	}
+	if err == nil {
+		err = ErrNotFound
+	}
+	return Queue{}, err
 }
 
 // PartitionByID returns a partition by its numeric id, or ErrNotFound.
@@ -272,6 +359,9 @@ func (t *Tx) Queues() ([]Queue, error) { return t.QueuesAfter("", math.MaxInt) }
 // QueuesAfter lists up to limit queues in name order, from the one after
 // the named queue ("": from the first).
 func (t *Tx) QueuesAfter(after string, limit int) ([]Queue, error) {
+	if t.catalog != nil && len(t.queueWrites) == 0 {
+		return t.catalog.after(after, limit), nil
+	}
 	var out []Queue
 	var seek []byte
 	if after != "" {
