@@ -78,10 +78,10 @@ type PoppedMessage struct {
 	DeliveryAttempt int             `json:"deliveryAttempt"`
 }
 
-// Group is a consumer group (openapi.json's Group): its position in every
+// ConsumerGroup is a consumer group (openapi.json's Group): its position in every
 // partition of its queues and, in the group's own answer, its Kafka
 // membership.
-type Group struct {
+type ConsumerGroup struct {
 	Name    string   `json:"name"`
 	Cursors []Cursor `json:"cursors"`
 	// Kafka is nil unless Kafka clients are members.

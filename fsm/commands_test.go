@@ -112,7 +112,7 @@ func (h *cmdFSM) positions(group, queue string) map[string]int64 {
 		if err != nil {
 			return err
 		}
-		v, err := tx.GroupView(group, q.ID)
+		v, err := tx.ConsumerGroupView(group, q.ID)
 		if err != nil {
 			return err
 		}
@@ -155,7 +155,7 @@ func (h *cmdFSM) cursor(group, queue, partition string) (store.Cursor, bool) {
 		if err != nil {
 			return err
 		}
-		v, err := tx.GroupView(group, q.ID)
+		v, err := tx.ConsumerGroupView(group, q.ID)
 		if err != nil {
 			return err
 		}

@@ -24,7 +24,7 @@ func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *command.PopCommand) c
 		return command.PopResult{Error: "unknown queue"}
 	}
 	must(err)
-	view, err := tx.GroupView(c.Group, q.ID)
+	view, err := tx.ConsumerGroupView(c.Group, q.ID)
 	must(err)
 	sub := view.Sub
 	if !view.Subscribed {
@@ -36,7 +36,7 @@ func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *command.PopCommand) c
 			sub.Reset = newReset(meta, store.ResetToEnd)
 		}
 		must(tx.PutSubscription(c.Group, q.ID, sub, meta.NextID))
-		view, err = tx.GroupView(c.Group, q.ID)
+		view, err = tx.ConsumerGroupView(c.Group, q.ID)
 		must(err)
 	}
 	now := meta.ClockMs
@@ -297,7 +297,7 @@ func (p *Processor) ackTarget(tx *store.Tx, group string, partitionID uint64) (*
 		return nil, "the queue was deleted"
 	}
 	must(err)
-	view, err := tx.GroupView(group, q.ID)
+	view, err := tx.ConsumerGroupView(group, q.ID)
 	must(err)
 	cur, _, err := tx.Position(view, part)
 	must(err)
@@ -444,7 +444,7 @@ func (p *Processor) seek(tx *store.Tx, meta *store.Meta, c *command.SeekCommand)
 		return command.TopicUnknown
 	}
 	must(err)
-	view, err := tx.GroupView(c.Group, q.ID)
+	view, err := tx.ConsumerGroupView(c.Group, q.ID)
 	must(err)
 	sub := view.Sub
 	if !view.Subscribed {

@@ -98,7 +98,7 @@ func partitionView(t *testing.T, f *FSM, topic string) (hw, lso uint64, aborted 
 func groupCursor(t *testing.T, f *FSM, topic, group string) (cur store.Cursor, found bool) {
 	t.Helper()
 	inPartition0(t, f, topic, func(tx *store.Tx, q store.Queue, p store.Partition) error {
-		view, err := tx.GroupView(group, q.ID)
+		view, err := tx.ConsumerGroupView(group, q.ID)
 		if err != nil {
 			return err
 		}

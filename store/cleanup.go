@@ -8,7 +8,7 @@ import (
 // Deleting something large happens in two steps, so that no single write
 // transaction grows with the data. The delete itself writes a tombstone and
 // makes the thing unreachable at once (a queue loses its name and id
-// lookups; a group's records are superseded, see groups.go). Clean-up
+// lookups; a group's records are superseded, see consumergroups.go). Clean-up
 // entries then each remove a bounded number of keys, oldest tombstone
 // first, recording in the tombstone where to resume.
 

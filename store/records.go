@@ -394,7 +394,7 @@ type Cursor struct {
 	QueueID   uint64 `json:"-"`
 	Partition string `json:"-"`
 	// Gen is the generation stamp the cursor was written with (see
-	// GroupView): a reset or a group delete with a later stamp supersedes it.
+	// ConsumerGroupView): a reset or a group delete with a later stamp supersedes it.
 	Gen uint64 `json:"-"`
 	// Offset is the next offset the group reads: everything before it is done.
 	Offset      int64  `json:"offset"`

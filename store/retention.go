@@ -56,9 +56,9 @@ func (l RetentionLimit) drops(sr SegmentRecord, end uint64) bool {
 // (reading groups times partitions): the work is bounded. looked is how
 // many it took.
 func (t *Tx) CompletedPoint(queueID uint64, groups []string, maxLookups int) (pos uint64, found bool, looked int, err error) {
-	var views []GroupView
+	var views []ConsumerGroupView
 	for _, g := range groups {
-		v, err := t.GroupView(g, queueID)
+		v, err := t.ConsumerGroupView(g, queueID)
 		if err != nil {
 			return 0, false, looked, err
 		}

@@ -60,7 +60,7 @@ type Broker interface {
 	DeleteDeadLetter(id string) error
 	PurgeDeadLetters(queue string) (int, error)
 
-	// Consumer groups (groups.go).
+	// Consumer groups (consumergroups.go).
 	GroupPartitions(group string) ([]broker.Cursor, error)
 	OffsetGroups() ([]string, error)
 

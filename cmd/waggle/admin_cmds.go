@@ -118,7 +118,7 @@ func newKVCmd(o *clientOptions) *cobra.Command {
 
 // showKafkaMembers prints a group's Kafka state and members under its
 // cursors.
-func showKafkaMembers(c *cobra.Command, g client.Group) error {
+func showKafkaMembers(c *cobra.Command, g client.ConsumerGroup) error {
 	k := g.Kafka
 	fmt.Fprintf(c.OutOrStdout(), "\nKafka %s group: %s, protocol %s, generation %d, %d members\n", k.Type, k.State, k.Protocol, k.Generation, len(k.Members))
 	t := newTable(c.OutOrStdout())
@@ -135,7 +135,7 @@ func showKafkaMembers(c *cobra.Command, g client.Group) error {
 
 func newGroupCmd(o *clientOptions) *cobra.Command {
 	cmd := &cobra.Command{Use: "group", Short: "Consumer groups (Kafka and HTTP share them)"}
-	show := func(c *cobra.Command, gs []client.Group) error {
+	show := func(c *cobra.Command, gs []client.ConsumerGroup) error {
 		return o.print(c, gs, func(t *tableWriter) {
 			// A partition the group has not read yet shows "-" as its
 			// offset; its lag counts from the partition's start.
@@ -153,7 +153,7 @@ func newGroupCmd(o *clientOptions) *cobra.Command {
 	}
 	list := &cobra.Command{Use: "list", Short: "List groups with their positions", Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			var out struct{ Groups []client.Group }
+			var out struct{ Groups []client.ConsumerGroup }
 			if _, err := o.client().Call(http.MethodGet, "/api/v1/consumer-groups", nil, &out); err != nil {
 				return err
 			}
@@ -161,11 +161,11 @@ func newGroupCmd(o *clientOptions) *cobra.Command {
 		}}
 	describe := &cobra.Command{Use: "describe GROUP", Short: "A group's cursor and lag per partition", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			var g client.Group
+			var g client.ConsumerGroup
 			if _, err := o.client().Call(http.MethodGet, "/api/v1/consumer-groups/"+url.PathEscape(args[0]), nil, &g); err != nil {
 				return err
 			}
-			if err := show(c, []client.Group{g}); err != nil || g.Kafka == nil || o.output == "json" {
+			if err := show(c, []client.ConsumerGroup{g}); err != nil || g.Kafka == nil || o.output == "json" {
 				return err
 			}
 			return showKafkaMembers(c, g)
@@ -184,11 +184,11 @@ func newGroupCmd(o *clientOptions) *cobra.Command {
 			if c.Flags().Changed("timestamp") {
 				body["timestamp"] = timestamp
 			}
-			var g client.Group
+			var g client.ConsumerGroup
 			if _, err := o.client().Call(http.MethodPost, "/api/v1/consumer-groups/"+url.PathEscape(args[0])+"/queues/"+url.PathEscape(args[1])+"/seek", body, &g); err != nil {
 				return err
 			}
-			return show(c, []client.Group{g})
+			return show(c, []client.ConsumerGroup{g})
 		}}
 	seek.Flags().BoolVar(&toEnd, "to-end", false, "skip everything stored now")
 	seek.Flags().Int64Var(&offset, "offset", 0, "move to this offset on every partition")

@@ -360,7 +360,7 @@ func TestGroupDescribeShowsEveryPartition(t *testing.T) {
 	}
 	mustCLI(t, srv, "pop", "wide", "--group", "g", "--partition", "b", "--batch", "2")
 	out := mustCLI(t, srv, "group", "describe", "g", "-o", "json")
-	var gs []client.Group
+	var gs []client.ConsumerGroup
 	if err := json.Unmarshal([]byte(out), &gs); err != nil || len(gs) != 1 {
 		t.Fatalf("group describe -o json: %v\n%s", err, out)
 	}

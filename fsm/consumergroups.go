@@ -30,7 +30,7 @@ func (p *Processor) commitOffsets(tx *store.Tx, meta *store.Meta, c *command.Com
 			part, err = store.Partition{QueueID: q.ID, Name: name}, nil
 		}
 		must(err)
-		view, err := tx.GroupView(c.Group, q.ID)
+		view, err := tx.ConsumerGroupView(c.Group, q.ID)
 		must(err)
 		cur, _, err := tx.Position(view, part)
 		must(err)
@@ -60,7 +60,7 @@ func (p *Processor) deleteOffsets(tx *store.Tx, meta *store.Meta, c *command.Del
 			continue
 		}
 		must(err)
-		view, err := tx.GroupView(c.Group, q.ID)
+		view, err := tx.ConsumerGroupView(c.Group, q.ID)
 		must(err)
 		name := strconv.Itoa(int(o.Partition))
 		if view.Subscribed && view.Sub.Reset != nil {

@@ -32,7 +32,7 @@ func write(t testing.TB, s *Store, fn func(tx *Tx) error) {
 func position(t *testing.T, s *Store, group string, part Partition) (c Cursor, found bool) {
 	t.Helper()
 	err := s.View(func(tx *Tx) error {
-		v, err := tx.GroupView(group, part.QueueID)
+		v, err := tx.ConsumerGroupView(group, part.QueueID)
 		if err != nil {
 			return err
 		}

@@ -22,10 +22,10 @@ import (
 // give.
 const NoPosition = -1
 
-// GroupView is what a group's positions in one queue are read through: its
+// ConsumerGroupView is what a group's positions in one queue are read through: its
 // subscription and the generation at or below which its records are
 // superseded.
-type GroupView struct {
+type ConsumerGroupView struct {
 	Group      string
 	QueueID    uint64
 	Sub        Subscription
@@ -34,7 +34,7 @@ type GroupView struct {
 }
 
 // superseded reports whether a record stamped gen no longer counts.
-func (v GroupView) superseded(gen uint64) bool { return v.cutoff > 0 && gen <= v.cutoff }
+func (v ConsumerGroupView) superseded(gen uint64) bool { return v.cutoff > 0 && gen <= v.cutoff }
 
 // groupDeletedGen is the generation at or below which a deleted group's
 // records are gone (0: the group was not deleted, or its clean-up ended).
@@ -50,10 +50,10 @@ func (t *Tx) groupDeletedGen(group string) (uint64, error) {
 	return g.DeletedGen, err
 }
 
-// GroupView reads a group's subscription to a queue with the cut-offs that
+// ConsumerGroupView reads a group's subscription to a queue with the cut-offs that
 // apply to its cursors there.
-func (t *Tx) GroupView(group string, queueID uint64) (GroupView, error) {
-	v := GroupView{Group: group, QueueID: queueID}
+func (t *Tx) ConsumerGroupView(group string, queueID uint64) (ConsumerGroupView, error) {
+	v := ConsumerGroupView{Group: group, QueueID: queueID}
 	deleted, err := t.groupDeletedGen(group)
 	if err != nil {
 		return v, err
@@ -83,7 +83,7 @@ func (t *Tx) GroupView(group string, queueID uint64) (GroupView, error) {
 // cursor superseded by a reset or a delete counts as absent; without a
 // current cursor, a reset of the queue decides the offset (found is then
 // true). found is false when the group has no position there.
-func (t *Tx) Position(v GroupView, part Partition) (c Cursor, found bool, err error) {
+func (t *Tx) Position(v ConsumerGroupView, part Partition) (c Cursor, found bool, err error) {
 	b, err := t.get(cursorKey(v.Group, v.QueueID, part.Name))
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -155,7 +155,7 @@ func (t *Tx) LeaseCursor(id string) (group string, c Cursor, err error) {
 	if err != nil {
 		return "", Cursor{}, err
 	}
-	v, err := t.GroupView(group, qid)
+	v, err := t.ConsumerGroupView(group, qid)
 	if err != nil {
 		return "", Cursor{}, err
 	}
@@ -179,7 +179,7 @@ func (t *Tx) LeaseCursor(id string) (group string, c Cursor, err error) {
 // clean-up. existed reports whether the group had any current position.
 // The name can be used again at once: new records carry later stamps.
 func (t *Tx) DeleteGroup(group string, gen uint64) (existed bool, err error) {
-	v := GroupView{Group: group}
+	v := ConsumerGroupView{Group: group}
 	if v.cutoff, err = t.groupDeletedGen(group); err != nil {
 		return false, err
 	}
@@ -236,7 +236,7 @@ func (t *Tx) GroupPositions(group string) ([]Cursor, error) {
 	qids = slices.Compact(qids)
 	var out []Cursor
 	for _, qid := range qids {
-		v, err := t.GroupView(group, qid)
+		v, err := t.ConsumerGroupView(group, qid)
 		if err != nil {
 			return nil, err
 		}
