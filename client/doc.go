@@ -6,7 +6,7 @@
 // messages carry transactionIds, and writes under an Idempotency-Key).
 //
 // It is a leaf: it imports only the standard library and never server
-// code (broker, raftfsm, store, kafka, broker/httpapi), so a program can
+// code (broker, command, fsm, store, kafka, broker/httpapi), so a program can
 // use it without linking the broker. The server keeps its own types; its
 // contract tests in broker/httpapi read answers through these, and the
 // integration tests keep independent copies on purpose.
