@@ -17,7 +17,7 @@ import (
 
 	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/fsm"
-	"github.com/waggle-mq/waggle/placement"
+	"github.com/waggle-mq/waggle/router"
 	"github.com/waggle-mq/waggle/store"
 )
 
@@ -33,7 +33,7 @@ import (
 // apply. Call before serving, with one group too.
 func (s *Service) JoinGroup(id uint32, meta *Service, client *http.Client, scheme string) {
 	s.group, s.meta = id, meta
-	s.idBase = placement.IDBase(id)
+	s.idBase = router.IDBase(id)
 	s.remote = &peerLink{client: client, scheme: scheme}
 	fwd := s.settings()
 	fwd.forwards = true

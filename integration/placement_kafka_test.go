@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/waggle-mq/waggle/placement"
+	"github.com/waggle-mq/waggle/router"
 )
 
 // produceCounter counts the Produce requests a client sends to each broker.
@@ -138,7 +138,7 @@ func TestDataGroupsSpreadKafkaPartitionLeaders(t *testing.T) {
 	fc := kmsg.NewPtrFindCoordinatorRequest()
 	fc.CoordinatorKey = "readers"
 	coord, err := fc.RequestWith(context.Background(), cl)
-	if want := int32(placement.Group("readers", 3)) + 1; err != nil || coord.ErrorCode != 0 || coord.NodeID != want {
+	if want := int32(router.Group("readers", 3)) + 1; err != nil || coord.ErrorCode != 0 || coord.NodeID != want {
 		t.Fatalf("FindCoordinator(readers): %+v, %v; want node %d", coord, err, want)
 	}
 	var more []*kgo.Record
@@ -183,7 +183,7 @@ func TestDataGroupsSpreadKafkaPartitionLeaders(t *testing.T) {
 		t.Fatalf("read %d committed records", len(got))
 	}
 	foreign := topics[0]
-	if placement.Group(foreign, 3) == placement.Group("gtx", 3) {
+	if router.Group(foreign, 3) == router.Group("gtx", 3) {
 		foreign = topics[1]
 	}
 	if err := txn.BeginTransaction(); err != nil {

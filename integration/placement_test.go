@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waggle-mq/waggle/placement"
+	"github.com/waggle-mq/waggle/router"
 )
 
 // nameIn returns a name starting with prefix that placement puts in group g
 // of groups.
 func nameIn(t testing.TB, prefix string, g uint32, groups int) string {
 	for i := range 1000 {
-		if name := fmt.Sprintf("%s%d", prefix, i); placement.Group(name, groups) == g {
+		if name := fmt.Sprintf("%s%d", prefix, i); router.Group(name, groups) == g {
 			return name
 		}
 	}
@@ -60,7 +60,7 @@ func TestDataGroupsPlaceQueuesAndRouteRequests(t *testing.T) {
 		}
 		m := popped.Messages[0]
 		pid, err := strconv.ParseUint(m.PartitionID, 10, 64)
-		if err != nil || placement.GroupOfID(pid) != uint32(g) {
+		if err != nil || router.GroupOfID(pid) != uint32(g) {
 			t.Fatalf("partition id %q of a queue in group %d", m.PartitionID, g)
 		}
 		if g > 0 && !strings.HasSuffix(m.LeaseID, fmt.Sprintf("@%d", g)) {

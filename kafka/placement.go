@@ -11,7 +11,6 @@ import (
 
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/command"
-	"github.com/waggle-mq/waggle/placement"
 	"github.com/waggle-mq/waggle/store"
 )
 
@@ -31,12 +30,7 @@ import (
 func (s *Server) topic(name string) Broker { return s.group(s.placedIn(name)) }
 
 // group is the broker of raft group g (svc with one group).
-func (s *Server) group(g uint32) Broker {
-	if len(s.cfg.Groups) <= 1 {
-		return s.svc
-	}
-	return s.cfg.Groups[g]
-}
+func (s *Server) group(g uint32) Broker { return s.route.Local(g) }
 
 // placedIn reports the group of a topic (0 with one group).
 // __consumer_offsets, which Metadata lists with the controller as its
@@ -45,26 +39,21 @@ func (s *Server) placedIn(name string) uint32 {
 	if isInternalTopic(name) {
 		return 0
 	}
-	return placement.Group(name, max(len(s.cfg.Groups), 1))
+	return s.route.GroupOf(name)
 }
 
 // everyGroup lists the groups' brokers (just svc with one group).
-func (s *Server) everyGroup() []Broker {
-	if len(s.cfg.Groups) <= 1 {
-		return []Broker{s.svc}
-	}
-	return s.cfg.Groups
-}
+func (s *Server) everyGroup() []Broker { return s.route.All() }
 
 // topics answers the named topics from their groups, or every topic of
 // every group (by name) when names is nil.
 func (s *Server) topics(names []string) ([]broker.TopicInfo, error) {
-	if len(s.cfg.Groups) <= 1 {
+	if s.route.Groups() <= 1 {
 		return s.svc.Topics(names)
 	}
 	var out []broker.TopicInfo
 	if names == nil {
-		for _, b := range s.cfg.Groups {
+		for _, b := range s.route.All() {
 			ts, err := b.Topics(nil)
 			if err != nil {
 				return nil, err
@@ -120,12 +109,7 @@ func fromEveryGroup[T any](s *Server, fn func(Broker) ([]T, error)) ([]T, error)
 // coordinator writes offsets of topics whose group another node leads, and
 // any broker creates, alters and deletes topics (as Kafka's brokers forward
 // admin requests to the controller, KIP-590).
-func (s *Server) writer(group uint32) Broker {
-	if len(s.cfg.Forwarding) == 0 {
-		return s.svc
-	}
-	return s.cfg.Forwarding[group]
-}
+func (s *Server) writer(group uint32) Broker { return s.route.Forwarding(group) }
 
 // errBehind means this broker could not tell whether a topic exists: it
 // could not catch up with the leader of the topic's raft group in time (or

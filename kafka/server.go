@@ -16,6 +16,7 @@ import (
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/metrics"
+	"github.com/waggle-mq/waggle/router"
 )
 
 // Config tunes the listener.
@@ -89,9 +90,10 @@ func DefaultConfig() Config {
 
 // Server accepts Kafka connections and serves them from a broker.
 type Server struct {
-	svc Broker
-	cfg Config
-	log *slog.Logger
+	svc   Broker
+	cfg   Config
+	log   *slog.Logger
+	route router.Table[Broker] // cfg.Groups and cfg.Forwarding (placement.go)
 
 	coords   []*coordinator      // per raft group: the consumer groups it owns (placement.go)
 	sessions *fetchSessions      // Fetch sessions (KIP-227)
@@ -110,9 +112,6 @@ func New(svc Broker, cfg Config, log *slog.Logger) *Server {
 	if cfg.InFlightBytes <= 0 {
 		cfg.InFlightBytes = DefaultConfig().InFlightBytes
 	}
-	if len(cfg.Groups) != len(cfg.Forwarding) {
-		panic("kafka: Config.Groups and Config.Forwarding list the same raft groups")
-	}
 	def := DefaultConsumerGroupConfig()
 	if cfg.ConsumerGroups.SessionTimeout <= 0 {
 		cfg.ConsumerGroups.SessionTimeout = def.SessionTimeout
@@ -121,8 +120,8 @@ func New(svc Broker, cfg Config, log *slog.Logger) *Server {
 		cfg.ConsumerGroups.HeartbeatInterval = def.HeartbeatInterval
 	}
 	srv := &Server{svc: svc, cfg: cfg, log: log, sessions: newFetchSessions(), inFlight: semaphore.NewWeighted(cfg.InFlightBytes),
-		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
-	for range max(len(cfg.Groups), 1) {
+		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}, route: router.NewTable(svc, cfg.Groups, cfg.Forwarding)}
+	for range srv.route.Groups() {
 		co := newCoordinator()
 		co.consumerCfg = cfg.ConsumerGroups
 		co.hasOffsets = func(group string) bool {

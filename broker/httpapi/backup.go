@@ -29,18 +29,18 @@ const GroupsHeader = "X-Waggle-Raft-Groups"
 func (s *Server) backup(w http.ResponseWriter, r *http.Request) {
 	b := s.svc
 	w.Header().Set(GroupsHeader, strconv.Itoa(s.groupCount()))
-	if len(s.groups) > 1 {
+	if s.groupCount() > 1 {
 		g, err := strconv.ParseUint(r.URL.Query().Get("group"), 10, 32)
 		switch {
 		case r.URL.Query().Get("group") == "":
 			writeError(w, http.StatusConflict, "several_groups",
-				fmt.Sprintf("this cluster runs %d raft groups and a backup holds one: name it with ?group= (waggle backup takes them all)", len(s.groups)))
+				fmt.Sprintf("this cluster runs %d raft groups and a backup holds one: name it with ?group= (waggle backup takes them all)", s.groupCount()))
 			return
-		case err != nil || g >= uint64(len(s.groups)):
-			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("?group= names no raft group of the %d", len(s.groups)))
+		case err != nil || g >= uint64(s.groupCount()):
+			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("?group= names no raft group of the %d", s.groupCount()))
 			return
 		}
-		b = s.groups[g]
+		b = s.route.Local(uint32(g))
 	}
 	if !s.backupRunning.CompareAndSwap(false, true) {
 		w.Header().Set("Retry-After", "60")

@@ -364,7 +364,7 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) {
 		s.writeBrokerError(w, err)
 		return
 	}
-	if len(s.groups) <= 1 {
+	if s.groupCount() <= 1 {
 		writeJSON(w, http.StatusOK, map[string]uint64{"index": index})
 		return
 	}
@@ -373,7 +373,7 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) {
 		Index uint64 `json:"index"`
 	}
 	out := []groupSnapshot{{0, index}}
-	for g, b := range s.groups[1:] {
+	for g, b := range s.route.All()[1:] {
 		i, err := b.Snapshot()
 		if err != nil {
 			s.writeBrokerError(w, fmt.Errorf("raft group %d: %w", g+1, err))

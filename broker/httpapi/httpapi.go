@@ -22,6 +22,7 @@ import (
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/metrics"
+	"github.com/waggle-mq/waggle/router"
 )
 
 // MaxBodyBytes caps a request body; a larger one is answered 413.
@@ -46,8 +47,7 @@ type Server struct {
 	kafkaGroups   func(string) (broker.KafkaGroup, bool) // Options.KafkaGroups
 	diskUsage     func() (used, total uint64, err error) // Options.DiskUsage
 	raftGroups    func() []broker.Health                 // Options.RaftGroups
-	groups        []Broker                               // Options.Groups (placement.go)
-	forwarding    []Broker                               // Options.Forwarding
+	route         router.Table[Broker]                   // Options.Groups and Forwarding (placement.go)
 }
 
 // Options are the HTTP API's optional parts.
@@ -87,13 +87,10 @@ func New(svc Broker, log *slog.Logger, opts Options) *Server {
 	if opts.InFlightBytes <= 0 {
 		opts.InFlightBytes = DefaultInFlightBytes
 	}
-	if len(opts.Groups) != len(opts.Forwarding) {
-		panic("httpapi: Options.Groups and Options.Forwarding list the same raft groups")
-	}
 	s := &Server{svc: svc, mux: http.NewServeMux(), log: log, metrics: opts.Metrics, peers: newPeerLinks(opts.PeerTLS), auth: opts.Auth,
 		inFlight: semaphore.NewWeighted(opts.InFlightBytes), version: opts.Version, started: time.Now(),
 		kafkaGroups: opts.KafkaGroups, diskUsage: opts.DiskUsage, raftGroups: opts.RaftGroups,
-		groups: opts.Groups, forwarding: opts.Forwarding}
+		route: router.NewTable(svc, opts.Groups, opts.Forwarding)}
 	s.routes()
 	return s
 }

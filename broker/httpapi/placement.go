@@ -12,7 +12,6 @@ import (
 
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/command"
-	"github.com/waggle-mq/waggle/placement"
 )
 
 // With several raft groups (Options.Groups), every request is served by
@@ -28,7 +27,7 @@ type groupKey struct{}
 // b is the broker of the group serving r: its placed group, or group 0.
 func (s *Server) b(r *http.Request) Broker {
 	if g, ok := r.Context().Value(groupKey{}).(uint32); ok {
-		return s.groups[g]
+		return s.route.Local(g)
 	}
 	return s.svc
 }
@@ -40,7 +39,7 @@ type where func(s *Server, r *http.Request) (uint32, error)
 // placed serves h in the group where finds. With one group it is h.
 func (s *Server) placed(find where, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if len(s.groups) <= 1 {
+		if s.groupCount() <= 1 {
 			h(w, r)
 			return
 		}
@@ -71,10 +70,10 @@ func predecoded[T any](r *http.Request) (*T, bool) {
 }
 
 // groupCount is how many raft groups the cluster runs.
-func (s *Server) groupCount() int { return max(len(s.groups), 1) }
+func (s *Server) groupCount() int { return s.route.Groups() }
 
 // groupOf is the group owning a queue, KV namespace or consumer group.
-func (s *Server) groupOf(name string) uint32 { return placement.Group(name, len(s.groups)) }
+func (s *Server) groupOf(name string) uint32 { return s.route.GroupOf(name) }
 
 // byPath places a request by the name in its path parameter param.
 func inPath(param string) where {
@@ -92,28 +91,11 @@ func byQuery(param string) where {
 }
 
 // byID places a request by the id in path parameter param, which the
-// group that minted it names (placement.GroupOfID).
+// group that minted it names (router.Table.GroupOfIDString).
 func byID(param string) where {
 	return func(s *Server, r *http.Request) (uint32, error) {
-		return s.groupOfID(r.PathValue(param)), nil
+		return s.route.GroupOfIDString(r.PathValue(param)), nil
 	}
-}
-
-// groupOfID is the group that minted a numeric id, or a lease id ("…@g");
-// group 0 for what names none (the handler judges it).
-func (s *Server) groupOfID(id string) uint32 {
-	if i := strings.LastIndexByte(id, '@'); i >= 0 {
-		id = id[i+1:]
-		if g, err := strconv.ParseUint(id, 10, 32); err == nil && g < uint64(len(s.groups)) {
-			return uint32(g)
-		}
-		return 0
-	}
-	n, err := strconv.ParseUint(id, 10, 64)
-	if g := placement.GroupOfID(n); err == nil && g < uint32(len(s.groups)) {
-		return g
-	}
-	return 0
 }
 
 // named is what a request body can name, in every request shape: a push's
@@ -185,9 +167,9 @@ type placer struct {
 func (p *placer) add(n named) {
 	p.name("queue", n.Queue, p.s.groupOf)
 	p.name("namespace", n.NS, p.s.groupOf)
-	p.name("partition id", n.PartitionID, p.s.groupOfID)
+	p.name("partition id", n.PartitionID, p.s.route.GroupOfIDString)
 	if strings.Contains(n.LeaseID, "@") {
-		p.name("lease", n.LeaseID, p.s.groupOfID)
+		p.name("lease", n.LeaseID, p.s.route.GroupOfIDString)
 	}
 	for _, list := range [][]named{n.Items, n.Entries, n.Operations, n.KV, n.Timers, n.Acknowledgments} {
 		for _, m := range list {
@@ -213,10 +195,7 @@ func (p *placer) name(kind, name string, group func(string) uint32) {
 // eachGroup runs fn on every group's broker (forwarding its writes to
 // the group's leader), stopping at the first error.
 func (s *Server) eachGroup(fn func(Broker) error) error {
-	if len(s.groups) <= 1 {
-		return fn(s.svc)
-	}
-	for _, b := range s.forwarding {
+	for _, b := range s.route.AllForwarding() {
 		if err := fn(b); err != nil {
 			return err
 		}
@@ -227,11 +206,8 @@ func (s *Server) eachGroup(fn func(Broker) error) error {
 // gather collects fn's answers from every group's local store, in group
 // order.
 func gather[T any](s *Server, fn func(Broker) ([]T, error)) ([]T, error) {
-	if len(s.groups) <= 1 {
-		return fn(s.svc)
-	}
 	var out []T
-	for _, b := range s.groups {
+	for _, b := range s.route.All() {
 		part, err := fn(b)
 		if err != nil {
 			return nil, err
@@ -304,13 +280,11 @@ func (s *Server) queriedGroup(w http.ResponseWriter, r *http.Request) (Broker, b
 	case err != nil:
 		writeError(w, http.StatusBadRequest, "invalid_request", "?group= names no raft group")
 		return nil, false
-	case len(s.groups) > 0 && g >= uint64(len(s.groups)) || len(s.groups) == 0 && g > 0:
+	case g >= uint64(s.groupCount()):
 		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("this cluster has no raft group %d", g))
 		return nil, false
-	case len(s.groups) > 0:
-		return s.groups[g], true
 	}
-	return s.svc, true
+	return s.route.Local(uint32(g)), true
 }
 
 // preferLeader sets (PUT, {"node"}) or clears (DELETE) the node an

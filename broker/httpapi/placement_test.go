@@ -9,7 +9,7 @@ import (
 
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/payload"
-	"github.com/waggle-mq/waggle/placement"
+	"github.com/waggle-mq/waggle/router"
 )
 
 // newGroupsServer is the HTTP API of a node with one fake broker per raft
@@ -28,7 +28,7 @@ func newGroupsServer(groups int) (*Server, []*fakeBroker) {
 func queueIn(t *testing.T, g uint32, groups int) string {
 	t.Helper()
 	for i := range 100 {
-		if name := fmt.Sprintf("q%d", i); placement.Group(name, groups) == g {
+		if name := fmt.Sprintf("q%d", i); router.Group(name, groups) == g {
 			return name
 		}
 	}

@@ -1,14 +1,4 @@
-// Package placement decides which raft group owns a queue, a topic, a KV
-// namespace or a consumer group, and which group minted an id.
-//
-// A name's placement key is the name up to its first '.' (the whole name
-// when it has none), and the key's hash picks the group. Everything with
-// the same key lives in one group, so "billing.invoices",
-// "billing.payments" and the KV namespace "billing" can share one
-// transaction. The hash depends only on the key and the cluster's group
-// count, which is fixed when the cluster is created: every node places
-// every name alike without asking anyone.
-package placement
+package router
 
 import (
 	"hash/fnv"
