@@ -1,6 +1,6 @@
 package command
 
-// Answering is a command whose state-machine answer is R. register ties
+// Answering is a command whose state-machine answer is R. fsm.register ties
 // each command type's apply function to the answer its command declares,
 // so the broker's typed apply (which takes an Answering[R]) cannot expect
 // another type than the state machine returns: a mismatch does not

@@ -36,7 +36,7 @@ package command
 //	keyed              its inner command's + 2 (the outcome and its expiry
 //	                   index entry); prune requests 2 per outcome pruned
 //
-// FSM.ApplyBatch commits its open transaction before an entry once it
+// fsm.FSM.ApplyBatch commits its open transaction before an entry once it
 // holds commitAfterWrites writes, so one badger transaction stays below
 // commitAfterWrites + MaxEntryWrites = 70,000 writes; badger's own limit
 // with the default options is 104,857.

@@ -7,7 +7,7 @@ import (
 	"github.com/waggle-mq/waggle/store"
 )
 
-// Limits of one compaction entry (bounds.go).
+// Limits of one compaction entry (command/bounds.go).
 const (
 	compactMaxRecords = 20_000
 	compactMaxEntries = 20_000

@@ -39,12 +39,12 @@ type FSM struct {
 	signals  map[uint64]chan struct{} // partition id -> closed on its next append
 
 	// appliedBytes and appliedEntries count the command entries applied
-	// since start, for sizing the log in bytes (see logbytes.go).
+	// since start, for sizing the log in bytes (see raftnode/logbytes.go).
 	appliedBytes, appliedEntries atomic.Uint64
-	// restores counts snapshots restored since start (see logbytes.go).
+	// restores counts snapshots restored since start (see raftnode/logbytes.go).
 	restores atomic.Uint64
 	// stateBytes is the size of the keys the last snapshot wrote (its
-	// state.bin), which spaces snapshots out (see logbytes.go).
+	// state.bin), which spaces snapshots out (see raftnode/logbytes.go).
 	stateBytes atomic.Uint64
 	// restoreFiles, when set, names the segment files of the snapshot
 	// being restored, which Restore links instead of copying.
