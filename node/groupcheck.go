@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/waggle-mq/waggle/broker"
@@ -29,10 +30,10 @@ const groupCountPoll = 2 * time.Second
 // odd node stops itself. In a cluster of two nothing is stopped, since
 // neither side can tell which is wrong. The check ends once decided. (A
 // node added with `waggle cluster add` is checked before that, by the
-// leader that adds it: httpapi's addNode.)
-func watchGroupCount(ctx context.Context, svc *broker.Service, client *http.Client, scheme, self string, count int, log *slog.Logger) <-chan error {
+// leader that adds it: httpapi's addNode.) wg counts its goroutine.
+func watchGroupCount(ctx context.Context, wg *sync.WaitGroup, svc *broker.Service, client *http.Client, scheme, self string, count int, log *slog.Logger) <-chan error {
 	out := make(chan error, 1)
-	go func() {
+	wg.Go(func() {
 		for {
 			done, err := compareGroupCounts(svc, client, scheme, self, count, log)
 			if err != nil {
@@ -48,7 +49,7 @@ func watchGroupCount(ctx context.Context, svc *broker.Service, client *http.Clie
 			case <-time.After(groupCountPoll):
 			}
 		}
-	}()
+	})
 	return out
 }
 
