@@ -123,8 +123,8 @@ func watchFreeSpace(ctx context.Context, wg *sync.WaitGroup, dir string, min, re
 // says its storage is not full: that node can take the writes this one
 // refuses. With no such voter it keeps leading: moving leadership round
 // nodes that are all full would only interrupt the reads, acks and
-// retention that still work.
-func storageFull(svc *broker.Service, client *http.Client, scheme string, log *slog.Logger) func(bool) {
+// retention that still work. Its questions to the voters end with ctx.
+func storageFull(ctx context.Context, svc *broker.Service, client *http.Client, scheme string, log *slog.Logger) func(bool) {
 	var lastHandOff time.Time
 	return func(full bool) {
 		svc.SetStorageFull(full)
@@ -132,7 +132,7 @@ func storageFull(svc *broker.Service, client *http.Client, scheme string, log *s
 			return
 		}
 		lastHandOff = time.Now()
-		to, ok := voterWithRoom(svc, client, scheme)
+		to, ok := voterWithRoom(ctx, svc, client, scheme)
 		if !ok {
 			log.Warn("storage full, and no other voter reports room: keeping leadership")
 			return
@@ -147,7 +147,7 @@ func storageFull(svc *broker.Service, client *http.Client, scheme string, log *s
 
 // voterWithRoom returns another voter whose /health answers that its
 // storage is not full.
-func voterWithRoom(svc *broker.Service, client *http.Client, scheme string) (broker.Member, bool) {
+func voterWithRoom(ctx context.Context, svc *broker.Service, client *http.Client, scheme string) (broker.Member, bool) {
 	members, err := svc.Members()
 	if err != nil {
 		return broker.Member{}, false
@@ -156,7 +156,7 @@ func voterWithRoom(svc *broker.Service, client *http.Client, scheme string) (bro
 		if !m.Voter || m.ID == svc.NodeID() || m.HTTPAddr == "" {
 			continue
 		}
-		h, err := fetchPeerHealth(client, scheme, m.HTTPAddr)
+		h, err := fetchPeerHealth(ctx, client, scheme, m.HTTPAddr)
 		if err == nil && h.StorageFull != nil && !*h.StorageFull {
 			return m, true
 		}

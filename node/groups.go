@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 
@@ -49,8 +50,8 @@ func groupHealth(set *raftgroups.Set) func() []broker.Health {
 
 // canLead reports whether a member may be handed a raft group's
 // leadership: its /health answers (a node shutting down has closed its
-// HTTP listener) and its storage is not full.
-func canLead(meta *broker.Service, client *http.Client, scheme string) func(id string) bool {
+// HTTP listener) and its storage is not full. Its questions end with ctx.
+func canLead(ctx context.Context, meta *broker.Service, client *http.Client, scheme string) func(id string) bool {
 	return func(id string) bool {
 		members, err := meta.Members()
 		if err != nil {
@@ -60,7 +61,7 @@ func canLead(meta *broker.Service, client *http.Client, scheme string) func(id s
 			if m.ID != id || m.HTTPAddr == "" {
 				continue
 			}
-			h, err := fetchPeerHealth(client, scheme, m.HTTPAddr)
+			h, err := fetchPeerHealth(ctx, client, scheme, m.HTTPAddr)
 			return err == nil && (h.StorageFull == nil || !*h.StorageFull)
 		}
 		return false

@@ -263,7 +263,7 @@ func (n *Node) start() error {
 	n.set, err = raftgroups.Start(&raftgroups.Group{Store: n.st, Node: n.raft, Svc: svc}, raftgroups.Config{
 		Count: cfg.DataGroups, DataDir: cfg.DataDir, Node: nodeConfig, NewService: newService,
 		OpenStore: func(dir string) (*store.Store, error) { return store.Open(dir, newBadgerLogger(log)) },
-		CanLead:   canLead(svc, peerClient, scheme),
+		CanLead:   canLead(n.ctx, svc, peerClient, scheme),
 		Preference: func(g uint32) string {
 			node, _ := svc.LeaderPreference(g) // unreadable: no choice, the default placement
 			return node
@@ -296,7 +296,7 @@ func (n *Node) start() error {
 	kc.Groups = mapAll(groups, func(s *broker.Service) kafka.Broker { return s })
 	kc.Forwarding = mapAll(forwarding, func(s *broker.Service) kafka.Broker { return s })
 	n.ks = kafka.New(svc, kc, log)
-	markFull := storageFull(svc, peerClient, scheme, log)
+	markFull := storageFull(n.ctx, svc, peerClient, scheme, log)
 	n.diskLow = watchFreeSpace(n.ctx, &n.wg, cfg.DataDir, minFree, cfg.StorageMinFreeMiB<<20, diskCheckEvery, func(full bool) {
 		for _, g := range set.Data() {
 			g.Svc.SetStorageFull(full)
