@@ -307,3 +307,10 @@ func cleanRestoreTarget(dir string, created bool) {
 		os.RemoveAll(filepath.Join(dir, e.Name()))
 	}
 }
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}

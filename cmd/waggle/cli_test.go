@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/waggle-mq/waggle/client"
+	"github.com/waggle-mq/waggle/node"
 )
 
 func freePort(t *testing.T) string {
@@ -30,32 +33,21 @@ func freePort(t *testing.T) string {
 
 // startServer runs a real single node (raft over TCP, badger on disk) in
 // this process and returns its HTTP and Kafka addresses. It binds port 0
-// and is told the ports the system picked (no free-port guess to race
-// with other tests).
+// and asks the node which ports the system picked (no free-port guess to
+// race with other tests).
 func startServer(t *testing.T) (httpAddr, kafkaAddr string) {
 	t.Helper()
-	bound := make(chan [2]string, 1)
 	// The data directory is made before the cleanup that stops the server
 	// is registered, so it is removed after the server stopped (cleanups
 	// run last-registered first).
-	opts := serveOptions{dataDir: t.TempDir(), nodeID: 1, httpAddr: "127.0.0.1:0", kafkaAddr: "127.0.0.1:0",
-		raftAddr: "127.0.0.1:0", logLevel: "error", logFormat: "text", kafka: defaultKafkaConfig(),
-		listening: func(h, k, _ string) { bound <- [2]string{h, k} }}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, opts) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	select {
-	case addrs := <-bound:
-		httpAddr, kafkaAddr = addrs[0], addrs[1]
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	case <-time.After(15 * time.Second):
-		t.Fatal("the server did not start listening")
+	n, err := node.Start(node.Config{DataDir: t.TempDir(), NodeID: 1, HTTPAddr: "127.0.0.1:0", KafkaAddr: "127.0.0.1:0",
+		RaftAddr: "127.0.0.1:0", Kafka: defaultKafkaConfig(), Version: version,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
+	if err != nil {
+		t.Fatalf("start a node: %v", err)
 	}
+	t.Cleanup(func() { n.Close() })
+	httpAddr, kafkaAddr = n.HTTPAddr(), n.KafkaAddr()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		resp, err := http.Get("http://" + httpAddr + "/health")

@@ -1,122 +1,18 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/waggle-mq/waggle/node"
 	"github.com/waggle-mq/waggle/raftgroups"
 	"github.com/waggle-mq/waggle/raftnode"
 )
-
-// Badger writes its memtable through a memory map: when the disk fills up
-// under it, the page fault kills the process with SIGBUS, mid-write. Its
-// log is checksummed, so a restart recovers, but an operator deserves a
-// clear reason, so a node stops by itself while its data directory still
-// has --min-free-disk-mib left, and will not start below it.
-
-// freeBytes is the space left to unprivileged writers on dir's file system.
-func freeBytes(dir string) (uint64, error) {
-	var fs syscall.Statfs_t
-	if err := syscall.Statfs(dir, &fs); err != nil {
-		return 0, err
-	}
-	return fs.Bavail * uint64(fs.Bsize), nil
-}
-
-// diskUsage is the bytes in use and the size of dir's file system, as df
-// counts them (used includes the blocks reserved for root).
-func diskUsage(dir string) (used, total uint64, err error) {
-	var fs syscall.Statfs_t
-	if err := syscall.Statfs(dir, &fs); err != nil {
-		return 0, 0, err
-	}
-	total = fs.Blocks * uint64(fs.Bsize)
-	return total - fs.Bfree*uint64(fs.Bsize), total, nil
-}
-
-// checkFreeSpace reports an error when dir has less than min bytes free.
-func checkFreeSpace(dir string, min uint64) error {
-	free, err := freeBytes(dir)
-	if err != nil {
-		return fmt.Errorf("free space of %s: %w", dir, err)
-	}
-	if free < min {
-		return diskNearlyFull(dir, free, min)
-	}
-	return nil
-}
-
-func diskNearlyFull(dir string, free, min uint64) error {
-	return fmt.Errorf("disk nearly full: %d MiB free in %s, below --min-free-disk-mib %d (no space left on device soon); free some space and start again",
-		free>>20, dir, min>>20)
-}
-
-// watchFreeSpace checks dir every interval and tells full whether it has
-// less than reserve bytes free, so writes that add data are refused while
-// reads, acks, deletes and retention go on (the operator frees space
-// without a restart). Below min bytes, or when dir is gone (deleted or
-// unmounted under the node: nothing written from then on would last), it
-// sends one error and returns: the node stops. A reserve or min of 0 is
-// off.
-func watchFreeSpace(ctx context.Context, dir string, min, reserve uint64, interval time.Duration, full func(bool), log *slog.Logger) <-chan error {
-	low := make(chan error, 1)
-	wasFull := false
-	check := func() bool {
-		free, err := freeBytes(dir)
-		if errors.Is(err, fs.ErrNotExist) {
-			low <- fmt.Errorf("the data directory %s is gone (deleted or unmounted under the running node): writes would be lost; restore it or repair the node from its peers", dir)
-			return false
-		}
-		if err != nil {
-			log.Warn("free space unknown", "dir", dir, "err", err)
-			return true
-		}
-		if min > 0 && free < min {
-			low <- diskNearlyFull(dir, free, min)
-			return false
-		}
-		isFull := reserve > 0 && free < reserve
-		full(isFull)
-		if isFull != wasFull {
-			wasFull = isFull
-			if isFull {
-				log.Error("storage full: refusing writes that add data until space is freed", "dir", dir,
-					"free_mib", free>>20, "storage_min_free_mib", reserve>>20)
-			} else {
-				log.Info("storage no longer full: accepting writes", "dir", dir, "free_mib", free>>20)
-			}
-		}
-		return true
-	}
-	if !check() {
-		return low
-	}
-	go func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if !check() {
-					return
-				}
-			}
-		}
-	}()
-	return low
-}
 
 // newVerifyCmd checks a stopped node's data directory, the check every
 // node runs on itself before it starts. A directory that is missing or
@@ -180,9 +76,10 @@ func newVerifyCmd() *cobra.Command {
 // meets a damaged file may panic on a goroutine of its own or fault on a
 // memory-mapped page, and that must end the check, not this node. The
 // child's exit code tells a directory in use (exitInUse) or one this
-// process may not read or write (exitUnreadable) from damage, which is any
-// other failure; failing to run it is none of these.
-var verifyDataDir = func(dir string) error {
+// process may not read or write (exitUnreadable) from damage
+// (node.DamageError), which is any other failure; failing to run it is
+// none of these.
+func verifyDataDir(dir string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("cannot run the start-up check: %w", err)
@@ -199,7 +96,7 @@ var verifyDataDir = func(dir string) error {
 	case errors.As(err, &exit) && exit.ExitCode() == exitUnreadable:
 		return &refusal{msg: childMessage(out), kind: raftnode.ErrDataDirUnreadable}
 	case errors.As(err, &exit):
-		return &damageError{detail: firstLines(string(out), 12)}
+		return &node.DamageError{Detail: firstLines(string(out), 12)}
 	default:
 		return fmt.Errorf("cannot run the start-up check: %w", err)
 	}
@@ -250,11 +147,6 @@ func (e *refusal) Unwrap() error { return e.kind }
 func childMessage(out []byte) string {
 	return strings.TrimPrefix(firstLines(string(out), 3), "waggle: ")
 }
-
-// damageError is what the start-up check found.
-type damageError struct{ detail string }
-
-func (e *damageError) Error() string { return "damaged: " + e.detail }
 
 // firstLines keeps the start of a child's output: a panic's reason is at
 // the top, its stack below.

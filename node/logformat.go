@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -24,9 +24,15 @@ type peerHealth struct {
 	status int // the HTTP status of the answer
 }
 
-func fetchPeerHealth(client *http.Client, scheme, addr string) (peerHealth, error) {
+// fetchPeerHealth asks the member at addr for its /health; ctx ends the
+// question (the node shutting down).
+func fetchPeerHealth(ctx context.Context, client *http.Client, scheme, addr string) (peerHealth, error) {
 	var h peerHealth
-	resp, err := client.Get(scheme + "://" + addr + "/health")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+addr+"/health", nil)
+	if err != nil {
+		return h, err
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return h, err
 	}
@@ -61,7 +67,7 @@ func raiseLogFormats(ctx context.Context, svc, registry *broker.Service, client 
 			continue
 		}
 		members := svc.ConfigurationIndex()
-		f, err := formatEveryMemberReads(registry, client, scheme)
+		f, err := formatEveryMemberReads(ctx, registry, client, scheme)
 		if err != nil {
 			log.Debug("log format stays", "format", svc.LogFormat(), "why", err)
 			continue
@@ -80,7 +86,7 @@ func raiseLogFormats(ctx context.Context, svc, registry *broker.Service, client 
 
 // formatEveryMemberReads is the newest log format all members of the raft
 // configuration (voters and non-voters alike: all apply the log) read.
-func formatEveryMemberReads(svc *broker.Service, client *http.Client, scheme string) (command.LogFormat, error) {
+func formatEveryMemberReads(ctx context.Context, svc *broker.Service, client *http.Client, scheme string) (command.LogFormat, error) {
 	members, err := svc.Members()
 	if err != nil {
 		return 0, err
@@ -93,7 +99,7 @@ func formatEveryMemberReads(svc *broker.Service, client *http.Client, scheme str
 		if m.HTTPAddr == "" {
 			return 0, fmt.Errorf("member %s has not registered its address", m.ID)
 		}
-		h, err := fetchPeerHealth(client, scheme, m.HTTPAddr)
+		h, err := fetchPeerHealth(ctx, client, scheme, m.HTTPAddr)
 		if err != nil {
 			return 0, fmt.Errorf("member %s: %w", m.ID, err)
 		}

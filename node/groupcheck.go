@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/waggle-mq/waggle/broker"
@@ -29,12 +30,12 @@ const groupCountPoll = 2 * time.Second
 // odd node stops itself. In a cluster of two nothing is stopped, since
 // neither side can tell which is wrong. The check ends once decided. (A
 // node added with `waggle cluster add` is checked before that, by the
-// leader that adds it: httpapi's addNode.)
-func watchGroupCount(ctx context.Context, svc *broker.Service, client *http.Client, scheme, self string, count int, log *slog.Logger) <-chan error {
+// leader that adds it: httpapi's addNode.) wg counts its goroutine.
+func watchGroupCount(ctx context.Context, wg *sync.WaitGroup, svc *broker.Service, client *http.Client, scheme, self string, count int, log *slog.Logger) <-chan error {
 	out := make(chan error, 1)
-	go func() {
+	wg.Go(func() {
 		for {
-			done, err := compareGroupCounts(svc, client, scheme, self, count, log)
+			done, err := compareGroupCounts(ctx, svc, client, scheme, self, count, log)
 			if err != nil {
 				out <- err
 				return
@@ -48,14 +49,14 @@ func watchGroupCount(ctx context.Context, svc *broker.Service, client *http.Clie
 			case <-time.After(groupCountPoll):
 			}
 		}
-	}()
+	})
 	return out
 }
 
 // compareGroupCounts asks each other voter's /health once. done is true
 // once more than half of them answered; err is set when more than half of
 // them run another count than this node.
-func compareGroupCounts(svc *broker.Service, client *http.Client, scheme, self string, count int, log *slog.Logger) (done bool, err error) {
+func compareGroupCounts(ctx context.Context, svc *broker.Service, client *http.Client, scheme, self string, count int, log *slog.Logger) (done bool, err error) {
 	members, err := svc.Members()
 	if err != nil || !slices.ContainsFunc(members, func(m broker.Member) bool { return m.ID == self }) {
 		return false, nil // not a member yet (a joining node): ask again later
@@ -71,7 +72,7 @@ func compareGroupCounts(svc *broker.Service, client *http.Client, scheme, self s
 	}
 	counts := map[string]int{} // node id → its group count
 	for _, m := range others {
-		if c, ok := groupCountOf(client, scheme, m); ok {
+		if c, ok := groupCountOf(ctx, client, scheme, m); ok {
 			counts[m.ID] = c
 		}
 	}
@@ -127,11 +128,11 @@ func judgeGroupCounts(count, others int, answered map[string]int) (done bool, ot
 // groupCountOf is how many raft groups member m runs, from its /health
 // (which lists them when there are several). An answer from another node
 // than m (a stale address) is no answer.
-func groupCountOf(client *http.Client, scheme string, m broker.Member) (int, bool) {
+func groupCountOf(ctx context.Context, client *http.Client, scheme string, m broker.Member) (int, bool) {
 	if m.HTTPAddr == "" {
 		return 0, false
 	}
-	h, err := fetchPeerHealth(client, scheme, m.HTTPAddr)
+	h, err := fetchPeerHealth(ctx, client, scheme, m.HTTPAddr)
 	if err != nil || h.status != http.StatusOK || h.NodeID.String() != m.ID {
 		return 0, false
 	}

@@ -1,7 +1,8 @@
-package main
+package node
 
 import (
 	"context"
+	"sync"
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,8 +15,9 @@ import (
 
 // observe registers the gauges read at scrape time (raft state and badger
 // sizes of group 0, consumer-group lag and pending deletes of every raft
-// group in all) and counts group 0's leader changes until ctx ends.
-func observe(ctx context.Context, m *metrics.Metrics, node *raftnode.Node, st *store.Store, svc *broker.Service, all []*broker.Service) {
+// group in all) and counts group 0's leader changes until ctx ends (wg
+// counts the goroutine that does).
+func observe(ctx context.Context, wg *sync.WaitGroup, m *metrics.Metrics, node *raftnode.Node, st *store.Store, svc *broker.Service, all []*broker.Service) {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
@@ -45,7 +47,7 @@ func observe(ctx context.Context, m *metrics.Metrics, node *raftnode.Node, st *s
 				"Messages retention dropped before a consumer group read them (its cursor jumped past them), per queue partition.", []string{"group", "queue", "partition"}, nil)},
 	)
 
-	onLeaderChange(ctx, node, func(raft.LeaderObservation) { m.LeaderChanged() })
+	onLeaderChange(ctx, wg, node, func(raft.LeaderObservation) { m.LeaderChanged() })
 }
 
 // oneIf is a gauge's value for a condition: 1 when it holds, else 0.

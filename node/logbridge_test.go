@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"bytes"
@@ -35,7 +35,7 @@ func TestRaftLogsThroughSlogWithRepeatsHeldBack(t *testing.T) {
 	if !strings.Contains(buf.String(), `"repeatsLeftOut":9`) {
 		t.Fatalf("the line after the window does not count the 9 left out:\n%s", buf.String())
 	}
-	l.Info("entering follower state", "follower", node("Node at 127.0.0.1:7400 [Follower]"), "servers", hclog.Fmt("%d servers", 3))
+	l.Info("entering follower state", "follower", raftValue("Node at 127.0.0.1:7400 [Follower]"), "servers", hclog.Fmt("%d servers", 3))
 	if !strings.Contains(buf.String(), `"follower":"Node at 127.0.0.1:7400 [Follower]"`) || !strings.Contains(buf.String(), `"servers":"3 servers"`) {
 		t.Fatalf("raft's Stringer and Fmt values are not written as text:\n%s", buf.String())
 	}
@@ -45,10 +45,10 @@ func TestRaftLogsThroughSlogWithRepeatsHeldBack(t *testing.T) {
 	}
 }
 
-// node is a raft value that prints itself (JSON would write it as {}).
-type node string
+// raftValue is a raft value that prints itself (JSON would write it as {}).
+type raftValue string
 
-func (n node) String() string { return string(n) }
+func (v raftValue) String() string { return string(v) }
 
 // A peer that cannot be reached is a warning, this node's own transport
 // closing under a read while it shuts down is not an error; other raft
