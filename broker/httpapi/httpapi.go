@@ -1,6 +1,7 @@
-// Package httpapi serves waggle's native HTTP API (the README lists every call):
-// routes, JSON in and out, status codes. Every decision about dedup,
-// offsets or leadership is the broker's; this package only translates.
+// Package httpapi serves waggle's native HTTP API (docs/HTTP-API.md
+// documents every call): routes, JSON in and out, status codes. Every
+// decision about dedup, offsets or leadership is the broker's; this
+// package only translates.
 package httpapi
 
 import (
