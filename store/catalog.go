@@ -2,10 +2,11 @@ package store
 
 import (
 	"math"
+	"sync"
+
+	"slices"
 
 	"github.com/dgraph-io/badger/v4"
-	"slices"
-	"strings"
 )
 
 // A catalog is every queue record, decoded, as of one commit. Reads of
@@ -23,9 +24,12 @@ import (
 type catalog struct {
 	base   *catalogBase
 	recent map[string]*Queue // changed since base; nil: deleted
-	// The overlay's queues by id and by topic id (ids are never reused).
+	// The overlay's live queues by id and by topic id.
 	recentByID      map[uint64]*Queue
 	recentByTopicID map[[16]byte]*Queue
+
+	sorted     sync.Once
+	sortedList []string // every live name in order, made once (names)
 }
 
 type catalogBase struct {
@@ -39,16 +43,26 @@ type catalogBase struct {
 // folded into a new base.
 const catalogFold = 512
 
-func newCatalog(queues []Queue) *catalog {
+// newCatalog makes a catalog of queues, which it keeps (callers pass
+// copies no one else holds).
+func newCatalog(queues []*Queue) *catalog {
 	b := &catalogBase{byName: make(map[string]*Queue, len(queues)), byID: make(map[uint64]*Queue, len(queues)),
 		byTopicID: make(map[[16]byte]*Queue, len(queues))}
-	for i := range queues {
-		q := queues[i].clone()
-		b.byName[q.Name], b.byID[q.ID], b.byTopicID[q.TopicID()] = &q, &q, &q
+	for _, q := range queues {
+		b.byName[q.Name], b.byID[q.ID], b.byTopicID[q.TopicID()] = q, q, q
 		b.names = append(b.names, q.Name)
 	}
-	slices.Sort(b.names)
+	if !slices.IsSorted(b.names) { // a fold's are
+		slices.Sort(b.names)
+	}
 	return &catalog{base: b}
+}
+
+// setCatalog swaps in c while no transaction opens.
+func (s *Store) setCatalog(c *catalog) {
+	s.catalogMu.Lock()
+	s.catalog = c
+	s.catalogMu.Unlock()
 }
 
 // loadCatalog reads every queue record from the store.
@@ -62,9 +76,11 @@ func (s *Store) loadCatalog() error {
 	if err != nil {
 		return err
 	}
-	s.catalogMu.Lock()
-	s.catalog = newCatalog(qs)
-	s.catalogMu.Unlock()
+	own := make([]*Queue, len(qs))
+	for i := range qs {
+		own[i] = &qs[i]
+	}
+	s.setCatalog(newCatalog(own))
 	return nil
 }
 
@@ -108,10 +124,7 @@ func (c *catalog) find(recent, q *Queue) (Queue, bool) {
 // after lists up to limit queues in name order, from the one after the
 // named queue ("": from the first).
 func (c *catalog) after(after string, limit int) []Queue {
-	names := c.base.names
-	if len(c.recent) > 0 {
-		names = c.names()
-	}
+	names := c.names()
 	i := 0
 	if after != "" {
 		i, _ = slices.BinarySearch(names, after)
@@ -127,52 +140,71 @@ func (c *catalog) after(after string, limit int) []Queue {
 	return out
 }
 
-// names lists the catalog's queue names in order.
+// names lists the catalog's live queue names in order: base's, merged
+// with the overlay's once per catalog.
 func (c *catalog) names() []string {
-	out := make([]string, 0, len(c.base.names)+len(c.recent))
-	for _, n := range c.base.names {
-		if _, changed := c.recent[n]; !changed {
-			out = append(out, n)
-		}
+	if len(c.recent) == 0 {
+		return c.base.names
 	}
-	for n, q := range c.recent {
-		if q != nil {
-			out = append(out, n)
+	c.sorted.Do(func() {
+		var added []string
+		for n, q := range c.recent {
+			if q != nil {
+				added = append(added, n)
+			}
 		}
-	}
-	slices.SortFunc(out, strings.Compare)
-	return out
+		slices.Sort(added)
+		out := make([]string, 0, len(c.base.names)+len(added))
+		i := 0
+		for _, n := range c.base.names {
+			for ; i < len(added) && added[i] < n; i++ {
+				out = append(out, added[i])
+			}
+			if _, changed := c.recent[n]; !changed {
+				out = append(out, n)
+			}
+		}
+		c.sortedList = append(out, added[i:]...)
+	})
+	return c.sortedList
 }
 
-// with returns the catalog with changes applied (nil: deleted).
+// with returns the catalog with changes applied (nil: deleted). The
+// queues in changes become the catalog's.
 func (c *catalog) with(changes map[string]*Queue) *catalog {
-	recent := make(map[string]*Queue, len(c.recent)+len(changes))
+	next := &catalog{base: c.base, recent: make(map[string]*Queue, len(c.recent)+len(changes)),
+		recentByID: make(map[uint64]*Queue, len(c.recentByID)+len(changes)), recentByTopicID: make(map[[16]byte]*Queue, len(c.recentByTopicID)+len(changes))}
 	for n, q := range c.recent {
-		recent[n] = q
+		next.recent[n] = q
 	}
-	for n, q := range changes {
-		recent[n] = q
-	}
-	next := &catalog{base: c.base, recent: recent,
-		recentByID: make(map[uint64]*Queue, len(recent)), recentByTopicID: make(map[[16]byte]*Queue, len(recent))}
 	for id, q := range c.recentByID {
 		next.recentByID[id] = q
 	}
 	for id, q := range c.recentByTopicID {
 		next.recentByTopicID[id] = q
 	}
-	for _, q := range changes {
+	for n, q := range changes {
+		if old := next.recent[n]; old != nil { // replaced: its ids go (a name deleted and created again has a new id)
+			delete(next.recentByID, old.ID)
+			delete(next.recentByTopicID, old.TopicID())
+		}
+		next.recent[n] = q
 		if q != nil {
 			next.recentByID[q.ID], next.recentByTopicID[q.TopicID()] = q, q
 		}
 	}
-	if len(recent) < catalogFold {
+	if len(next.recent) < catalogFold {
 		return next
 	}
-	var all []Queue
-	for _, n := range next.names() {
-		q, _ := next.queue(n)
-		all = append(all, q)
+	// Fold: the queues are shared, never changed, so no copy is needed.
+	names := next.names()
+	all := make([]*Queue, len(names))
+	for i, n := range names {
+		if q, changed := next.recent[n]; changed {
+			all[i] = q
+		} else {
+			all[i] = next.base.byName[n]
+		}
 	}
 	return newCatalog(all)
 }

@@ -360,12 +360,10 @@ func (s *Store) DataBehind() error { return s.behind }
 // Reset empties the store: every key and segment file.
 func (s *Store) Reset() error {
 	s.forgetPruneFloor()
+	s.setCatalog(newCatalog(nil)) // before the keys go: no reader pairs old records with an empty store
 	if err := s.db.DropAll(); err != nil {
 		return fmt.Errorf("reset: %w", err)
 	}
-	s.catalogMu.Lock()
-	s.catalog = newCatalog(nil)
-	s.catalogMu.Unlock()
 	if err := s.segs.Retain(nil); err != nil {
 		return fmt.Errorf("reset: %w", err)
 	}

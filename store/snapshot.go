@@ -313,7 +313,7 @@ type SegmentFiles struct {
 // (the same stream, base and size) into place instead of writing the
 // bytes r carries for them again: restoring a snapshot received from a
 // leader then writes its data once.
-func (s *Store) RestoreLinking(r io.Reader, files SegmentFiles) error {
+func (s *Store) RestoreLinking(r io.Reader, files SegmentFiles) (err error) {
 	offered := map[[3]uint64]string{}
 	for _, sg := range files.Segs {
 		offered[[3]uint64{sg.Stream, sg.Base, sg.Size}] = filepath.Join(files.Dir, sg.Path)
@@ -324,6 +324,14 @@ func (s *Store) RestoreLinking(r io.Reader, files SegmentFiles) error {
 		return fmt.Errorf("restore: %w", err)
 	}
 	s.forgetPruneFloor()
+	// Readers meanwhile find no queue; once the keys are in (or the
+	// restore failed part way), the catalog is what badger holds.
+	s.setCatalog(newCatalog(nil))
+	defer func() {
+		if lerr := s.loadCatalog(); err == nil {
+			err = lerr
+		}
+	}()
 	if err := s.db.DropAll(); err != nil {
 		return fmt.Errorf("restore: drop old state: %w", err)
 	}
@@ -352,10 +360,7 @@ func (s *Store) RestoreLinking(r io.Reader, files SegmentFiles) error {
 	if err := s.segs.Retain(keep); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	if err := s.recoverStreams(); err != nil {
-		return err
-	}
-	return s.loadCatalog()
+	return s.recoverStreams()
 }
 
 func readField(br *bufio.Reader) ([]byte, error) {

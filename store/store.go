@@ -131,6 +131,9 @@ func (s *Store) BeginWrite() *Tx {
 // View runs fn inside a read-only transaction: a consistent point-in-time
 // view of the state.
 func (s *Store) View(fn func(tx *Tx) error) error {
+	if s.db.IsClosed() {
+		return badger.ErrDBClosed // as db.View: a new transaction would wait for ever
+	}
 	s.catalogMu.RLock()
 	txn := s.db.NewTransaction(false)
 	cat := s.catalog
@@ -263,12 +266,17 @@ func (t *Tx) commitTxn() error {
 	if len(t.queueWrites) == 0 {
 		return t.txn.Commit()
 	}
+	// The state machine is the only writer, so the next catalog can be
+	// built before the lock: only the commit and the swap hold it.
+	t.store.catalogMu.RLock()
+	next := t.store.catalog.with(t.queueWrites)
+	t.store.catalogMu.RUnlock()
 	t.store.catalogMu.Lock()
 	defer t.store.catalogMu.Unlock()
 	if err := t.txn.Commit(); err != nil {
 		return err
 	}
-	t.store.catalog = t.store.catalog.with(t.queueWrites)
+	t.store.catalog = next
 	return nil
 }
 

@@ -195,6 +195,9 @@ func (p *placer) name(kind, name string, group func(string) uint32) {
 // eachGroup runs fn on every group's broker (forwarding its writes to
 // the group's leader), stopping at the first error.
 func (s *Server) eachGroup(fn func(Broker) error) error {
+	if s.groupCount() <= 1 {
+		return fn(s.svc) // the leader's own write: a lost leadership answers not_leader
+	}
 	for _, b := range s.route.AllForwarding() {
 		if err := fn(b); err != nil {
 			return err
