@@ -133,21 +133,10 @@ func TestCatalogAgreesWithTheRecords(t *testing.T) {
 // it opened changes neither its records nor its catalog.
 func TestCatalogKeepsAReadersSnapshot(t *testing.T) {
 	s := openTest(t)
-	put := func(q Queue) {
-		t.Helper()
-		tx := s.BeginWrite()
-		defer tx.Discard()
-		if err := tx.PutQueue(q); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put(Queue{ID: 1, Name: "a", DedupWindowSeconds: 1})
+	putQueue(t, s, Queue{ID: 1, Name: "a", DedupWindowSeconds: 1}, 0)
 	err := s.View(func(tx *Tx) error {
-		put(Queue{ID: 1, Name: "a", DedupWindowSeconds: 2})
-		put(Queue{ID: 2, Name: "b"})
+		putQueue(t, s, Queue{ID: 1, Name: "a", DedupWindowSeconds: 2}, 0)
+		putQueue(t, s, Queue{ID: 2, Name: "b"}, 0)
 		q, err := tx.Queue("a")
 		if err != nil || q.DedupWindowSeconds != 1 {
 			t.Fatalf("the reader sees a as %+v, %v; want its snapshot's window 1", q, err)
@@ -167,36 +156,12 @@ func TestCatalogKeepsAReadersSnapshot(t *testing.T) {
 // empties it.
 func TestCatalogFollowsRestoreAndReset(t *testing.T) {
 	src := openTest(t)
-	tx := src.BeginWrite()
 	for i := range 5 {
-		if err := tx.PutQueue(Queue{ID: uint64(i + 1), Name: fmt.Sprintf("r%d", i)}); err != nil {
-			t.Fatal(err)
-		}
+		putQueue(t, src, Queue{ID: uint64(i + 1), Name: fmt.Sprintf("r%d", i)}, 0)
 	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	tx.Discard()
-	snap, err := src.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := snap.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	snap.Release()
-
 	dst := openTest(t)
-	tx = dst.BeginWrite()
-	if err := tx.PutQueue(Queue{ID: 9, Name: "gone"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	tx.Discard()
-	if err := dst.Restore(&buf); err != nil {
+	putQueue(t, dst, Queue{ID: 9, Name: "gone"}, 0)
+	if err := dst.Restore(bytes.NewReader(snapshotOf(t, src))); err != nil {
 		t.Fatal(err)
 	}
 	requireCatalogMatchesBadger(t, dst, []uint64{1, 5, 9})
@@ -223,23 +188,9 @@ func TestCatalogFollowsRestoreAndReset(t *testing.T) {
 func TestCatalogOverlayStaysSmallUnderChurnOfOneName(t *testing.T) {
 	s := openTest(t)
 	for i := range 3 * catalogFold {
-		tx := s.BeginWrite()
 		q := Queue{ID: uint64(i + 1), Name: "churn"}
-		if err := tx.PutQueue(q); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		tx.Discard()
-		tx = s.BeginWrite()
-		if err := tx.DeleteQueue(q, uint64(10_000+i)); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		tx.Discard()
+		putQueue(t, s, q, 0)
+		write(t, s, func(tx *Tx) error { return tx.DeleteQueue(q, uint64(10_000+i)) })
 	}
 	if c := s.catalog; len(c.recentByID) > 1 || len(c.recentByTopicID) > 1 || len(c.recent) > 1 {
 		t.Fatalf("after %d creates and deletes of one name the overlay holds %d names, %d ids, %d topic ids",
@@ -251,34 +202,10 @@ func TestCatalogOverlayStaysSmallUnderChurnOfOneName(t *testing.T) {
 // used to leave the old queues in the catalog over what badger then held.
 func TestCatalogAfterAFailedRestoreIsWhatBadgerHolds(t *testing.T) {
 	src := openTest(t)
-	tx := src.BeginWrite()
-	if err := tx.PutQueue(Queue{ID: 1, Name: "new"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	tx.Discard()
-	snap, err := src.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := snap.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	snap.Release()
-	stream := buf.Bytes()
-
+	putQueue(t, src, Queue{ID: 1, Name: "new"}, 0)
+	stream := snapshotOf(t, src)
 	dst := openTest(t)
-	tx = dst.BeginWrite()
-	if err := tx.PutQueue(Queue{ID: 7, Name: "old"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	tx.Discard()
+	putQueue(t, dst, Queue{ID: 7, Name: "old"}, 0)
 	// The stream cut after its header and a few bytes: the restore fails
 	// after dropping the old state.
 	if err := dst.Restore(bytes.NewReader(stream[:min(len(stream), 24)])); err == nil {
