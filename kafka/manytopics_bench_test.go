@@ -7,6 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -31,11 +34,14 @@ func BenchmarkProduceManyTopics(b *testing.B) {
 	for _, topics := range []int{10, 10_000} {
 		b.Run(fmt.Sprintf("topics=%d", topics), func(b *testing.B) {
 			cl := benchClient(b, startRealKafka(b, topics))
-			cpu0 := processCPU()
+			cpu0, disk0 := processCPU(), diskWrites(b)
 			b.ResetTimer()
 			produceN(b, cl, b.N)
 			b.StopTimer()
 			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
+			// Write amplification: bytes this process had the disk write, over
+			// the records' payload bytes (the raft log, badger, segments).
+			b.ReportMetric(float64(diskWrites(b)-disk0)/float64(b.N*recordBytes), "disk-bytes/payload-byte")
 		})
 	}
 }
@@ -81,9 +87,9 @@ func benchClient(b *testing.B, addr string, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-// produceN produces n records of 100 random bytes (each its own slice of
-// 1 MiB of random data, sent uncompressed) to bench-0 and waits for every
-// acknowledgement.
+// produceN produces n records of recordBytes random bytes (each its own
+// slice of 1 MiB of random data, sent uncompressed) to bench-0 and waits
+// for every acknowledgement.
 func produceN(b *testing.B, cl *kgo.Client, n int) {
 	random := make([]byte, 1<<20)
 	rand.Read(random)
@@ -92,8 +98,8 @@ func produceN(b *testing.B, cl *kgo.Client, n int) {
 	var mu sync.Mutex
 	for i := range n {
 		wg.Add(1)
-		at := i * 100 % (len(random) - 100)
-		cl.Produce(context.Background(), &kgo.Record{Value: random[at : at+100]}, func(_ *kgo.Record, err error) {
+		at := i * recordBytes % (len(random) - recordBytes)
+		cl.Produce(context.Background(), &kgo.Record{Value: random[at : at+recordBytes]}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				mu.Lock()
 				failed = err
@@ -175,6 +181,26 @@ func createTopics(b *testing.B, svc *broker.Service, n int) {
 	if err := <-errs; err != nil {
 		b.Fatal(err)
 	}
+}
+
+// recordBytes is the size of every benchmark record's value.
+const recordBytes = 100
+
+// diskWrites is how many bytes this process has caused to be written to
+// disk so far (write_bytes of /proc/self/io).
+func diskWrites(b *testing.B) int64 {
+	raw, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		b.Skip("no /proc/self/io:", err)
+	}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "write_bytes: "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	b.Skip("/proc/self/io has no write_bytes")
+	return 0
 }
 
 // processCPU is the CPU time this process has used, user and system.
