@@ -30,9 +30,15 @@ const (
 	// carry compaction settings, and node registrations carry the format
 	// the node reads.
 	LogFormat2 LogFormat = 2
+	// LogFormat3 adds no command type: it changes what an HTTP push
+	// stores. Each partition a push entry reaches gets one segment record
+	// and one index pointer for all its messages (as a Kafka batch has),
+	// and the dedup records it files share one expiry index entry. A node
+	// of format 2 could not read those records, hence the format.
+	LogFormat3 LogFormat = 3
 
 	// MaxLogFormat is the newest format this binary reads and writes.
-	MaxLogFormat = LogFormat2
+	MaxLogFormat = LogFormat3
 )
 
 // Command is an entry the leader proposes.
@@ -41,8 +47,8 @@ type Command interface {
 	Encode() []byte
 }
 
-// olderLayout is a command whose entry reads differently below
-// MaxLogFormat: encodeAs writes it for a cluster at format f.
+// olderLayout is a command whose entry reads differently at format 1:
+// encodeAs writes it for a cluster at that format.
 type olderLayout interface {
 	encodeAs(f LogFormat) []byte
 }
@@ -61,7 +67,9 @@ func EncodeAs(cmd Command, f LogFormat) ([]byte, error) {
 	if n, ok := cmd.(newCommand); ok && f < n.since() {
 		return nil, fmt.Errorf("%w: needs format %d, cluster at %d", ErrLogFormatTooOld, n.since(), f)
 	}
-	if o, ok := cmd.(olderLayout); ok && f < MaxLogFormat {
+	// Every older layout is format 1's: format 2 gave those commands
+	// their binary layout, and no later format changed an entry's.
+	if o, ok := cmd.(olderLayout); ok && f < LogFormat2 {
 		return o.encodeAs(f), nil
 	}
 	return cmd.Encode(), nil

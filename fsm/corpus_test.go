@@ -70,7 +70,7 @@ func corpusScenario() []corpusEntry {
 		{"configure-queue", &command.ConfigureQueueCommand{NowMs: now, Queue: "orders", Options: command.QueueOptions{DedupWindowSeconds: &window}}},
 		{"push", &command.PushCommand{NowMs: now + 1, Items: []command.PushItem{msg("tx-1", 1, `{"n":1}`), msg("tx-2", 2, `{"n":2}`)}}},
 		{"push-retried", &command.PushCommand{NowMs: now + 2, Items: []command.PushItem{msg("tx-1", 3, `{"n":1}`)}}},
-		{"register-node", &command.RegisterNodeCommand{Node: store.Node{ID: "2", HTTPAddr: "10.0.0.2:6632", KafkaAddr: "10.0.0.2:9092", LogFormat: uint32(command.MaxLogFormat)}}},
+		{"register-node", &command.RegisterNodeCommand{Node: store.Node{ID: "2", HTTPAddr: "10.0.0.2:6632", KafkaAddr: "10.0.0.2:9092", LogFormat: uint32(command.LogFormat2)}}},
 		{"register-node-3", &command.RegisterNodeCommand{Node: store.Node{ID: "3", HTTPAddr: "10.0.0.3:6632", KafkaAddr: "10.0.0.3:9092"}}},
 		{"forget-node", &command.ForgetNodeCommand{ID: "3"}},
 		{"create-topic", &command.CreateTopicCommand{NowMs: now + 3, Name: "events", Partitions: 2, RetentionMs: 3_600_000, MaxMessageBytes: 1 << 20}},
@@ -163,6 +163,23 @@ func corpusScenario() []corpusEntry {
 		// An operator moves group 2's leadership to node 3, then back.
 		{"prefer-leader", &command.PreferLeaderCommand{Group: 2, Node: "3"}},
 		{"prefer-leader-cleared", &command.PreferLeaderCommand{Group: 2}},
+		// Format 3: a push stores one batch per partition. One to two
+		// partitions with an id repeated inside it, a retry, a pop across
+		// single messages and a batch, an ack by transactionId inside the
+		// batch, then the batch's dedup records pruned.
+		{"f3-set-log-format", &command.SetLogFormatCommand{Format: command.LogFormat3}},
+		{"f3-push-batched", &command.PushCommand{NowMs: later + 800_000, Items: []command.PushItem{
+			msg("b-1", 0x21, `{"b":1}`), msg("b-2", 0x22, `{"b":2}`), msg("b-1", 0x23, `{"b":1}`),
+			{Queue: "orders", Partition: "p2", TransactionID: "b-3", MessageID: [16]byte{0xa, 0x24}, Payload: []byte(`{"b":3}`)},
+			msg("b-4", 0x25, `{"b":4}`),
+		}}},
+		{"f3-push-batched-retried", &command.PushCommand{NowMs: later + 800_001, Items: []command.PushItem{msg("b-2", 0x26, `{"b":2}`), msg("b-5", 0x27, `{"b":5}`)}}},
+		{"f3-pop", &command.PopCommand{NowMs: later + 800_002, Group: "batchers", Queue: "orders", Batch: 10, LeaseID: "lease-f3"}},
+		{"f3-ack", &command.AckCommand{NowMs: later + 800_003, Group: "batchers", Acks: []command.Ack{
+			{PartitionID: 2, LeaseID: "lease-f3", TransactionID: "b-2", Status: command.AckCompleted},
+			{PartitionID: 2, LeaseID: "lease-f3", TransactionID: "b-4", Status: command.AckCompleted},
+		}}},
+		{"f3-prune-dedup", &command.PruneDedupCommand{NowMs: later + 800_000 + 8_000_000, Limit: 100}},
 	}
 }
 
@@ -186,6 +203,9 @@ func corpusFor(t *testing.T, f command.LogFormat) (names []string, entries [][]b
 	for i, e := range corpusScenario() {
 		if (e.name == "set-log-format" || e.name == "produce-keyed" || strings.HasPrefix(e.name, "produce-transactional") || strings.HasPrefix(e.name, "dlq-") || strings.HasPrefix(e.name, "keyed-")) && f < command.LogFormat2 {
 			continue // format 1 had no such command, no compacted topics, no transactions, no dead-letter and no keyed commands
+		}
+		if strings.HasPrefix(e.name, "f3-") && f < command.LogFormat3 {
+			continue // pushes stored in batches, from format 3
 		}
 		b, err := command.EncodeAs(e.cmd, f)
 		if err != nil {

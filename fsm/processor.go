@@ -186,9 +186,16 @@ func advanceClock(meta *store.Meta, stampedMs int64) {
 }
 
 // pushTarget caches one partition and its queue while a push entry applies.
+// From log format 3 it also collects what the entry stores there, written
+// once the entry's items are decided: one batch of messages, and the
+// dedup records of their transactionIds under one expiry index entry.
 type pushTarget struct {
 	queue *store.Queue
 	part  store.Partition
+
+	msgs   []store.Message
+	ids    []string
+	dedups []dedup.Entry
 }
 
 // queueCache holds the queues one entry touches, writing back the ones it
@@ -240,6 +247,7 @@ func (p *Processor) push(tx *store.Tx, meta *store.Meta, cmd *command.PushComman
 	targets := map[[2]string]*pushTarget{}
 	var touched []*pushTarget // in first-use order, for deterministic writes
 	var seen dedup.Request
+	batched := effectiveLogFormat(*meta) >= command.LogFormat3
 
 	for i := range cmd.Items {
 		it := &cmd.Items[i]
@@ -276,23 +284,38 @@ func (p *Processor) push(tx *store.Tx, meta *store.Meta, cmd *command.PushComman
 
 		offset := tg.part.NextOffset
 		tg.part.NextOffset++
-		must(tx.PutMessage(*tg.queue, pid, store.Message{
+		m := store.Message{
 			Offset:        offset,
 			ID:            it.MessageID,
 			TimestampMs:   now,
 			TransactionID: it.TransactionID,
 			Payload:       it.Payload,
 			AppendSeq:     meta.NextID,
-		}))
+		}
 		entry := dedup.Entry{Offset: offset, MessageID: it.MessageID, StoredAtMs: now, ExpiresAtMs: now + windowMs}
-		if windowMs > 0 {
-			must(tx.PutDedup(pid, it.TransactionID, entry))
+		switch {
+		case batched:
+			tg.msgs = append(tg.msgs, m)
+			if windowMs > 0 {
+				tg.ids, tg.dedups = append(tg.ids, it.TransactionID), append(tg.dedups, entry)
+			}
+		default:
+			must(tx.PutMessage(*tg.queue, pid, m))
+			if windowMs > 0 {
+				must(tx.PutDedup(pid, it.TransactionID, entry))
+			}
 		}
 		seen.Remember(pid, it.TransactionID, entry)
 		results[i] = command.PushResult{Status: command.PushQueued, Offset: offset, MessageID: it.MessageID}
 	}
 
 	for _, tg := range touched {
+		if len(tg.msgs) > 0 {
+			must(tx.PutMessages(*tg.queue, tg.part.ID, tg.msgs))
+		}
+		if len(tg.ids) > 0 {
+			must(tx.PutDedupGroup(tg.part.ID, tg.ids, tg.dedups))
+		}
 		must(tx.PutPartition(tg.part))
 		// Wake readers of the partition and poppers of the whole queue.
 		p.appended = append(p.appended, tg.part.ID, tg.queue.ID)

@@ -155,8 +155,8 @@ func TestRollingUpgrade(t *testing.T) {
 	}
 	upgradeEnd := steps[len(steps)-1].end
 
-	// Once the format has risen, transactions are written in format 2:
-	// some of those too before the load ends.
+	// Once the format has risen, entries are written in the new format:
+	// some transactions and pushes in it too before the load ends.
 	gate.checkRaised()
 	before := txns.count()
 	waitFor(t, 30*time.Second, func() error {
@@ -631,9 +631,9 @@ func checkUpgradeRecords(t *testing.T, l *node, load *upgradeLoad) {
 }
 
 // txnLoad is a client writing transactions (a push and a KV put each)
-// through the upgrade: while the cluster is at log format 1 they are JSON
-// entries the old leader writes and new nodes apply, after it rises they
-// are format 2 entries.
+// through the upgrade: while the cluster is at the old release's log
+// format they are entries the old leader writes and new nodes apply, after
+// it rises they are the new format's.
 type txnLoad struct {
 	mu    sync.Mutex
 	acked []int // transactions answered success
@@ -696,19 +696,46 @@ type logFormatListing struct {
 	} `json:"members"`
 }
 
-// logFormatGate checks that the cluster's log format stays 1 while old
-// binaries are members and rises to the new binary's once all run it.
+// logFormatGate checks that the cluster's log format stays the old
+// release's while old binaries are members and rises to the new binary's
+// once all run it.
 type logFormatGate struct {
 	t          *testing.T
 	c          *cluster
+	old        int // the old release's format: 1 when it reports none
 	stop, done chan struct{}
 	samples    int
 	violations []string
 }
 
+// settleOld waits until the all-old cluster runs at the highest format its
+// members read (a release that raises formats does so soon after start)
+// and records it.
+func (g *logFormatGate) settleOld() {
+	g.t.Helper()
+	waitFor(g.t, 30*time.Second, func() error {
+		l, err := readLogFormat(g.c.leader())
+		if err != nil {
+			return err
+		}
+		member := 1
+		for _, m := range l.Members {
+			member = formatOr1(m.LogFormat)
+		}
+		cluster := formatOr1(l.LogFormat)
+		if cluster != member {
+			return fmt.Errorf("the old cluster runs log format %d, its members read %d", cluster, member)
+		}
+		g.old = cluster
+		return nil
+	})
+	g.t.Logf("the old release's cluster runs log format %d", g.old)
+}
+
 // watchMixed asks every live node for the cluster's format, again and
 // again, until endMixed (or the test's end).
 func (g *logFormatGate) watchMixed() {
+	g.settleOld()
 	g.stop, g.done = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(g.done)
@@ -724,8 +751,8 @@ func (g *logFormatGate) watchMixed() {
 					continue // a node starting or stopping
 				}
 				g.samples++
-				if l.LogFormat != nil && *l.LogFormat != 1 {
-					g.violations = append(g.violations, fmt.Sprintf("node %d answered logFormat %d", n.id, *l.LogFormat))
+				if f := formatOr1(l.LogFormat); f != g.old {
+					g.violations = append(g.violations, fmt.Sprintf("node %d answered logFormat %d", n.id, f))
 				}
 			}
 		}
@@ -805,7 +832,18 @@ func (g *logFormatGate) checkRaised() {
 		}
 		return nil
 	})
-	g.t.Logf("log format gate: absent or 1 in %d answers while old binaries were members, %d once all run the new binary", g.samples, want)
+	if want <= g.old {
+		g.t.Errorf("the new binary reads log format %d, the old release %d: the gate was not exercised", want, g.old)
+	}
+	g.t.Logf("log format gate: %d in %d answers while old binaries were members, %d once all run the new binary", g.old, g.samples, want)
+}
+
+// formatOr1 is a reported log format; a binary that reports none reads 1.
+func formatOr1(p *int) int {
+	if p == nil {
+		return 1
+	}
+	return *p
 }
 
 func fmtIntPtr(p *int) string {

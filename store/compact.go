@@ -569,7 +569,7 @@ func (t *Tx) cleanPartition(q Queue, part Partition, st *CompactState, nowMs int
 				return false, err
 			}
 			switch {
-			case full.Message != nil || recordbatch.IsControl(full.Batch):
+			case full.Message != nil || full.Messages != nil || recordbatch.IsControl(full.Batch):
 				if below {
 					if err := t.moveEntry(q, part.ID, full, full.Batch, nowMs, b, st, out); err != nil {
 						return false, err
@@ -652,9 +652,12 @@ func minDue(cur, due int64) int64 {
 // write, when it is one) and points its key there.
 func (t *Tx) moveEntry(q Queue, partitionID uint64, e Entry, raw []byte, nowMs int64, b *compactBudget, st *CompactState, out *CompactOutcome) error {
 	var body []byte
-	if e.Message != nil {
+	switch {
+	case e.Message != nil:
 		body = e.Message.appendTo(recordBody(partitionID, e.Offset, e.Message.encodedSize()))
-	} else {
+	case e.Messages != nil:
+		body = appendMessageBatch(recordBody(partitionID, e.Offset, messageBatchSize(e.Messages)), e.Messages)
+	default:
 		body = appendBatch(recordBody(partitionID, e.Offset, 21+len(raw)), e.Count, e.MaxTimestampMs, e.AppendSeq, raw)
 	}
 	b.writes += 2 // the pointer, and now and then a sealed segment's record

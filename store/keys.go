@@ -19,6 +19,8 @@ import (
 //	familyDedup     [0x06] partitionID(8) transactionID     -> dedup record (versioned)
 //	familyDedupLong [0x08] partitionID(8) sha256(transactionID) -> dedup record + transactionID
 //	familyExpiry    [0x07] expiresAtMs(8) dedupKey          -> empty
+//	                [0x07] expiresAtMs(8) [0x01] partitionID(8) offset(8) count(4)
+//	                                                        -> count × (uvarint(len) transactionID)
 //	familyNode      [0x09] nodeID                           -> node record (JSON, versioned)
 //	familyProducer  [0x0A] producerID(8) partitionID(8)     -> Kafka producer state (versioned)
 //	familyCursor    [0x0B] len(group)(2) group queueID(8) partitionName -> group cursor (JSON, versioned)
@@ -221,10 +223,37 @@ func expiryKey(expiresAtMs int64, dedupKey []byte) []byte {
 	return append(k, dedupKey...)
 }
 
+// expiryGroup marks an expiry index entry that files the dedup records of
+// one push entry's messages in one partition (log format 3) instead of
+// one record: its key names where the first of them was stored and how
+// many there are, its value their transactionIds.
+const expiryGroup = 0x01
+
+func expiryGroupKey(expiresAtMs int64, partitionID, offset uint64, count uint32) []byte {
+	k := make([]byte, 0, 30)
+	k = append(k, familyExpiry)
+	k = binary.BigEndian.AppendUint64(k, uint64(expiresAtMs))
+	k = append(k, expiryGroup)
+	k = binary.BigEndian.AppendUint64(k, partitionID)
+	k = binary.BigEndian.AppendUint64(k, offset)
+	return binary.BigEndian.AppendUint32(k, count)
+}
+
 func expiryPrefix() []byte { return []byte{familyExpiry} }
 
+// parseExpiryKey splits an expiry index key: dedupKey is the record's key,
+// or for a group (expiryGroup) the partition id, offset and count.
 func parseExpiryKey(k []byte) (expiresAtMs int64, dedupKey []byte, err error) {
-	if len(k) < 10 || k[0] != familyExpiry || (k[9] != familyDedup && k[9] != familyDedupLong) {
+	if len(k) < 10 || k[0] != familyExpiry {
+		return 0, nil, errBadKey
+	}
+	switch k[9] {
+	case familyDedup, familyDedupLong:
+	case expiryGroup:
+		if len(k) != 30 {
+			return 0, nil, errBadKey
+		}
+	default:
 		return 0, nil, errBadKey
 	}
 	return int64(binary.BigEndian.Uint64(k[1:9])), k[9:], nil

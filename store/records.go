@@ -197,6 +197,10 @@ const (
 	kindBatch     = 2
 	kindBatchV2   = 3
 	kindMessageV2 = 4
+	// kindMessageBatch holds the messages one push entry appended to one
+	// partition (log format 3), at consecutive offsets. It is only ever
+	// found in a segment record, never inline under a message key.
+	kindMessageBatch = 6
 )
 
 // Message is one stored message.
@@ -249,6 +253,84 @@ func decodeMessage(offset uint64, b []byte) (Message, error) {
 	return m, nil
 }
 
+// appendMessageBatch appends msgs (consecutive offsets, one append time
+// and sequence, those of msgs[0]) to b as kindMessageBatch:
+//
+//	[0x06] count(4) timestampMs(8) appendSeq(8)
+//	then per message: id(16) uvarint(len) transactionId uvarint(len) payload
+func appendMessageBatch(b []byte, msgs []Message) []byte {
+	b = append(b, kindMessageBatch)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(msgs)))
+	b = binary.BigEndian.AppendUint64(b, uint64(msgs[0].TimestampMs))
+	b = binary.BigEndian.AppendUint64(b, msgs[0].AppendSeq)
+	for _, m := range msgs {
+		b = append(b, m.ID[:]...)
+		b = binary.AppendUvarint(b, uint64(len(m.TransactionID)))
+		b = append(b, m.TransactionID...)
+		b = binary.AppendUvarint(b, uint64(len(m.Payload)))
+		b = append(b, m.Payload...)
+	}
+	return b
+}
+
+// messageBatchSize bounds the bytes appendMessageBatch writes.
+func messageBatchSize(msgs []Message) int {
+	n := 21
+	for _, m := range msgs {
+		n += 16 + 2*binary.MaxVarintLen64 + len(m.TransactionID) + len(m.Payload)
+	}
+	return n
+}
+
+// decodeMessageBatch decodes a kindMessageBatch body whose first message
+// is at offset. The payloads are copied out of b.
+func decodeMessageBatch(offset uint64, b []byte) (Entry, error) {
+	if len(b) < 21 || b[0] != kindMessageBatch {
+		return Entry{}, errBadRecord
+	}
+	count := binary.BigEndian.Uint32(b[1:])
+	ts := int64(beUint64(b[5:]))
+	seq := beUint64(b[13:])
+	rest := b[21:]
+	// Each message takes at least 18 bytes: a damaged count cannot make
+	// the slice below larger than the record.
+	if uint64(count) > uint64(len(rest))/18+1 || count == 0 {
+		return Entry{}, errBadRecord
+	}
+	field := func() ([]byte, bool) {
+		n, w := binary.Uvarint(rest)
+		if w <= 0 || n > uint64(len(rest)-w) {
+			return nil, false
+		}
+		f := rest[w : w+int(n)]
+		rest = rest[w+int(n):]
+		return f, true
+	}
+	msgs := make([]Message, count)
+	for i := range msgs {
+		if len(rest) < 16 {
+			return Entry{}, errBadRecord
+		}
+		m := &msgs[i]
+		m.Offset, m.TimestampMs, m.AppendSeq = offset+uint64(i), ts, seq
+		copy(m.ID[:], rest)
+		rest = rest[16:]
+		txID, ok := field()
+		if !ok {
+			return Entry{}, errBadRecord
+		}
+		payload, ok := field()
+		if !ok {
+			return Entry{}, errBadRecord
+		}
+		m.TransactionID, m.Payload = string(txID), append([]byte(nil), payload...)
+	}
+	if len(rest) != 0 {
+		return Entry{}, errBadRecord
+	}
+	return Entry{Offset: offset, Count: count, MaxTimestampMs: ts, AppendSeq: seq, Messages: msgs}, nil
+}
+
 // Dedup records are dedup.Entry values: where a transactionId was stored,
 // for answering a retry with the original message. ExpiresAtMs is also
 // where the id sits in the expiry index. Records of hashed (long) ids end
@@ -288,10 +370,13 @@ type Entry struct {
 	// with generation g came after exactly the entries whose AppendSeq is
 	// at most g. Records written before resets existed read 0.
 	AppendSeq uint64
-	// Exactly one of Message and Batch is set. Batch is the raw record
-	// batch with its first offset already set to Offset.
-	Message *Message
-	Batch   []byte
+	// Exactly one of Message, Messages and Batch is set. Batch is the raw
+	// record batch with its first offset already set to Offset. Messages
+	// is a message batch (log format 3) read whole; readers of a
+	// partition's entries get its messages one entry each instead.
+	Message  *Message
+	Messages []Message
+	Batch    []byte
 
 	ptr *pointer // where the body is, for an entry read without it
 }
@@ -303,6 +388,13 @@ func (e Entry) Size() int {
 	}
 	if e.Message != nil {
 		return len(e.Message.Payload) + len(e.Message.TransactionID) + 40
+	}
+	if e.Messages != nil {
+		n := 0
+		for _, m := range e.Messages {
+			n += len(m.Payload) + len(m.TransactionID) + 40
+		}
+		return n
 	}
 	return len(e.Batch)
 }
@@ -323,6 +415,8 @@ func decodeEntry(offset uint64, b []byte) (Entry, error) {
 		return Entry{}, errBadRecord
 	}
 	switch b[0] {
+	case kindMessageBatch:
+		return decodeMessageBatch(offset, b)
 	case kindMessage, kindMessageV2:
 		m, err := decodeMessage(offset, b)
 		if err != nil {

@@ -169,6 +169,26 @@ type Tx struct {
 	// transaction wrote since (nil: deleted), which the commit adds.
 	catalog     *catalog
 	queueWrites map[string]*Queue
+
+	// batch is the message batch this transaction read last, whole, so
+	// that reading its messages one offset at a time (acks, say) reads
+	// and decodes the record once. Any write of a message key drops it.
+	batch *cachedBatch
+}
+
+// cachedBatch is a message batch (Entry.Messages) of a partition.
+type cachedBatch struct {
+	partitionID uint64
+	entry       Entry
+}
+
+// holding returns the cached batch's entry when it holds offset of the
+// partition.
+func (c *cachedBatch) holding(partitionID, offset uint64) (Entry, bool) {
+	if c == nil || c.partitionID != partitionID || offset < c.entry.Offset || offset >= c.entry.Offset+uint64(c.entry.Count) {
+		return Entry{}, false
+	}
+	return c.entry, true
 }
 
 // Pending reports how many writes the transaction holds and roughly how many
@@ -209,12 +229,18 @@ func (t *Tx) Discard() {
 }
 
 func (t *Tx) set(k, v []byte) error {
+	if k[0] == familyMessage {
+		t.batch = nil
+	}
 	t.pendingWrites++
 	t.pendingBytes += len(k) + len(v) + 32
 	return t.txn.Set(k, v)
 }
 
 func (t *Tx) del(k []byte) error {
+	if k[0] == familyMessage {
+		t.batch = nil
+	}
 	t.pendingWrites++
 	t.pendingBytes += len(k) + 32
 	return t.txn.Delete(k)
@@ -545,6 +571,16 @@ func (t *Tx) PutMessage(q Queue, partitionID uint64, m Message) error {
 	return t.appendData(q, partitionID, m.Offset, body, 1, m.TimestampMs, m.AppendSeq, m.TimestampMs)
 }
 
+// PutMessages stores the messages one push entry appended to a partition of
+// q, at consecutive offsets from msgs[0]'s, with msgs[0]'s time and append
+// sequence: one segment record and one pointer for all of them (log format
+// 3), where PutMessage writes one of each per message.
+func (t *Tx) PutMessages(q Queue, partitionID uint64, msgs []Message) error {
+	first := msgs[0]
+	body := appendMessageBatch(recordBody(partitionID, first.Offset, messageBatchSize(msgs)), msgs)
+	return t.appendData(q, partitionID, first.Offset, body, uint32(len(msgs)), first.TimestampMs, first.AppendSeq, first.TimestampMs)
+}
+
 // PutBatch stores a Kafka record batch covering count offsets from base in
 // a partition of q, appended at appendMs (replicated time). raw must
 // already carry base as its first offset.
@@ -593,15 +629,52 @@ func (t *Tx) entries(partitionID, from uint64, maxBytes, maxCount int, bodies bo
 			return false, nil
 		}
 		if bodies && e.ptr != nil {
-			if e, err = t.readPointed(partitionID, off, *e.ptr); err != nil {
+			if e, err = t.pointed(partitionID, off, *e.ptr); err != nil {
 				return false, err
 			}
 		}
-		out = append(out, e)
-		size += e.Size()
-		return len(out) < maxCount, nil
+		if e.Messages == nil {
+			out = append(out, e)
+			size += e.Size()
+			return len(out) < maxCount, nil
+		}
+		// A message batch reads as one entry per message, from from on.
+		for i := range e.Messages {
+			m := messageEntry(e, i)
+			if m.Offset < from {
+				continue
+			}
+			if len(out) > 0 && size+m.Size() > maxBytes {
+				return false, nil
+			}
+			out = append(out, m)
+			size += m.Size()
+			if len(out) == maxCount {
+				return false, nil
+			}
+		}
+		return true, nil
 	})
 	return out, err
+}
+
+// messageEntry is message i of a message batch as an entry of its own.
+func messageEntry(batch Entry, i int) Entry {
+	m := &batch.Messages[i]
+	return Entry{Offset: m.Offset, Count: 1, MaxTimestampMs: m.TimestampMs, AppendSeq: m.AppendSeq, Message: m}
+}
+
+// pointed reads the entry a pointer names, keeping a message batch in the
+// transaction's cache (see Tx.batch).
+func (t *Tx) pointed(partitionID, offset uint64, p pointer) (Entry, error) {
+	if e, ok := t.batch.holding(partitionID, offset); ok && e.Offset == offset {
+		return e, nil
+	}
+	e, err := t.readPointed(partitionID, offset, p)
+	if err == nil && e.Messages != nil {
+		t.batch = &cachedBatch{partitionID: partitionID, entry: e}
+	}
+	return e, err
 }
 
 // indexEntry decodes a message key's value: an entry stored inline (by
@@ -615,7 +688,7 @@ func (t *Tx) indexEntry(partitionID, offset uint64, v []byte, body bool) (Entry,
 		return Entry{}, err
 	}
 	if body {
-		return t.readPointed(partitionID, offset, p)
+		return t.pointed(partitionID, offset, p)
 	}
 	return Entry{Offset: offset, Count: p.count, MaxTimestampMs: p.maxTimestampMs, AppendSeq: p.appendSeq, ptr: &p}, nil
 }
@@ -631,9 +704,15 @@ func (t *Tx) EntryAt(partitionID, offset uint64) (Entry, bool, error) {
 }
 
 func (t *Tx) entryAt(partitionID, offset uint64, body bool) (Entry, bool, error) {
+	if e, ok := t.batch.holding(partitionID, offset); ok && body {
+		return messageEntry(e, int(offset-e.Offset)), true, nil
+	}
 	b, err := t.get(messageKey(partitionID, offset))
 	if err == nil {
 		e, err := t.indexEntry(partitionID, offset, b, body)
+		if err == nil && e.Messages != nil {
+			e = messageEntry(e, 0)
+		}
 		return e, err == nil, err
 	}
 	if !errors.Is(err, ErrNotFound) {
@@ -677,7 +756,10 @@ func (t *Tx) FirstEntryAtOrAfter(p Partition, tsMs int64) (e Entry, found bool, 
 		for _, e := range entries {
 			if e.MaxTimestampMs >= tsMs {
 				if e.ptr != nil {
-					e, err = t.readPointed(p.ID, e.Offset, *e.ptr)
+					e, err = t.pointed(p.ID, e.Offset, *e.ptr)
+				}
+				if err == nil && e.Messages != nil {
+					e = messageEntry(e, 0) // all its messages have one time
 				}
 				return e, err == nil, err
 			}
@@ -724,10 +806,63 @@ func (t *Tx) PutDedup(partitionID uint64, txID string, e dedup.Entry) error {
 		return err
 	}
 	ek := expiryKey(e.ExpiresAtMs, key)
+	t.notePruneKey(ek)
+	return t.set(ek, nil)
+}
+
+// PutDedupGroup records the transactionIds of the messages one push entry
+// stored in a partition (entries[i] is ids[i]'s record, all with one
+// ExpiresAtMs) and files them under one expiry index entry (log format 3):
+// a push then writes one key per message, its dedup record.
+func (t *Tx) PutDedupGroup(partitionID uint64, ids []string, entries []dedup.Entry) error {
+	size := binary.MaxVarintLen64
+	for i, id := range ids {
+		key, hashed := dedupKey(partitionID, id)
+		var storedID string
+		if hashed {
+			storedID = id
+		}
+		if err := t.set(key, encodeDedup(entries[i], storedID)); err != nil {
+			return err
+		}
+		size += binary.MaxVarintLen64 + len(id)
+	}
+	v := make([]byte, 0, size)
+	for _, id := range ids {
+		v = binary.AppendUvarint(v, uint64(len(id)))
+		v = append(v, id...)
+	}
+	ek := expiryGroupKey(entries[0].ExpiresAtMs, partitionID, entries[0].Offset, uint32(len(ids)))
+	t.notePruneKey(ek)
+	return t.set(ek, v)
+}
+
+// notePruneKey moves the prune floor back before an expiry index key
+// filed behind it.
+func (t *Tx) notePruneKey(ek []byte) {
 	if f := t.pruneFloor(); f != nil && f.from != nil && bytes.Compare(ek, f.from) < 0 {
 		f.from, f.moved = ek, true
 	}
-	return t.set(ek, nil)
+}
+
+// groupIDs decodes an expiry group's value: count transactionIds.
+func groupIDs(v []byte, count uint32) ([]string, error) {
+	if uint64(count) > uint64(len(v)) {
+		return nil, errBadRecord
+	}
+	ids := make([]string, 0, count)
+	for len(v) > 0 {
+		n, w := binary.Uvarint(v)
+		if w <= 0 || n > uint64(len(v)-w) {
+			return nil, errBadRecord
+		}
+		ids = append(ids, string(v[w:w+int(n)]))
+		v = v[w+int(n):]
+	}
+	if len(ids) != int(count) {
+		return nil, errBadRecord
+	}
+	return ids, nil
 }
 
 // PruneDedup forgets up to limit dedup records whose expiry time is at or
@@ -742,13 +877,14 @@ func (t *Tx) PutDedup(partitionID uint64, txID string, e dedup.Entry) error {
 // milliseconds per 100,000, on the apply path, each second).
 func (t *Tx) PruneDedup(nowMs int64, limit int) (int, error) {
 	var due [][]byte
+	records := 0 // the records due holds: a group holds several
 	f := t.pruneFloor()
 	var from, resume []byte
 	if f != nil {
 		from = f.from
 	}
 	err := t.scanVersions(expiryPrefix(), from, func(k []byte, deleted bool) (bool, error) {
-		at, _, err := parseExpiryKey(k)
+		at, key, err := parseExpiryKey(k)
 		if err != nil {
 			return false, err
 		}
@@ -758,10 +894,14 @@ func (t *Tx) PruneDedup(nowMs int64, limit int) (int, error) {
 		}
 		if !deleted {
 			due = append(due, append([]byte(nil), k...))
+			records++
+			if key[0] == expiryGroup {
+				records += int(binary.BigEndian.Uint32(key[17:])) - 1
+			}
 		}
 		// Everything up to k is deleted, or is about to be.
 		resume = append(append(resume[:0], k...), 0)
-		return len(due) < limit, nil
+		return records < limit, nil
 	})
 	if err != nil {
 		return 0, err
@@ -771,17 +911,23 @@ func (t *Tx) PruneDedup(nowMs int64, limit int) (int, error) {
 	}
 	for _, k := range due {
 		at, key, _ := parseExpiryKey(k)
-		b, err := t.get(key)
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return 0, err
-		}
-		// A record stored again since this entry was filed has a later
-		// entry of its own; leave it.
-		if err == nil {
-			if e, _, derr := decodeDedup(b); derr != nil {
-				return 0, derr
-			} else if e.ExpiresAtMs == at {
-				if err := t.del(key); err != nil {
+		if key[0] != expiryGroup {
+			if err := t.forgetDedup(key, at); err != nil {
+				return 0, err
+			}
+		} else {
+			v, err := t.get(k)
+			if err != nil {
+				return 0, err
+			}
+			ids, err := groupIDs(v, binary.BigEndian.Uint32(key[17:]))
+			if err != nil {
+				return 0, err
+			}
+			partitionID := beUint64(key[1:])
+			for _, id := range ids {
+				dk, _ := dedupKey(partitionID, id)
+				if err := t.forgetDedup(dk, at); err != nil {
 					return 0, err
 				}
 			}
@@ -790,7 +936,28 @@ func (t *Tx) PruneDedup(nowMs int64, limit int) (int, error) {
 			return 0, err
 		}
 	}
-	return len(due), nil
+	return records, nil
+}
+
+// forgetDedup deletes the dedup record at key if it is the one an expiry
+// index entry at expiresAtMs filed: a record stored again since then has
+// a later entry of its own, and stays.
+func (t *Tx) forgetDedup(key []byte, expiresAtMs int64) error {
+	b, err := t.get(key)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	e, _, err := decodeDedup(b)
+	if err != nil {
+		return err
+	}
+	if e.ExpiresAtMs != expiresAtMs {
+		return nil
+	}
+	return t.del(key)
 }
 
 // pruneFloor is where a write transaction's PruneDedup starts: the
