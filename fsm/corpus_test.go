@@ -180,6 +180,8 @@ func corpusScenario() []corpusEntry {
 			{PartitionID: 2, LeaseID: "lease-f3", TransactionID: "b-4", Status: command.AckCompleted},
 		}}},
 		{"f3-prune-dedup", &command.PruneDedupCommand{NowMs: later + 800_000 + 8_000_000, Limit: 100}},
+		// Left in the snapshot: a batch and its group of dedup records.
+		{"f3-push-kept", &command.PushCommand{NowMs: later + 800_000 + 8_000_001, Items: []command.PushItem{msg("k-1", 0x28, `1`), msg("k-2", 0x29, `2`)}}},
 	}
 }
 

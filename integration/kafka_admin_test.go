@@ -112,15 +112,16 @@ func TestKafkaTopicConfigsAlterLive(t *testing.T) {
 }
 
 // waitLogFormat waits until the cluster n belongs to writes raft log
-// format f (the leader raises it once every member reads it).
+// format f or a later one (the leader raises it once every member reads
+// it).
 func waitLogFormat(t testing.TB, n *node, f int) {
 	t.Helper()
 	waitFor(t, 10*time.Second, func() error {
 		var cl struct {
 			LogFormat int `json:"logFormat"`
 		}
-		if status := getJSON(t, n.url("/api/v1/cluster"), &cl); status != 200 || cl.LogFormat != f {
-			return fmt.Errorf("the cluster writes log format %d (status %d), want %d", cl.LogFormat, status, f)
+		if status := getJSON(t, n.url("/api/v1/cluster"), &cl); status != 200 || cl.LogFormat < f {
+			return fmt.Errorf("the cluster writes log format %d (status %d), want %d or later", cl.LogFormat, status, f)
 		}
 		return nil
 	})

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 )
@@ -307,15 +308,27 @@ func (c *cleaner) eachPartition(ts *Tombstone, fn phase) (bool, error) {
 func (c *cleaner) dropPartition(ts *Tombstone) (bool, error) {
 	ranges := partitionRanges(ts.Partition)
 	for ; ts.PartRange < len(ranges); ts.PartRange++ {
+		var group []byte // the expiry group of the record swept last
 		done, err := c.sweep(ranges[ts.PartRange], &ts.Next, func(k, v []byte) ([][]byte, error) {
 			if k[0] == familyMessage || k[0] == familyOpenTxn || k[0] == familyAbortedTxn {
 				return [][]byte{k}, nil
 			}
-			e, _, err := decodeDedup(v)
+			e, _, g, err := decodeDedup(v)
 			if err != nil {
 				return nil, err
 			}
-			return [][]byte{k, expiryKey(e.ExpiresAtMs, k)}, nil
+			if g == nil {
+				return [][]byte{k, expiryKey(e.ExpiresAtMs, k)}, nil
+			}
+			// A group's entry goes with its records: with each of them,
+			// as the ids' order spreads them over the range, but once for
+			// a run of them side by side (ids that sort together).
+			gk := expiryGroupKey(e.ExpiresAtMs, beUint64(k[1:]), g.offset, g.count)
+			if bytes.Equal(gk, group) {
+				return [][]byte{k}, nil
+			}
+			group = gk
+			return [][]byte{k, gk}, nil
 		})
 		if err != nil || !done {
 			return false, err

@@ -101,9 +101,15 @@ func TestRecordRoundTrips(t *testing.T) {
 	}
 	d := dedup.Entry{Offset: 4, MessageID: [16]byte{9}, StoredAtMs: 10, ExpiresAtMs: 20}
 	for _, id := range []string{"", "a-long-id"} {
-		if got, gotID, err := decodeDedup(encodeDedup(d, id)); err != nil || got != d || gotID != id {
-			t.Fatalf("dedup: %+v %q, %v", got, gotID, err)
+		for _, g := range []*dedupGroup{nil, {offset: 3, count: 7}} {
+			got, gotID, gotGroup, err := decodeDedup(encodeDedup(d, id, g))
+			if err != nil || got != d || gotID != id || (gotGroup == nil) != (g == nil) || g != nil && *gotGroup != *g {
+				t.Fatalf("dedup (group %v): %+v %q %v, %v", g, got, gotID, gotGroup, err)
+			}
 		}
+	}
+	if _, _, _, err := decodeDedup(encodeDedup(d, "", &dedupGroup{})[:45]); err == nil {
+		t.Fatal("a version 2 dedup record cut inside its group decoded")
 	}
 }
 
@@ -131,7 +137,7 @@ func TestDecodeRejectsCorruptRecords(t *testing.T) {
 	if _, err := decodeMessage(0, bad); err == nil {
 		t.Error("message with overlong transactionId length decoded")
 	}
-	if _, _, err := decodeDedup([]byte{recordV1}); err == nil {
+	if _, _, _, err := decodeDedup([]byte{recordV1}); err == nil {
 		t.Error("short dedup record decoded")
 	}
 }

@@ -188,3 +188,41 @@ func TestPruneDedupGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Deleting a queue removes its batches' dedup records and their groups'
+// expiry entries, old-style records and entries too, and nothing else.
+func TestQueueDeleteRemovesDedupGroups(t *testing.T) {
+	s := openTest(t)
+	q := Queue{ID: 3, Name: "q"}
+	putQueue(t, s, q, 0, 4)
+	putQueue(t, s, Queue{ID: 5, Name: "kept"}, 0, 6)
+	for i := range 50 { // 50 push entries of 20 ids each, in 4 and 6
+		write(t, s, func(tx *Tx) error {
+			for _, pid := range []uint64{4, 6} {
+				var ids []string
+				var es []dedup.Entry
+				for j := range 20 {
+					ids = append(ids, fmt.Sprintf("id-%d-%d", i, j))
+					es = append(es, dedup.Entry{Offset: uint64(20*i + j), ExpiresAtMs: 9000})
+				}
+				if err := tx.PutDedupGroup(pid, ids, es); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	fileDedup(t, s, 4, "old", 30, 9000) // records with an entry each
+	write(t, s, func(tx *Tx) error { return tx.DeleteQueue(q, 50) })
+	cleanUpAll(t, s, 100)
+	err := s.View(func(tx *Tx) error {
+		n, err := tx.KeysByFamily()
+		if n[familyDedup] != 1000 || n[familyExpiry] != 50 {
+			t.Errorf("after deleting q: %d dedup records and %d expiry entries, want kept's 1000 and 50", n[familyDedup], n[familyExpiry])
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -334,20 +334,43 @@ func decodeMessageBatch(offset uint64, b []byte) (Entry, error) {
 // Dedup records are dedup.Entry values: where a transactionId was stored,
 // for answering a retry with the original message. ExpiresAtMs is also
 // where the id sits in the expiry index. Records of hashed (long) ids end
-// with the full id; others end after the message id.
-func encodeDedup(d dedup.Entry, storedID string) []byte {
-	b := make([]byte, 0, 41+len(storedID))
+// with the full id; others end after the message id (version 1) or after
+// the expiry group that files them (version 2, log format 3), which is
+// how deleting the record finds the group's index entry.
+//
+//	[0x01] offset(8) storedAtMs(8) expiresAtMs(8) messageID(16) [transactionId]
+//	[0x02] offset(8) storedAtMs(8) expiresAtMs(8) messageID(16) groupOffset(8) groupCount(4) [transactionId]
+func encodeDedup(d dedup.Entry, storedID string, g *dedupGroup) []byte {
+	b := make([]byte, 0, 53+len(storedID))
 	b = append(b, recordV1)
+	if g != nil {
+		b[0] = dedupV2
+	}
 	b = binary.BigEndian.AppendUint64(b, d.Offset)
 	b = binary.BigEndian.AppendUint64(b, uint64(d.StoredAtMs))
 	b = binary.BigEndian.AppendUint64(b, uint64(d.ExpiresAtMs))
 	b = append(b, d.MessageID[:]...)
+	if g != nil {
+		b = binary.BigEndian.AppendUint64(b, g.offset)
+		b = binary.BigEndian.AppendUint32(b, g.count)
+	}
 	return append(b, storedID...)
 }
 
-func decodeDedup(b []byte) (d dedup.Entry, storedID string, err error) {
-	if len(b) < 41 || b[0] != recordV1 {
-		return dedup.Entry{}, "", errBadRecord
+// dedupV2 is the version of dedup records filed in an expiry group.
+const dedupV2 byte = 2
+
+// dedupGroup names the expiry group (expiryGroupKey) a record is filed in:
+// the offset of the first message of its push entry in the partition, and
+// how many ids the group holds.
+type dedupGroup struct {
+	offset uint64
+	count  uint32
+}
+
+func decodeDedup(b []byte) (d dedup.Entry, storedID string, g *dedupGroup, err error) {
+	if len(b) < 41 || b[0] != recordV1 && (b[0] != dedupV2 || len(b) < 53) {
+		return dedup.Entry{}, "", nil, errBadRecord
 	}
 	d = dedup.Entry{
 		Offset:      binary.BigEndian.Uint64(b[1:]),
@@ -355,7 +378,12 @@ func decodeDedup(b []byte) (d dedup.Entry, storedID string, err error) {
 		ExpiresAtMs: int64(binary.BigEndian.Uint64(b[17:])),
 	}
 	copy(d.MessageID[:], b[25:41])
-	return d, string(b[41:]), nil
+	rest := b[41:]
+	if b[0] == dedupV2 {
+		g = &dedupGroup{offset: binary.BigEndian.Uint64(rest), count: binary.BigEndian.Uint32(rest[8:])}
+		rest = rest[12:]
+	}
+	return d, string(rest), g, nil
 }
 
 // Entry is what one message key holds: a JSON message, or a Kafka batch

@@ -781,7 +781,7 @@ func (t *Tx) Dedup(partitionID uint64, txID string) (e dedup.Entry, found bool, 
 	if err != nil {
 		return dedup.Entry{}, false, err
 	}
-	e, storedID, err := decodeDedup(b)
+	e, storedID, _, err := decodeDedup(b)
 	if err != nil {
 		return dedup.Entry{}, false, err
 	}
@@ -802,7 +802,7 @@ func (t *Tx) PutDedup(partitionID uint64, txID string, e dedup.Entry) error {
 	if hashed {
 		storedID = txID
 	}
-	if err := t.set(key, encodeDedup(e, storedID)); err != nil {
+	if err := t.set(key, encodeDedup(e, storedID, nil)); err != nil {
 		return err
 	}
 	ek := expiryKey(e.ExpiresAtMs, key)
@@ -816,13 +816,14 @@ func (t *Tx) PutDedup(partitionID uint64, txID string, e dedup.Entry) error {
 // a push then writes one key per message, its dedup record.
 func (t *Tx) PutDedupGroup(partitionID uint64, ids []string, entries []dedup.Entry) error {
 	size := binary.MaxVarintLen64
+	g := &dedupGroup{offset: entries[0].Offset, count: uint32(len(ids))}
 	for i, id := range ids {
 		key, hashed := dedupKey(partitionID, id)
 		var storedID string
 		if hashed {
 			storedID = id
 		}
-		if err := t.set(key, encodeDedup(entries[i], storedID)); err != nil {
+		if err := t.set(key, encodeDedup(entries[i], storedID, g)); err != nil {
 			return err
 		}
 		size += binary.MaxVarintLen64 + len(id)
@@ -832,7 +833,7 @@ func (t *Tx) PutDedupGroup(partitionID uint64, ids []string, entries []dedup.Ent
 		v = binary.AppendUvarint(v, uint64(len(id)))
 		v = append(v, id...)
 	}
-	ek := expiryGroupKey(entries[0].ExpiresAtMs, partitionID, entries[0].Offset, uint32(len(ids)))
+	ek := expiryGroupKey(entries[0].ExpiresAtMs, partitionID, g.offset, g.count)
 	t.notePruneKey(ek)
 	return t.set(ek, v)
 }
@@ -950,7 +951,7 @@ func (t *Tx) forgetDedup(key []byte, expiresAtMs int64) error {
 	if err != nil {
 		return err
 	}
-	e, _, err := decodeDedup(b)
+	e, _, _, err := decodeDedup(b)
 	if err != nil {
 		return err
 	}
