@@ -239,6 +239,12 @@ func expiryGroupKey(expiresAtMs int64, partitionID, offset uint64, count uint32)
 	return binary.BigEndian.AppendUint32(k, count)
 }
 
+// parseExpiryGroup reads a group's partition and count from the part of
+// its key after the time (as parseExpiryKey returns it).
+func parseExpiryGroup(rest []byte) (partitionID uint64, count uint32) {
+	return beUint64(rest[1:]), binary.BigEndian.Uint32(rest[17:])
+}
+
 func expiryPrefix() []byte { return []byte{familyExpiry} }
 
 // parseExpiryKey splits an expiry index key: dedupKey is the record's key,

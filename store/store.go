@@ -797,11 +797,7 @@ func (t *Tx) Dedup(partitionID uint64, txID string) (e dedup.Entry, found bool, 
 // due: the next prune drops it without touching the new record. That
 // keeps a push at three writes per message.
 func (t *Tx) PutDedup(partitionID uint64, txID string, e dedup.Entry) error {
-	key, hashed := dedupKey(partitionID, txID)
-	var storedID string
-	if hashed {
-		storedID = txID
-	}
+	key, storedID := dedupRecordKey(partitionID, txID)
 	if err := t.set(key, encodeDedup(e, storedID, nil)); err != nil {
 		return err
 	}
@@ -818,11 +814,7 @@ func (t *Tx) PutDedupGroup(partitionID uint64, ids []string, entries []dedup.Ent
 	size := binary.MaxVarintLen64
 	g := &dedupGroup{offset: entries[0].Offset, count: uint32(len(ids))}
 	for i, id := range ids {
-		key, hashed := dedupKey(partitionID, id)
-		var storedID string
-		if hashed {
-			storedID = id
-		}
+		key, storedID := dedupRecordKey(partitionID, id)
 		if err := t.set(key, encodeDedup(entries[i], storedID, g)); err != nil {
 			return err
 		}
@@ -836,6 +828,16 @@ func (t *Tx) PutDedupGroup(partitionID uint64, ids []string, entries []dedup.Ent
 	ek := expiryGroupKey(entries[0].ExpiresAtMs, partitionID, g.offset, g.count)
 	t.notePruneKey(ek)
 	return t.set(ek, v)
+}
+
+// dedupRecordKey is the key of txID's dedup record and the id the record
+// must end with: the whole id when the key holds only its hash.
+func dedupRecordKey(partitionID uint64, txID string) (key []byte, storedID string) {
+	key, hashed := dedupKey(partitionID, txID)
+	if hashed {
+		storedID = txID
+	}
+	return key, storedID
 }
 
 // notePruneKey moves the prune floor back before an expiry index key
@@ -897,7 +899,8 @@ func (t *Tx) PruneDedup(nowMs int64, limit int) (int, error) {
 			due = append(due, append([]byte(nil), k...))
 			records++
 			if key[0] == expiryGroup {
-				records += int(binary.BigEndian.Uint32(key[17:])) - 1
+				_, count := parseExpiryGroup(key)
+				records += int(count) - 1
 			}
 		}
 		// Everything up to k is deleted, or is about to be.
@@ -921,11 +924,11 @@ func (t *Tx) PruneDedup(nowMs int64, limit int) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			ids, err := groupIDs(v, binary.BigEndian.Uint32(key[17:]))
+			partitionID, count := parseExpiryGroup(key)
+			ids, err := groupIDs(v, count)
 			if err != nil {
 				return 0, err
 			}
-			partitionID := beUint64(key[1:])
 			for _, id := range ids {
 				dk, _ := dedupKey(partitionID, id)
 				if err := t.forgetDedup(dk, at); err != nil {
