@@ -141,7 +141,7 @@ func TestDecodeMessageBatchRefusesDamage(t *testing.T) {
 // stored again since (with a later expiry) in place.
 func TestPruneDedupGroups(t *testing.T) {
 	s := openTest(t)
-	long := string(bytes.Repeat([]byte("L"), 300)) // a hashed id
+	long := string(bytes.Repeat([]byte("L"), maxRawIDKey+1)) // a hashed id
 	ids := []string{"a", "b", long, "c"}
 	write(t, s, func(tx *Tx) error {
 		var es []dedup.Entry
