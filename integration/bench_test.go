@@ -32,49 +32,94 @@ func benchPayloads(w int) *payload.Source {
 //
 //	go test ./integration -run '^$' -bench HTTPPush -benchtime 2000x
 func BenchmarkHTTPPush(b *testing.B) {
-	const batch = 100
-	clients := 16
-	if v, err := strconv.Atoi(os.Getenv("WAGGLE_BENCH_CLIENTS")); err == nil && v > 0 {
-		clients = v
-	}
+	clients := benchClients()
 	n := startSingle(b)
-	transport := &http.Transport{MaxIdleConnsPerHost: clients}
-	hc := &http.Client{Transport: transport, Timeout: 30 * time.Second}
-	url := n.url("/api/v1/push")
 	if os.Getenv("WAGGLE_BENCH_DEDUP") == "0" {
-		if status := postJSON(b, n.url("/api/v1/configure"), map[string]any{"queue": "bench", "options": map[string]any{"dedupWindowSeconds": 0}}, nil); status != http.StatusOK {
-			b.Fatalf("configure dedup off: %d", status)
-		}
+		configureDedup(b, n, "bench", 0)
 	}
-	var throttled atomic.Int64
+	b.ResetTimer()
+	run := httpPushRun(b, n.url("/api/v1/push"), "bench", b.N, clients)
+	b.StopTimer()
+	b.ReportMetric(run.rate, "msgs/s")
+	b.ReportMetric(ms(run.p50), "p50-ms")
+	b.ReportMetric(ms(run.p99), "p99-ms")
+	b.ReportMetric(float64(run.throttled), "pushed-back")
+	b.ReportMetric(peakRSSMiB(b, n), "server-peak-rss-MiB")
+}
 
+// pushBatch is how many messages one benchmark push carries.
+const pushBatch = 100
+
+// benchClients is WAGGLE_BENCH_CLIENTS, the concurrent clients of a push
+// benchmark (default 16).
+func benchClients() int {
+	if v, err := strconv.Atoi(os.Getenv("WAGGLE_BENCH_CLIENTS")); err == nil && v > 0 {
+		return v
+	}
+	return 16
+}
+
+// configureDedup sets a queue's dedup window (0: off), creating the queue.
+func configureDedup(t testing.TB, n *node, queue string, seconds int) {
+	t.Helper()
+	if status := postJSON(t, n.url("/api/v1/configure"), map[string]any{"queue": queue, "options": map[string]any{"dedupWindowSeconds": seconds}}, nil); status != http.StatusOK {
+		t.Fatalf("configure the dedup window of %s: %d", queue, status)
+	}
+}
+
+// ms is a duration in milliseconds, for a benchmark metric.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// pushRun is what one push benchmark run measured.
+type pushRun struct {
+	rate      float64 // messages/s
+	p50, p99  time.Duration
+	throttled int64 // pushes answered 429 and sent again
+}
+
+// httpPushRun sends ops pushes of pushBatch messages (256-byte random JSON
+// string payloads, unique transactionIds, four partitions) to a node's
+// push URL from clients concurrent clients.
+func httpPushRun(b *testing.B, url, queue string, ops, clients int) pushRun {
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 30 * time.Second}
+	var throttled atomic.Int64
+	run := runBatches(b, ops, clients, func(c int) func(op int64) error {
+		var body bytes.Buffer
+		src := benchPayloads(c)
+		return func(op int64) error {
+			body.Reset()
+			body.WriteString(`{"items":[`)
+			for i := range pushBatch {
+				if i > 0 {
+					body.WriteByte(',')
+				}
+				fmt.Fprintf(&body, `{"queue":%q,"partition":"p%d","transactionId":"tx-%d-%d","payload":%s}`, queue, c%4, op, i, src.JSON(256))
+			}
+			body.WriteString(`]}`)
+			return postPush(hc, url, body.Bytes(), &throttled)
+		}
+	})
+	run.throttled = throttled.Load()
+	return run
+}
+
+// runBatches runs ops batches from clients concurrent clients: client c
+// sends a batch by calling the function newClient(c) returned, with the
+// batch's number. It measures the rate of messages (pushBatch a batch) and
+// the latency of one batch; an error fails the benchmark.
+func runBatches(b *testing.B, ops, clients int, newClient func(c int) func(op int64) error) pushRun {
 	var next atomic.Int64
 	latencies := make([][]time.Duration, clients)
 	var wg sync.WaitGroup
-	b.ResetTimer()
 	start := time.Now()
 	for c := range clients {
+		send := newClient(c)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var body bytes.Buffer
-			src := benchPayloads(c)
-			for {
-				op := next.Add(1) - 1
-				if op >= int64(b.N) {
-					return
-				}
-				body.Reset()
-				body.WriteString(`{"items":[`)
-				for i := range batch {
-					if i > 0 {
-						body.WriteByte(',')
-					}
-					fmt.Fprintf(&body, `{"queue":"bench","partition":"p%d","transactionId":"tx-%d-%d","payload":%s}`, c%4, op, i, src.JSON(256))
-				}
-				body.WriteString(`]}`)
+			for op := next.Add(1) - 1; op < int64(ops); op = next.Add(1) - 1 {
 				t0 := time.Now()
-				if err := postPush(hc, url, body.Bytes(), &throttled); err != nil {
+				if err := send(op); err != nil {
 					b.Error(err)
 					return
 				}
@@ -84,18 +129,12 @@ func BenchmarkHTTPPush(b *testing.B) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	b.StopTimer()
-
 	all := slices.Concat(latencies...)
 	slices.Sort(all)
 	if len(all) == 0 {
-		b.Fatal("no push succeeded")
+		b.Fatal("no batch succeeded")
 	}
-	b.ReportMetric(float64(len(all)*batch)/elapsed.Seconds(), "msgs/s")
-	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
-	b.ReportMetric(float64(throttled.Load()), "pushed-back")
-	b.ReportMetric(peakRSSMiB(b, n), "server-peak-rss-MiB")
+	return pushRun{rate: float64(len(all)*pushBatch) / elapsed.Seconds(), p50: all[len(all)/2], p99: all[len(all)*99/100]}
 }
 
 // postPush sends one push body and checks it was stored (201). A push

@@ -422,7 +422,7 @@ func snapshotNow(t *testing.T, n *node) snapshotInfo {
 // measureDataDir walks dir and sums its files' sizes. A file can vanish
 // while the node runs (a compacted table, a replaced snapshot); it is
 // skipped.
-func measureDataDir(t *testing.T, dir string) dirUsage {
+func measureDataDir(t testing.TB, dir string) dirUsage {
 	t.Helper()
 	u := dirUsage{apparent: map[string]int64{}, allocated: map[string]int64{}}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
