@@ -360,6 +360,8 @@ func (s *Store) DataBehind() error { return s.behind }
 // Reset empties the store: every key and segment file.
 func (s *Store) Reset() error {
 	s.forgetPruneFloor()
+	s.filters.forget() // its keys are about to be replaced
+	defer s.filters.rebuild()
 	s.setCatalog(newCatalog(nil)) // before the keys go: no reader pairs old records with an empty store
 	if err := s.db.DropAll(); err != nil {
 		return fmt.Errorf("reset: %w", err)

@@ -324,6 +324,8 @@ func (s *Store) RestoreLinking(r io.Reader, files SegmentFiles) (err error) {
 		return fmt.Errorf("restore: %w", err)
 	}
 	s.forgetPruneFloor()
+	s.filters.forget() // its keys are about to be replaced
+	defer s.filters.rebuild()
 	// Readers meanwhile find no queue; once the keys are in (or the
 	// restore failed part way), the catalog is what badger holds.
 	s.setCatalog(newCatalog(nil))

@@ -38,6 +38,10 @@ type Store struct {
 	// catalogMu pairs it with the badger snapshot a transaction opens.
 	catalogMu sync.RWMutex
 	catalog   *catalog
+
+	// filters spare a push the badger read for a new transactionId
+	// (dedupfilter.go); a cache, not state.
+	filters *dedupFilters
 }
 
 // Open opens (or creates) the badger database in dir, with message data in
@@ -84,7 +88,7 @@ func Open(dir string, logger ...Logger) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	s := &Store{dir: dir, db: db, segs: segs}
+	s := &Store{dir: dir, db: db, segs: segs, filters: newDedupFilters(db)}
 	// Links of snapshots that were never written out (a crash meanwhile).
 	os.RemoveAll(filepath.Join(segs.Root(), pinDirName))
 	if err := s.recoverStreams(); err != nil {
@@ -95,6 +99,7 @@ func Open(dir string, logger ...Logger) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
+	s.filters.rebuild()
 	return s, nil
 }
 
@@ -120,6 +125,7 @@ func (s *Store) Close() error {
 	if _, err := os.Stat(s.dir); errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%w: %s", ErrDirGone, s.dir)
 	}
+	s.filters.close()
 	return errors.Join(s.segs.Close(), s.db.Close())
 }
 
@@ -170,6 +176,10 @@ type Tx struct {
 	catalog     *catalog
 	queueWrites map[string]*Queue
 
+	// dedupKeys are the hashes of the dedup record keys this transaction
+	// set, for the store's filters once it commits (see dedupFilters.add).
+	dedupKeys []uint64
+
 	// batch is the message batch this transaction read last, whole, so
 	// that reading its messages one offset at a time (acks, say) reads
 	// and decodes the record once. Any write of a message key drops it.
@@ -206,6 +216,10 @@ func (t *Tx) Commit() error {
 		return err
 	}
 	t.committed = true
+	if len(t.dedupKeys) > 0 {
+		t.store.filters.add(true, t.dedupKeys...)
+		t.store.filters.maybeRebuild()
+	}
 	if t.prune != nil && t.prune.moved {
 		t.store.pruneMu.Lock()
 		t.store.pruneFrom = t.prune.from
@@ -774,6 +788,12 @@ func (t *Tx) FirstEntryAtOrAfter(p Partition, tsMs int64) (e Entry, found bool, 
 // is false when there is none.
 func (t *Tx) Dedup(partitionID uint64, txID string) (e dedup.Entry, found bool, err error) {
 	key, hashed := dedupKey(partitionID, txID)
+	if t.store != nil && !t.store.filters.mayContain(t.store.filters.hash(key)) {
+		return dedup.Entry{}, false, nil // never recorded: no read
+	}
+	if t.store != nil {
+		t.store.filters.reads.Add(1)
+	}
 	b, err := t.get(key)
 	if errors.Is(err, ErrNotFound) {
 		return dedup.Entry{}, false, nil
@@ -798,7 +818,7 @@ func (t *Tx) Dedup(partitionID uint64, txID string) (e dedup.Entry, found bool, 
 // keeps a push at three writes per message.
 func (t *Tx) PutDedup(partitionID uint64, txID string, e dedup.Entry) error {
 	key, storedID := dedupRecordKey(partitionID, txID)
-	if err := t.set(key, encodeDedup(e, storedID, nil)); err != nil {
+	if err := t.setDedup(key, encodeDedup(e, storedID, nil)); err != nil {
 		return err
 	}
 	ek := expiryKey(e.ExpiresAtMs, key)
@@ -815,7 +835,7 @@ func (t *Tx) PutDedupGroup(partitionID uint64, ids []string, entries []dedup.Ent
 	g := &dedupGroup{offset: entries[0].Offset, count: uint32(len(ids))}
 	for i, id := range ids {
 		key, storedID := dedupRecordKey(partitionID, id)
-		if err := t.set(key, encodeDedup(entries[i], storedID, g)); err != nil {
+		if err := t.setDedup(key, encodeDedup(entries[i], storedID, g)); err != nil {
 			return err
 		}
 		size += binary.MaxVarintLen64 + len(id)
@@ -828,6 +848,15 @@ func (t *Tx) PutDedupGroup(partitionID uint64, ids []string, entries []dedup.Ent
 	ek := expiryGroupKey(entries[0].ExpiresAtMs, partitionID, g.offset, g.count)
 	t.notePruneKey(ek)
 	return t.set(ek, v)
+}
+
+// setDedup writes a dedup record and adds its key to the store's filters:
+// now, for this transaction's own lookups, and again once it commits.
+func (t *Tx) setDedup(key, record []byte) error {
+	h := t.store.filters.hash(key)
+	t.store.filters.add(false, h)
+	t.dedupKeys = append(t.dedupKeys, h)
+	return t.set(key, record)
 }
 
 // dedupRecordKey is the key of txID's dedup record and the id the record
