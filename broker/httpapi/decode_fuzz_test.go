@@ -19,30 +19,8 @@ func FuzzDecodeBodies(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	targets := []func() any{
-		func() any { return &pushRequest{} },
-		func() any {
-			return &struct {
-				Operations []txnOpJSON   `json:"operations"`
-				KV         []kvOpJSON    `json:"kv"`
-				Timers     []timerOpJSON `json:"timers"`
-			}{}
-		},
-		func() any {
-			return &struct {
-				Operations []kvOpJSON `json:"operations"`
-			}{}
-		},
-		func() any {
-			return &struct {
-				Acknowledgments []ackJSON `json:"acknowledgments"`
-				ConsumerGroup   string    `json:"consumerGroup"`
-			}{}
-		},
-		func() any { return &fetchRequest{} },
-	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		for _, target := range targets {
+		for _, target := range bodyTargets {
 			w := httptest.NewRecorder()
 			r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
 			if decodeBody(w, r, target()) {
@@ -53,4 +31,28 @@ func FuzzDecodeBodies(f *testing.F) {
 			}
 		}
 	})
+}
+
+// bodyTargets are the request types the body tests decode into.
+var bodyTargets = []func() any{
+	func() any { return &pushRequest{} },
+	func() any {
+		return &struct {
+			Operations []txnOpJSON   `json:"operations"`
+			KV         []kvOpJSON    `json:"kv"`
+			Timers     []timerOpJSON `json:"timers"`
+		}{}
+	},
+	func() any {
+		return &struct {
+			Operations []kvOpJSON `json:"operations"`
+		}{}
+	},
+	func() any {
+		return &struct {
+			Acknowledgments []ackJSON `json:"acknowledgments"`
+			ConsumerGroup   string    `json:"consumerGroup"`
+		}{}
+	},
+	func() any { return &fetchRequest{} },
 }

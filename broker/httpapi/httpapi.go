@@ -13,11 +13,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
+	fastjson "github.com/segmentio/encoding/json"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/waggle-mq/waggle/auth"
@@ -301,11 +303,32 @@ func (s *Server) writeBrokerError(w http.ResponseWriter, err error) {
 var errNotUTF8 = errors.New("request body is not valid UTF-8")
 
 // parseBody decodes raw, a whole request body, into v by decodeBody's
-// rules.
+// rules, which are encoding/json's (strictDecode). It decodes with
+// segmentio/encoding's json first, about five times faster on a push
+// body; a body that does not decode that way is decoded again by
+// encoding/json, so a refusal (and its error code) is encoding/json's
+// exactly, and a test holds the fast path to encoding/json's answers for
+// the bodies it accepts. json.RawMessage fields (payloads) point into raw
+// instead of copying it, so raw must not change afterwards.
 func parseBody(raw []byte, v any) error {
 	if !utf8.Valid(raw) {
 		return errNotUTF8
 	}
+	rest, err := fastjson.Parse(raw, v, fastjson.DisallowUnknownFields|fastjson.DontCopyRawMessage)
+	if err == nil && len(bytes.TrimLeft(rest, jsonSpace)) == 0 && len(bytes.TrimLeft(raw, jsonSpace)) > 0 {
+		return nil
+	}
+	fresh := reflect.New(reflect.TypeOf(v).Elem())
+	if err := strictDecode(raw, fresh.Interface()); err != nil {
+		return err
+	}
+	reflect.ValueOf(v).Elem().Set(fresh.Elem())
+	return nil
+}
+
+// strictDecode decodes raw into v with encoding/json, refusing unknown
+// fields and anything after the value.
+func strictDecode(raw []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -317,35 +340,56 @@ func parseBody(raw []byte, v any) error {
 	return nil
 }
 
+// jsonSpace is JSON's whitespace.
+const jsonSpace = " \t\r\n"
+
 // decodeBody reads one JSON value into v, refusing unknown fields (a
 // misspelt "transactionId" must not silently turn dedup off), trailing
 // data and bodies over MaxBodyBytes. It writes the error answer itself
 // and reports whether decoding succeeded.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	raw, err := readBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength)
 	if err == nil {
 		err = parseBody(raw, v)
-	}
-	if errors.Is(err, errNotUTF8) {
-		writeError(w, http.StatusBadRequest, "bad_json", err.Error())
-		return false
 	}
 	if err == nil {
 		return true
 	}
+	status, code, msg := bodyError(err)
+	writeError(w, status, code, msg)
+	return false
+}
+
+// readBody reads a request body whole, into one buffer of the size its
+// Content-Length announces when that is at most MaxBodyBytes: io.ReadAll's
+// doubling would copy a 40 KB push body five times. The reader sets the
+// limit.
+func readBody(body io.Reader, contentLength int64) ([]byte, error) {
+	if contentLength <= 0 || contentLength > MaxBodyBytes {
+		return io.ReadAll(body)
+	}
+	// The spare bytes.MinRead let the read that meets the end need no room.
+	buf := bytes.NewBuffer(make([]byte, 0, contentLength+bytes.MinRead))
+	_, err := buf.ReadFrom(body)
+	return buf.Bytes(), err
+}
+
+// bodyError is the answer to a body that did not read or decode.
+func bodyError(err error) (status int, code, msg string) {
 	var tooBig *http.MaxBytesError
 	var typeErr *json.UnmarshalTypeError
 	switch {
+	case errors.Is(err, errNotUTF8):
+		return http.StatusBadRequest, "bad_json", err.Error()
 	case errors.As(err, &tooBig):
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes))
+		return http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes)
 	case errors.As(err, &typeErr):
-		writeError(w, http.StatusBadRequest, "bad_type", fmt.Sprintf("field %q: got JSON %s, want %s", typeErr.Field, typeErr.Value, typeErr.Type))
+		return http.StatusBadRequest, "bad_type", fmt.Sprintf("field %q: got JSON %s, want %s", typeErr.Field, typeErr.Value, typeErr.Type)
 	case errors.Is(err, io.EOF):
-		writeError(w, http.StatusBadRequest, "bad_json", "empty request body")
+		return http.StatusBadRequest, "bad_json", "empty request body"
 	case strings.HasPrefix(err.Error(), "json: unknown field"):
-		writeError(w, http.StatusBadRequest, "unknown_field", err.Error())
+		return http.StatusBadRequest, "unknown_field", err.Error()
 	default:
-		writeError(w, http.StatusBadRequest, "bad_json", "malformed JSON: "+err.Error())
+		return http.StatusBadRequest, "bad_json", "malformed JSON: " + err.Error()
 	}
-	return false
 }

@@ -151,7 +151,7 @@ func byItems(s *Server, r *http.Request) (uint32, error) {
 // again (by the handler, or to forward it); ok is false when it could not
 // be read whole.
 func peekBody(r *http.Request) (raw []byte, ok bool) {
-	raw, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	raw, err := readBody(io.LimitReader(r.Body, MaxBodyBytes+1), r.ContentLength)
 	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(raw), r.Body))
 	return raw, err == nil && len(raw) <= MaxBodyBytes
 }

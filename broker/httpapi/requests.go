@@ -36,7 +36,7 @@ func (s *Server) keyed(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		// One byte over the limit is enough for the handler to answer 413.
-		body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+		body, err := readBody(io.LimitReader(r.Body, MaxBodyBytes+1), r.ContentLength)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, "invalid_request", "reading the body: "+err.Error())
 			return
@@ -83,7 +83,7 @@ func (s *Server) keyedWrite(h http.HandlerFunc, mint bool) http.HandlerFunc {
 			}
 			r.Header.Set(IdempotencyKeyHeader, uuid.Must(uuid.NewV7()).String())
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+		body, err := readBody(io.LimitReader(r.Body, MaxBodyBytes+1), r.ContentLength)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, "invalid_request", "reading the body: "+err.Error())
 			return
