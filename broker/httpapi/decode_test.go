@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -17,7 +18,8 @@ var bodySeeds = []string{
 	`{"acknowledgments":[{"transactionId":"t","status":"completed"}],"consumerGroup":"g"}`,
 	`{"Items":[{"QUEUE":"q","payload":[]}]} `,
 	`{"items":[{"queue":"q","transactionId":"a\"b\\c\u0000","payload": { "spaced" : [ 1 , 2 ] } }]}`,
-	`{"items":[{"queue":"q","payload":1e999}]}`, `{"items":[{"queue":1}]}`, `{"items":[{"queue":"q","bogus":1}]}`, `{"items":[]} {}`, ` `,
+	`{"items":[{"queue":"q","payload":1e999}]}`,
+	`{"items":[{"queue":1}]}`, `{"items":[{"queue":"q","bogus":1}]}`, `{"items":[]} {}`, ` `,
 }
 
 // mutate changes a body in a few random places, favouring the bytes that
@@ -50,9 +52,17 @@ func mutate(r *rand.Rand, b []byte) []byte {
 func TestParseBodyKeepsEncodingJSONRules(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	accepted, refused := 0, 0
+	// Nesting just within encoding/json's limit and just past it, then
+	// the seeds, then their mutations.
+	nested := func(depth int) string {
+		return `{"items":[{"queue":"q","payload":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}]}`
+	}
+	bodies := []string{nested(9998), nested(10001)}
 	for i := range 40_000 {
 		body := []byte(bodySeeds[i%len(bodySeeds)])
-		if i >= len(bodySeeds) {
+		if i < len(bodies) {
+			body = []byte(bodies[i])
+		} else if i >= len(bodySeeds) {
 			body = mutate(r, body)
 		}
 		for _, target := range bodyTargets {

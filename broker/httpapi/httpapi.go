@@ -314,9 +314,11 @@ func parseBody(raw []byte, v any) error {
 	if !utf8.Valid(raw) {
 		return errNotUTF8
 	}
-	rest, err := fastjson.Parse(raw, v, fastjson.DisallowUnknownFields|fastjson.DontCopyRawMessage)
-	if err == nil && len(bytes.TrimLeft(rest, jsonSpace)) == 0 && len(bytes.TrimLeft(raw, jsonSpace)) > 0 {
-		return nil
+	if bytes.Count(raw, []byte{'['})+bytes.Count(raw, []byte{'{'}) <= maxNesting {
+		rest, err := fastjson.Parse(raw, v, fastjson.DisallowUnknownFields|fastjson.DontCopyRawMessage)
+		if err == nil && len(bytes.TrimLeft(rest, jsonSpace)) == 0 && len(bytes.TrimLeft(raw, jsonSpace)) > 0 {
+			return nil
+		}
 	}
 	fresh := reflect.New(reflect.TypeOf(v).Elem())
 	if err := strictDecode(raw, fresh.Interface()); err != nil {
@@ -339,6 +341,12 @@ func strictDecode(raw []byte, v any) error {
 	}
 	return nil
 }
+
+// maxNesting is encoding/json's limit on how deeply arrays and objects
+// nest, which segmentio's decoder does not have: a body with more
+// openers than that, so possibly nested deeper, takes encoding/json's
+// path.
+const maxNesting = 10000
 
 // jsonSpace is JSON's whitespace.
 const jsonSpace = " \t\r\n"
