@@ -55,4 +55,5 @@ var bodyTargets = []func() any{
 		}{}
 	},
 	func() any { return &fetchRequest{} },
+	func() any { return &configureRequest{} },
 }

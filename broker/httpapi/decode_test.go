@@ -20,6 +20,7 @@ var bodySeeds = []string{
 	`{"items":[{"queue":"q","transactionId":"a\"b\\c\u0000","payload": { "spaced" : [ 1 , 2 ] } }]}`,
 	`{"items":[{"queue":"q","payload":1e999}]}`,
 	`{"items":[{"queue":1}]}`, `{"items":[{"queue":"q","bogus":1}]}`, `{"items":[]} {}`, ` `,
+	`{"queue":"q","options":{"dedupWindowSeconds":0,"leaseTime":30,"retryLimit":3,"deadLetterQueue":true,"delayedProcessing":5,"partitions":2,"retentionSeconds":-1}}`,
 }
 
 // mutate changes a body in a few random places, favouring the bytes that
