@@ -122,10 +122,10 @@ var ErrDirGone = errors.New("store: the data directory is gone")
 // Close would try to flush its memtable into it forever: there is nothing
 // left to flush into, so the store is abandoned and ErrDirGone returned.
 func (s *Store) Close() error {
+	s.filters.close() // no build reads badger from here on, abandoned or not
 	if _, err := os.Stat(s.dir); errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%w: %s", ErrDirGone, s.dir)
 	}
-	s.filters.close()
 	return errors.Join(s.segs.Close(), s.db.Close())
 }
 
