@@ -43,9 +43,8 @@ const dedupFilterCapacity = dedupFilterWords * 64 / 8
 // dedupFilter is one filter and its build's progress.
 type dedupFilter struct {
 	words []atomic.Uint64
-	ready atomic.Bool  // the build has read every key the store held
 	added atomic.Int64 // keys committed since the build began
-	found int64        // keys the build read (set once ready)
+	found int64        // keys the build read (set before it is put in use)
 }
 
 func newDedupFilter() *dedupFilter {
@@ -72,15 +71,15 @@ func (f *dedupFilter) mayContain(h uint64) bool {
 	return f.words[w].Load()&m == m
 }
 
-// useful reports whether the filter may be consulted.
+// useful reports whether the filter, built, may be consulted.
 func (f *dedupFilter) useful() bool {
-	return f.ready.Load() && f.found+f.added.Load() <= dedupFilterCapacity
+	return f.found+f.added.Load() <= dedupFilterCapacity
 }
 
 // dedupFilters is a store's filter in use and the one being built.
 type dedupFilters struct {
 	seed    maphash.Seed
-	current atomic.Pointer[dedupFilter] // consulted once ready
+	current atomic.Pointer[dedupFilter] // built, consulted; nil when none is
 	next    atomic.Pointer[dedupFilter] // being built; nil when none is
 
 	// reads counts the dedup lookups that read badger (tests watch it).
@@ -130,7 +129,7 @@ func (fs *dedupFilters) add(committed bool, hs ...uint64) {
 // keys may have been pruned.
 func (fs *dedupFilters) maybeRebuild() {
 	f := fs.current.Load()
-	if f == nil || !f.ready.Load() || fs.next.Load() != nil {
+	if f == nil || fs.next.Load() != nil {
 		return
 	}
 	if f.added.Load() > max(f.found, dedupFilterCapacity/2) {
@@ -193,7 +192,6 @@ func (fs *dedupFilters) build(f *dedupFilter) {
 		return
 	}
 	f.found = found // f.added counts what came in meanwhile too: a few twice
-	f.ready.Store(true)
 	fs.current.Store(f)
 	fs.next.Store(nil)
 }
