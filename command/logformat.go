@@ -36,9 +36,14 @@ const (
 	// and the dedup records it files share one expiry index entry. A node
 	// of format 2 could not read those records, hence the format.
 	LogFormat3 LogFormat = 3
+	// LogFormat4 adds no command type either: an HTTP push appends the
+	// transactionIds it stores to a dedup log (a segment stream per dedup
+	// window) instead of writing a badger record per id. A node of format
+	// 3 would not find them there, hence the format.
+	LogFormat4 LogFormat = 4
 
 	// MaxLogFormat is the newest format this binary reads and writes.
-	MaxLogFormat = LogFormat3
+	MaxLogFormat = LogFormat4
 )
 
 // Command is an entry the leader proposes.

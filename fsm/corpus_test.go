@@ -182,6 +182,18 @@ func corpusScenario() []corpusEntry {
 		{"f3-prune-dedup", &command.PruneDedupCommand{NowMs: later + 800_000 + 8_000_000, Limit: 100}},
 		// Left in the snapshot: a batch and its group of dedup records.
 		{"f3-push-kept", &command.PushCommand{NowMs: later + 800_000 + 8_000_001, Items: []command.PushItem{msg("k-1", 0x28, `1`), msg("k-2", 0x29, `2`)}}},
+		// Format 4: a push's ids go to the dedup log. Ids stored at format
+		// 3 still answer as duplicates ("k-1"), ids repeated inside the
+		// push and retried after it answer from the log, and a prune a
+		// window later drops the log's expired segment.
+		{"f4-set-log-format", &command.SetLogFormatCommand{Format: command.LogFormat4}},
+		{"f4-push-logged", &command.PushCommand{NowMs: later + 9_000_000, Items: []command.PushItem{
+			msg("l-1", 0x31, `{"l":1}`), msg("k-1", 0x32, `{"k":1}`), msg("l-2", 0x33, `{"l":2}`), msg("l-1", 0x34, `{"l":1}`),
+			{Queue: "orders", Partition: "p2", TransactionID: "l-3", MessageID: [16]byte{0xa, 0x35}, Payload: []byte(`{"l":3}`)},
+		}}},
+		{"f4-push-logged-retried", &command.PushCommand{NowMs: later + 9_000_001, Items: []command.PushItem{msg("l-2", 0x36, `{"l":2}`), msg("l-4", 0x37, `{"l":4}`)}}},
+		{"f4-prune-dedup", &command.PruneDedupCommand{NowMs: later + 9_000_001 + 8_000_000, Limit: 100}},
+		{"f4-push-after-window", &command.PushCommand{NowMs: later + 9_000_001 + 8_000_001, Items: []command.PushItem{msg("l-2", 0x38, `{"l":2}`), msg("l-5", 0x39, `5`)}}},
 	}
 }
 
@@ -208,6 +220,9 @@ func corpusFor(t *testing.T, f command.LogFormat) (names []string, entries [][]b
 		}
 		if strings.HasPrefix(e.name, "f3-") && f < command.LogFormat3 {
 			continue // pushes stored in batches, from format 3
+		}
+		if strings.HasPrefix(e.name, "f4-") && f < command.LogFormat4 {
+			continue // dedup logs, from format 4
 		}
 		b, err := command.EncodeAs(e.cmd, f)
 		if err != nil {

@@ -248,6 +248,7 @@ func (p *Processor) push(tx *store.Tx, meta *store.Meta, cmd *command.PushComman
 	var touched []*pushTarget // in first-use order, for deterministic writes
 	var seen dedup.Request
 	batched := effectiveLogFormat(*meta) >= command.LogFormat3
+	logged := effectiveLogFormat(*meta) >= command.LogFormat4
 
 	for i := range cmd.Items {
 		it := &cmd.Items[i]
@@ -313,7 +314,10 @@ func (p *Processor) push(tx *store.Tx, meta *store.Meta, cmd *command.PushComman
 		if len(tg.msgs) > 0 {
 			must(tx.PutMessages(*tg.queue, tg.part.ID, tg.msgs))
 		}
-		if len(tg.ids) > 0 {
+		switch {
+		case len(tg.ids) > 0 && logged:
+			must(tx.PutDedupLog(tg.part.ID, tg.queue.DedupWindowSeconds*1000, tg.ids, tg.dedups))
+		case len(tg.ids) > 0:
 			must(tx.PutDedupGroup(tg.part.ID, tg.ids, tg.dedups))
 		}
 		must(tx.PutPartition(tg.part))

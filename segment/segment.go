@@ -451,25 +451,49 @@ func (s *Stream) read(pos uint64, n uint32) ([]byte, error) {
 	if n > MaxRecord {
 		return nil, ErrCorrupt
 	}
+	frame, err := s.readBytes(pos, FrameBytes+int(n))
+	if err != nil {
+		return nil, err
+	}
+	return checkFrame(frame, n)
+}
+
+// ReadRecord is Read for a caller that knows a record's position but not
+// its length: it reads the frame's length first.
+func (s *Stream) ReadRecord(pos uint64) ([]byte, error) {
+	for attempt := 1; ; attempt++ {
+		b, err := s.readBytes(pos, 4)
+		if err == nil {
+			return s.Read(pos, binary.BigEndian.Uint32(b))
+		}
+		if !errors.Is(err, os.ErrClosed) || attempt == 3 {
+			return nil, err
+		}
+	}
+}
+
+// readBytes reads size bytes of the stream at pos, which lie in one
+// segment.
+func (s *Stream) readBytes(pos uint64, size int) ([]byte, error) {
 	s.mu.Lock()
 	if err := s.load(); err != nil {
 		s.mu.Unlock()
 		return nil, err
 	}
 	i, ok := s.find(pos)
-	if !ok || pos+FrameBytes+uint64(n) > s.end() {
+	if !ok || pos+uint64(size) > s.end() {
 		s.mu.Unlock()
 		return nil, ErrGone
 	}
 	base := s.bases[i]
-	frame := make([]byte, FrameBytes+int(n))
+	frame := make([]byte, size)
 	if i == len(s.bases)-1 {
 		// The active segment: the tail may still be in the buffer.
 		flushed := base + s.size - uint64(len(s.buf))
 		if pos >= flushed {
 			copy(frame, s.buf[pos-flushed:])
 			s.mu.Unlock()
-			return checkFrame(frame, n)
+			return frame, nil
 		}
 		if pos+uint64(len(frame)) > flushed {
 			// A record never straddles a flush: Flush writes whole buffers
@@ -495,7 +519,7 @@ func (s *Stream) read(pos uint64, n uint32) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("segment: %w", err)
 	}
-	return checkFrame(frame, n)
+	return frame, nil
 }
 
 // maxReaders bounds the sealed segments a stream keeps open for reading.
@@ -578,7 +602,12 @@ func (s *Stream) Verify(end uint64) error {
 
 // verifyFile checks the records of the segment file at path, which begins
 // at position base, from base to stop.
-func verifyFile(path string, base, stop uint64) error {
+func verifyFile(path string, base, stop uint64) error { return scanFile(path, base, stop, nil) }
+
+// scanFile reads the records of the segment file at path (which begins at
+// position base) from base to stop, checking each frame, and hands each
+// body to fn when fn is not nil. The body is only valid during the call.
+func scanFile(path string, base, stop uint64, fn func(pos uint64, body []byte) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("segment: %w", err)
@@ -598,12 +627,26 @@ func verifyFile(path string, base, stop uint64) error {
 		if _, err := io.ReadFull(r, frame[FrameBytes:]); err != nil {
 			return fmt.Errorf("%w: %s at %d: %v", ErrCorrupt, path, pos, err)
 		}
-		if _, err := checkFrame(frame, n); err != nil {
+		body, err := checkFrame(frame, n)
+		if err != nil {
 			return fmt.Errorf("%w: %s at %d", err, path, pos)
+		}
+		if fn != nil {
+			if err := fn(pos, body); err != nil {
+				return err
+			}
 		}
 		pos += FrameBytes + uint64(n)
 	}
 	return nil
+}
+
+// Scan reads the records of the segment that begins at base, up to stop
+// (at most the segment's end), in order, checking each frame, and calls
+// fn with each one's position and body (valid only during the call). The
+// records must be flushed (see Flush).
+func (s *Stream) Scan(base, stop uint64, fn func(pos uint64, body []byte) error) error {
+	return scanFile(s.Path(base), base, stop, fn)
 }
 
 // find returns the index of the segment holding pos.

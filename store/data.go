@@ -205,40 +205,62 @@ func recordBody(partitionID, offset uint64, size int) []byte {
 // stream and its pointer under the message key. appendMs is the
 // replicated time of the append.
 func (t *Tx) appendData(q Queue, partitionID, offset uint64, body []byte, count uint32, maxTs int64, appendSeq uint64, appendMs int64) error {
-	if t.segs == nil {
-		return errors.New("store: appending data on a read-only transaction")
-	}
-	h, err := t.head(q.ID)
+	limit, ageMs := SegmentLimits(q)
+	pos, _, err := t.appendRecord(q.ID, limit, ageMs, body, appendMs)
 	if err != nil {
 		return err
 	}
-	stream := t.segs.Stream(q.ID)
-	limit, ageMs := SegmentLimits(q)
+	p := pointer{stream: q.ID, pos: pos, length: uint32(len(body)), count: count, maxTimestampMs: maxTs, appendSeq: appendSeq}
+	return t.set(messageKey(partitionID, offset), p.encode())
+}
+
+// appendRecord appends body to a stream, first sealing the active segment
+// when the record would take it past limit bytes or it began ageMs or more
+// before appendMs (replicated time, so every replica seals at the same
+// place). It returns the record's position and the segment it sealed, if
+// any.
+func (t *Tx) appendRecord(streamID, limit uint64, ageMs int64, body []byte, appendMs int64) (pos uint64, sealed *SegmentRecord, err error) {
+	if t.segs == nil {
+		return 0, nil, errors.New("store: appending data on a read-only transaction")
+	}
+	h, err := t.head(streamID)
+	if err != nil {
+		return 0, nil, err
+	}
+	stream := t.segs.Stream(streamID)
 	frame := uint64(segment.FrameBytes + len(body))
 	if h.End > h.ActiveBase && (h.End-h.ActiveBase+frame > limit || appendMs-h.ActiveSinceMs >= ageMs) {
-		if err := stream.Roll(); err != nil {
-			return err
+		if sealed, err = t.seal(streamID, h); err != nil {
+			return 0, nil, err
 		}
-		sealed := SegmentRecord{QueueID: q.ID, Base: h.ActiveBase, End: h.End, LastAppendMs: h.LastAppendMs}
-		if err := t.set(segmentKey(q.ID, sealed.Base), sealed.encode()); err != nil {
-			return err
-		}
-		h.ActiveBase = h.End
 	}
 	if h.End == h.ActiveBase {
 		h.ActiveSinceMs = appendMs
 	}
-	pos, err := stream.Append(body)
-	if err != nil {
-		return err
+	if pos, err = stream.Append(body); err != nil {
+		return 0, nil, err
 	}
 	if pos != h.End {
-		return fmt.Errorf("store: stream %d appends at %d, its head says %d", q.ID, pos, h.End)
+		return 0, nil, fmt.Errorf("store: stream %d appends at %d, its head says %d", streamID, pos, h.End)
 	}
 	h.End += frame
 	h.LastAppendMs = appendMs
-	p := pointer{stream: q.ID, pos: pos, length: uint32(len(body)), count: count, maxTimestampMs: maxTs, appendSeq: appendSeq}
-	return t.set(messageKey(partitionID, offset), p.encode())
+	return pos, sealed, nil
+}
+
+// seal closes a stream's non-empty active segment: it files the segment's
+// record and starts the next segment at the stream's end.
+func (t *Tx) seal(streamID uint64, h *streamHead) (*SegmentRecord, error) {
+	if err := t.segs.Stream(streamID).Roll(); err != nil {
+		return nil, err
+	}
+	sealed := &SegmentRecord{QueueID: streamID, Base: h.ActiveBase, End: h.End, LastAppendMs: h.LastAppendMs}
+	if err := t.set(segmentKey(streamID, sealed.Base), sealed.encode()); err != nil {
+		return nil, err
+	}
+	h.ActiveBase = h.End
+	h.dirty = true
+	return sealed, nil
 }
 
 // readPointed reads the entry a pointer names.
@@ -369,6 +391,8 @@ func (s *Store) Reset() error {
 	if err := s.segs.Retain(nil); err != nil {
 		return fmt.Errorf("reset: %w", err)
 	}
+	s.dedup.wait()
+	s.dedup.reset()
 	s.behind = nil
 	return nil
 }

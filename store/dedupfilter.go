@@ -47,27 +47,29 @@ type dedupFilter struct {
 	found int64        // keys the build read (set before it is put in use)
 }
 
-func newDedupFilter() *dedupFilter {
-	return &dedupFilter{words: make([]atomic.Uint64, dedupFilterWords)}
+// newDedupFilter returns an empty filter of the given size in 64-bit
+// words (at most 1<<32).
+func newDedupFilter(words int) *dedupFilter {
+	return &dedupFilter{words: make([]atomic.Uint64, words)}
 }
 
 // probe is the word and bit mask of a key's hash: the high 32 bits pick
 // the word, four 6-bit fields of the low ones the bits.
-func probe(h uint64) (word uint64, mask uint64) {
-	word = (h >> 32) * dedupFilterWords >> 32
+func (f *dedupFilter) probe(h uint64) (word uint64, mask uint64) {
+	word = (h >> 32) * uint64(len(f.words)) >> 32
 	mask = 1<<(h&63) | 1<<(h>>6&63) | 1<<(h>>12&63) | 1<<(h>>18&63)
 	return word, mask
 }
 
 func (f *dedupFilter) add(h uint64) {
-	w, m := probe(h)
+	w, m := f.probe(h)
 	if f.words[w].Load()&m != m {
 		f.words[w].Or(m)
 	}
 }
 
 func (f *dedupFilter) mayContain(h uint64) bool {
-	w, m := probe(h)
+	w, m := f.probe(h)
 	return f.words[w].Load()&m == m
 }
 
@@ -153,7 +155,7 @@ func (fs *dedupFilters) forget() {
 func (fs *dedupFilters) rebuild() {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	f := newDedupFilter()
+	f := newDedupFilter(dedupFilterWords)
 	fs.next.Store(f) // a build already running finds it replaced, and gives up
 	select {
 	case <-fs.stop:

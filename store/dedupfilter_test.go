@@ -152,7 +152,7 @@ func TestDedupFilterAfterRestore(t *testing.T) {
 // (about 3 %), so it spares most reads while it is consulted.
 func TestDedupFilterFalsePositives(t *testing.T) {
 	fs := newDedupFilters(nil)
-	f := newDedupFilter()
+	f := newDedupFilter(dedupFilterWords)
 	for i := range dedupFilterCapacity {
 		f.add(fs.hash(binary.BigEndian.AppendUint64([]byte("in"), uint64(i))))
 	}

@@ -362,7 +362,10 @@ func (s *Store) RestoreLinking(r io.Reader, files SegmentFiles) (err error) {
 	if err := s.segs.Retain(keep); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	return s.recoverStreams()
+	if err := s.recoverStreams(); err != nil {
+		return err
+	}
+	return s.loadDedupIndex()
 }
 
 func readField(br *bufio.Reader) ([]byte, error) {

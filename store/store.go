@@ -42,6 +42,9 @@ type Store struct {
 	// filters spare a push the badger read for a new transactionId
 	// (dedupfilter.go); a cache, not state.
 	filters *dedupFilters
+
+	// dedup indexes the dedup logs (dedupindex.go); derived, not state.
+	dedup *dedupIndex
 }
 
 // Open opens (or creates) the badger database in dir, with message data in
@@ -88,7 +91,7 @@ func Open(dir string, logger ...Logger) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	s := &Store{dir: dir, db: db, segs: segs, filters: newDedupFilters(db)}
+	s := &Store{dir: dir, db: db, segs: segs, filters: newDedupFilters(db), dedup: newDedupIndex()}
 	// Links of snapshots that were never written out (a crash meanwhile).
 	os.RemoveAll(filepath.Join(segs.Root(), pinDirName))
 	if err := s.recoverStreams(); err != nil {
@@ -96,6 +99,10 @@ func Open(dir string, logger ...Logger) (*Store, error) {
 		return nil, err
 	}
 	if err := s.loadCatalog(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.loadDedupIndex(); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -123,6 +130,7 @@ var ErrDirGone = errors.New("store: the data directory is gone")
 // left to flush into, so the store is abandoned and ErrDirGone returned.
 func (s *Store) Close() error {
 	s.filters.close() // no build reads badger from here on, abandoned or not
+	s.dedup.wait()
 	if _, err := os.Stat(s.dir); errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%w: %s", ErrDirGone, s.dir)
 	}
@@ -180,6 +188,12 @@ type Tx struct {
 	// set, for the store's filters once it commits (see dedupFilters.add).
 	dedupKeys []uint64
 
+	// dedupNew are the ids this transaction wrote to the dedup logs, for
+	// its own lookups, and dedupEvents its changes to the logs, for the
+	// store's index once it commits.
+	dedupNew    map[dedupName]dedup.Entry
+	dedupEvents []dedupEvent
+
 	// batch is the message batch this transaction read last, whole, so
 	// that reading its messages one offset at a time (acks, say) reads
 	// and decodes the record once. Any write of a message key drops it.
@@ -216,6 +230,9 @@ func (t *Tx) Commit() error {
 		return err
 	}
 	t.committed = true
+	if len(t.dedupEvents) > 0 {
+		t.store.dedup.apply(t.dedupEvents)
+	}
 	if len(t.dedupKeys) > 0 {
 		t.store.filters.add(true, t.dedupKeys...)
 		t.store.filters.maybeRebuild()
@@ -786,7 +803,20 @@ func (t *Tx) FirstEntryAtOrAfter(p Partition, tsMs int64) (e Entry, found bool, 
 
 // Dedup returns the dedup record of a transactionId in a partition; found
 // is false when there is none.
+//
+// The dedup logs (log format 4) hold every id recorded since the cluster
+// reached that format, so an id found there is newer than any badger
+// record of it; badger's records, written before, are read only for an id
+// the logs do not hold.
 func (t *Tx) Dedup(partitionID uint64, txID string) (e dedup.Entry, found bool, err error) {
+	if e, ok := t.dedupNew[dedupName{partitionID, txID}]; ok {
+		return e, true, nil
+	}
+	if t.store != nil {
+		if e, found, err := t.store.dedup.lookup(t.segs, partitionID, txID); found || err != nil {
+			return e, found, err
+		}
+	}
 	key, hashed := dedupKey(partitionID, txID)
 	if t.store != nil && !t.store.filters.mayContain(t.store.filters.hash(key)) {
 		return dedup.Entry{}, false, nil // never recorded: no read
@@ -898,7 +928,9 @@ func groupIDs(v []byte, count uint32) ([]string, error) {
 }
 
 // PruneDedup forgets up to limit dedup records whose expiry time is at or
-// before nowMs, oldest first, and reports how many index entries it removed.
+// before nowMs, oldest first, and reports how many it removed: badger's
+// records (each expiry group counting as its ids), then the dedup logs'
+// expired segments (each counting as one; see pruneDedupLogs).
 //
 // Its cost does not grow with the index entries deleted before it ran,
 // which badger keeps until compaction drops them: the scan counts deleted
@@ -941,6 +973,13 @@ func (t *Tx) PruneDedup(nowMs int64, limit int) (int, error) {
 	}
 	if f != nil && resume != nil {
 		f.from, f.moved = resume, true
+	}
+	if records < limit && t.store != nil {
+		n, err := t.pruneDedupLogs(nowMs, limit-records)
+		if err != nil {
+			return 0, err
+		}
+		records += n
 	}
 	for _, k := range due {
 		at, key, _ := parseExpiryKey(k)
