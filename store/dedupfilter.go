@@ -106,6 +106,23 @@ func (fs *dedupFilters) mayContain(h uint64) bool {
 	return f == nil || !f.useful() || f.mayContain(h)
 }
 
+// none reports whether a finished filter found no dedup record key, with
+// none added since: the store has no dedup record (log format 4 writes
+// none), so a lookup need not even hash its key.
+func (fs *dedupFilters) none() bool {
+	f := fs.current.Load()
+	return f != nil && f.found == 0 && f.added.Load() == 0
+}
+
+// drained starts a build when the store may hold no dedup record any more
+// (the expiry index came up empty) but the filter in use holds keys, so
+// that lookups stop probing it.
+func (fs *dedupFilters) drained() {
+	if f := fs.current.Load(); f != nil && fs.next.Load() == nil && (f.found > 0 || f.added.Load() > 0) {
+		fs.rebuild()
+	}
+}
+
 // add records keys a write transaction set: in the filter in use and in the
 // one being built. A transaction adds its keys when it sets them (so its
 // own later lookups see them) and again once it has committed (committed

@@ -141,10 +141,12 @@ func (x *dedupIndex) add(stream, base, pos uint64, fps []uint32) {
 	if n := len(st.segs); n > 0 && st.segs[n-1].base == base {
 		seg = st.segs[n-1]
 	} else {
-		if n > 0 && st.segs[n-1].sealed == nil {
+		hint := int64(0) // the last segment's ids: the map need not grow
+		if n > 0 {
+			hint = st.segs[n-1].n
 			st.segs[n-1].seal()
 		}
-		seg = &dedupSegIndex{base: base, active: map[uint32]uint32{}}
+		seg = &dedupSegIndex{base: base, active: make(map[uint32]uint32, hint)}
 		st.segs = append(st.segs, seg)
 	}
 	rel := uint32(pos - base)

@@ -240,7 +240,7 @@ func (t *Tx) pruneDedupLogs(nowMs int64, limit int) (int, error) {
 			}
 			dropped++
 			to = sr.End
-			return true, t.del(k)
+			return true, t.del(bytes.Clone(k)) // k is the iterator's, reused
 		})
 		if err != nil {
 			return dropped, err

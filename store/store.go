@@ -193,6 +193,8 @@ type Tx struct {
 	// store's index once it commits.
 	dedupNew    map[dedupName]dedup.Entry
 	dedupEvents []dedupEvent
+	// dedupDrained: a prune found the expiry index empty.
+	dedupDrained bool
 
 	// batch is the message batch this transaction read last, whole, so
 	// that reading its messages one offset at a time (acks, say) reads
@@ -236,6 +238,8 @@ func (t *Tx) Commit() error {
 	if len(t.dedupKeys) > 0 {
 		t.store.filters.add(true, t.dedupKeys...)
 		t.store.filters.maybeRebuild()
+	} else if t.dedupDrained {
+		t.store.filters.drained()
 	}
 	if t.prune != nil && t.prune.moved {
 		t.store.pruneMu.Lock()
@@ -813,7 +817,7 @@ func (t *Tx) Dedup(partitionID uint64, txID string) (e dedup.Entry, found bool, 
 		return e, true, nil
 	}
 	if t.store != nil {
-		if e, found, err := t.store.dedup.lookup(t.segs, partitionID, txID); found || err != nil {
+		if e, found, err := t.store.dedup.lookup(t.segs, partitionID, txID); found || err != nil || t.store.filters.none() {
 			return e, found, err
 		}
 	}
@@ -974,6 +978,7 @@ func (t *Tx) PruneDedup(nowMs int64, limit int) (int, error) {
 	if f != nil && resume != nil {
 		f.from, f.moved = resume, true
 	}
+	t.dedupDrained = resume == nil && len(due) == 0
 	if records < limit && t.store != nil {
 		n, err := t.pruneDedupLogs(nowMs, limit-records)
 		if err != nil {

@@ -1,0 +1,226 @@
+package store
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/waggle-mq/waggle/dedup"
+)
+
+// logIDs records n ids prefix-0..n-1 of partition pid in the dedup log of
+// windowMs, stored at atMs, at offsets from first on, in one transaction.
+func logIDs(t *testing.T, s *Store, pid uint64, prefix string, n int, first uint64, windowMs, atMs int64) {
+	t.Helper()
+	write(t, s, func(tx *Tx) error {
+		ids, entries := logEntries(prefix, n, first, windowMs, atMs)
+		return tx.PutDedupLog(pid, windowMs, ids, entries)
+	})
+}
+
+func logEntries(prefix string, n int, first uint64, windowMs, atMs int64) ([]string, []dedup.Entry) {
+	ids := make([]string, n)
+	entries := make([]dedup.Entry, n)
+	for i := range ids {
+		ids[i] = fmt.Sprint(prefix, i)
+		entries[i] = dedup.Entry{Offset: first + uint64(i), MessageID: [16]byte{byte(first + uint64(i)), 7}, StoredAtMs: atMs, ExpiresAtMs: atMs + windowMs}
+	}
+	return ids, entries
+}
+
+// lookupLog looks id up in a write transaction, as the state machine does.
+func lookupLog(t *testing.T, s *Store, pid uint64, id string) (dedup.Entry, bool) {
+	t.Helper()
+	tx := s.BeginWrite()
+	defer tx.Discard()
+	e, found, err := tx.Dedup(pid, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, found
+}
+
+// wantLogged checks that id is found with its offset and message id.
+func wantLogged(t *testing.T, s *Store, pid uint64, id string, offset uint64, atMs int64, windowMs int64) {
+	t.Helper()
+	e, found := lookupLog(t, s, pid, id)
+	want := dedup.Entry{Offset: offset, MessageID: [16]byte{byte(offset), 7}, StoredAtMs: atMs, ExpiresAtMs: atMs + windowMs}
+	if !found || e != want {
+		t.Fatalf("%s in partition %d: found %v, %+v; want %+v", id, pid, found, e, want)
+	}
+}
+
+// An id in the dedup log is found inside the transaction that wrote it,
+// after the commit, after the store is reopened (the index rebuilt from
+// the files) and in a store restored from a snapshot; an id of another
+// partition, or never written, is not; a discarded transaction leaves none.
+func TestDedupLogFindsIdsAcrossCommitReopenAndRestore(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const w = 60_000
+	tx := s.BeginWrite()
+	ids, entries := logEntries("a", 300, 10, w, 5000)
+	if err := tx.PutDedupLog(1, w, ids, entries); err != nil {
+		t.Fatal(err)
+	}
+	if e, found, err := tx.Dedup(1, "a7"); err != nil || !found || e.Offset != 17 {
+		t.Fatalf("a7 inside its own transaction: %v %v %+v", err, found, e)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tx.Discard()
+	tx = s.BeginWrite()
+	ids, entries = logEntries("gone", 5, 0, w, 5000)
+	if err := tx.PutDedupLog(1, w, ids, entries); err != nil {
+		t.Fatal(err)
+	}
+	tx.Discard()
+
+	check := func(s *Store) {
+		t.Helper()
+		for _, i := range []int{0, 7, 299} {
+			wantLogged(t, s, 1, fmt.Sprint("a", i), uint64(10+i), 5000, w)
+		}
+		for _, miss := range []struct {
+			pid uint64
+			id  string
+		}{{2, "a7"}, {1, "a300"}, {1, "gone0"}} {
+			if _, found := lookupLog(t, s, miss.pid, miss.id); found {
+				t.Fatalf("%s in partition %d found", miss.id, miss.pid)
+			}
+		}
+		if ids, _ := s.DedupIndexStats(); ids != 300 {
+			t.Fatalf("the index holds %d ids, want 300", ids)
+		}
+	}
+	check(s)
+	snap := snapshotOf(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	check(s)
+
+	r := openTest(t)
+	logIDs(t, r, 1, "other", 3, 0, w, 1) // replaced by the restore
+	if err := r.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	check(r)
+	if _, found := lookupLog(t, r, 1, "other0"); found {
+		t.Fatal("an id of the store's state before the restore is still found")
+	}
+}
+
+// Segments seal by age; a prune drops those whose newest id has expired,
+// files and all, and an idle active segment once it has expired too. An
+// id stored again after its window answers with its newest record, also
+// across logs of two windows.
+func TestDedupLogPruneDropsExpiredSegments(t *testing.T) {
+	s := openTest(t)
+	const w = 16_000 // segments seal after 1 s
+	for i := range 10 {
+		logIDs(t, s, 1, fmt.Sprintf("t%d-", i), 50, uint64(i*50), w, int64(i)*1000)
+	}
+	stream := s.segs.Stream(dedupStreamID(w))
+	segs, err := stream.Segments()
+	if err != nil || len(segs) != 10 {
+		t.Fatalf("%d segments (%v), want one a second", len(segs), err)
+	}
+	// At 20,500 the segments of 0 s..4 s have expired (newest + 16 s).
+	if n := prune(t, s, 20_500, 100); n != 5 {
+		t.Fatalf("pruned %d segments at 20.5 s, want 5", n)
+	}
+	if _, found := lookupLog(t, s, 1, "t4-0"); found {
+		t.Fatal("an id of a pruned segment is still found")
+	}
+	wantLogged(t, s, 1, "t5-3", 253, 5000, w)
+	if segs, _ := stream.Segments(); len(segs) != 5 {
+		t.Fatalf("%d segment files after the prune, want 5", len(segs))
+	}
+	if ids, _ := s.DedupIndexStats(); ids != 250 {
+		t.Fatalf("the index holds %d ids, want 250", ids)
+	}
+	// The limit bounds one prune; the idle active segment goes last.
+	if n := prune(t, s, 100_000, 2); n != 2 {
+		t.Fatalf("pruned %d with limit 2", n)
+	}
+	if n := prune(t, s, 100_000, 100); n != 3 {
+		t.Fatalf("pruned %d, want the last 3 (the active one too)", n)
+	}
+	if ids, _ := s.DedupIndexStats(); ids != 0 {
+		t.Fatalf("the index holds %d ids after everything expired", ids)
+	}
+	if _, found := lookupLog(t, s, 1, "t9-0"); found {
+		t.Fatal("an id of the dropped active segment is still found")
+	}
+
+	// Stored again: the newest record answers, whatever log holds it.
+	logIDs(t, s, 1, "again", 1, 1, w, 200_000)
+	logIDs(t, s, 1, "again", 1, 2, w, 220_000)
+	logIDs(t, s, 1, "again", 1, 3, 2*w, 240_000)
+	logIDs(t, s, 1, "again", 1, 4, w, 230_000) // a later record of the shorter window
+	wantLogged(t, s, 1, "again0", 3, 240_000, 2*w)
+	if n := prune(t, s, 250_000, 100); n < 1 {
+		t.Fatalf("pruned %d at 250 s", n)
+	}
+	wantLogged(t, s, 1, "again0", 3, 240_000, 2*w)
+}
+
+// Fingerprints that collide name every record that holds them, newest
+// first, whether the segment is active or sealed.
+func TestDedupSegIndexKeepsCollidingFingerprints(t *testing.T) {
+	x := newDedupIndex()
+	x.add(5, 0, 10, []uint32{7, 8})
+	x.add(5, 0, 30, []uint32{7})
+	x.add(5, 0, 50, []uint32{9, 7})
+	seg := x.segment(5, 0)
+	for _, state := range []string{"active", "sealed"} {
+		var got []uint64
+		if _, err := seg.candidates(7, func(pos uint64) (bool, error) {
+			got = append(got, pos)
+			return true, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != "[50 30 10]" {
+			t.Fatalf("%s: candidates of 7 are %v, want [50 30 10]", state, got)
+		}
+		seg.seal()
+	}
+}
+
+// A damaged dedup log stops the store from opening rather than letting
+// it answer "new" for ids it holds.
+func TestDedupLogDamageRefusesOpen(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logIDs(t, s, 1, "d", 20, 0, 60_000, 1000)
+	path := s.segs.Stream(dedupStreamID(60_000)).Path(0)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0x40
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(dir); err == nil {
+		s.Close()
+		t.Fatal("a store with a damaged dedup log opened")
+	}
+}
