@@ -16,6 +16,8 @@ import (
 //	familyPartition [0x03] queueID(8) name                  -> partition id (8)
 //	familyPartMeta  [0x04] partitionID(8)                   -> partition record (versioned)
 //	familyMessage   [0x05] partitionID(8) offset(8)         -> message record (versioned)
+//	(0x06–0x08 are written below log format 4 only; from 4 ids go to the
+//	dedup logs, see dedupstream.go)
 //	familyDedup     [0x06] partitionID(8) transactionID     -> dedup record (versioned)
 //	familyDedupLong [0x08] partitionID(8) sha256(transactionID) -> dedup record + transactionID
 //	familyExpiry    [0x07] expiresAtMs(8) dedupKey          -> empty
