@@ -817,7 +817,7 @@ func (t *Tx) Dedup(partitionID uint64, txID string) (e dedup.Entry, found bool, 
 		return e, true, nil
 	}
 	if t.store != nil {
-		if e, found, err := t.store.dedup.lookup(t.segs, partitionID, txID); found || err != nil || t.store.filters.none() {
+		if e, found, err := t.store.dedup.lookup(t.segs, partitionID, txID); found || err != nil || t.store.filters.none() && len(t.dedupKeys) == 0 {
 			return e, found, err
 		}
 	}
