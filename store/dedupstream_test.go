@@ -224,3 +224,35 @@ func TestDedupLogDamageRefusesOpen(t *testing.T) {
 		t.Fatal("a store with a damaged dedup log opened")
 	}
 }
+
+// A dedup log that came back shorter than its head (a machine crash) is
+// reported as DataBehind, for a restore, not refused at open.
+func TestDedupLogShorterThanItsHeadIsDataBehind(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logIDs(t, s, 1, "c", 20, 0, 60_000, 1000)
+	path := s.segs.Stream(dedupStreamID(60_000)).Path(0)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, 10); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.DataBehind() == nil {
+		t.Fatal("a short dedup log is not reported")
+	}
+	if err := s.Reset(); err != nil || s.DataBehind() != nil {
+		t.Fatalf("reset: %v, %v", err, s.DataBehind())
+	}
+	if _, found := lookupLog(t, s, 1, "c0"); found {
+		t.Fatal("an id is found after the reset")
+	}
+}

@@ -102,9 +102,13 @@ func Open(dir string, logger ...Logger) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
-	if err := s.loadDedupIndex(); err != nil {
-		s.Close()
-		return nil, err
+	// A store whose data came back shorter than its index (DataBehind) is
+	// restored before it serves, and the restore builds the dedup index.
+	if s.behind == nil {
+		if err := s.loadDedupIndex(); err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
 	s.filters.rebuild()
 	return s, nil
