@@ -77,11 +77,21 @@ type pushRun struct {
 	throttled int64 // pushes answered 429 and sent again
 }
 
-// httpPushRun sends ops pushes of pushBatch messages (256-byte random JSON
-// string payloads, unique transactionIds, four partitions) to a node's
-// push URL from clients concurrent clients.
+// benchPayloadBytes is WAGGLE_BENCH_PAYLOAD_BYTES, the size of one HTTP
+// benchmark message's payload (default 256).
+func benchPayloadBytes() int {
+	if v, err := strconv.Atoi(os.Getenv("WAGGLE_BENCH_PAYLOAD_BYTES")); err == nil && v > 0 {
+		return v
+	}
+	return 256
+}
+
+// httpPushRun sends ops pushes of pushBatch messages (random JSON string
+// payloads of benchPayloadBytes, unique transactionIds, four partitions) to
+// a node's push URL from clients concurrent clients.
 func httpPushRun(b *testing.B, url, queue string, ops, clients int) pushRun {
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 30 * time.Second}
+	size := benchPayloadBytes()
 	var throttled atomic.Int64
 	run := runBatches(b, ops, clients, func(c int) func(op int64) error {
 		var body bytes.Buffer
@@ -93,7 +103,7 @@ func httpPushRun(b *testing.B, url, queue string, ops, clients int) pushRun {
 				if i > 0 {
 					body.WriteByte(',')
 				}
-				fmt.Fprintf(&body, `{"queue":%q,"partition":"p%d","transactionId":"tx-%d-%d","payload":%s}`, queue, c%4, op, i, src.JSON(256))
+				fmt.Fprintf(&body, `{"queue":%q,"partition":"p%d","transactionId":"tx-%d-%d","payload":%s}`, queue, c%4, op, i, src.JSON(size))
 			}
 			body.WriteString(`]}`)
 			return postPush(hc, url, body.Bytes(), &throttled)

@@ -218,9 +218,12 @@ func (n *Node) start() error {
 		return err
 	}
 	var err error
+	opened := time.Now()
 	if n.st, err = store.Open(filepath.Join(cfg.DataDir, "state"), newBadgerLogger(log)); err != nil {
 		return err
 	}
+	ids, _ := n.st.DedupIndexStats()
+	log.Info("store opened", "took", time.Since(opened).Round(time.Millisecond), "dedupIds", ids)
 
 	raftLevel := hclog.Info // leadership changes, snapshots, peers; repeats are held back (logbridge.go)
 	if log.Enabled(context.Background(), slog.LevelDebug) {
@@ -335,8 +338,10 @@ func (n *Node) start() error {
 func (n *Node) checkGroupDirs() error {
 	for id := range uint32(max(n.cfg.DataGroups, 1)) {
 		dir := raftgroups.Dir(n.cfg.DataDir, id)
+		checked := time.Now()
 		err := n.cfg.VerifyDataDir(dir)
 		if err == nil {
+			n.log.Debug("start-up check passed", "dir", dir, "took", time.Since(checked).Round(time.Millisecond))
 			continue
 		}
 		if !errors.As(err, new(*DamageError)) {

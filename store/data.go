@@ -393,6 +393,7 @@ func (s *Store) Reset() error {
 	}
 	s.dedup.wait()
 	s.dedup.reset()
+	s.dedup.files.clear()
 	s.behind = nil
 	return nil
 }

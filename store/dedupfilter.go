@@ -61,17 +61,19 @@ func (f *dedupFilter) probe(h uint64) (word uint64, mask uint64) {
 	return word, mask
 }
 
-func (f *dedupFilter) add(h uint64) {
-	w, m := f.probe(h)
-	if f.words[w].Load()&m != m {
-		f.words[w].Or(m)
+func (f *dedupFilter) add(h uint64) { f.set(f.probe(h)) }
+
+func (f *dedupFilter) mayContain(h uint64) bool { return f.has(f.probe(h)) }
+
+// set sets the bits mask of word w.
+func (f *dedupFilter) set(w, mask uint64) {
+	if f.words[w].Load()&mask != mask {
+		f.words[w].Or(mask)
 	}
 }
 
-func (f *dedupFilter) mayContain(h uint64) bool {
-	w, m := f.probe(h)
-	return f.words[w].Load()&m == m
-}
+// has reports whether the bits mask of word w are set.
+func (f *dedupFilter) has(w, mask uint64) bool { return f.words[w].Load()&mask == mask }
 
 // useful reports whether the filter, built, may be consulted.
 func (f *dedupFilter) useful() bool {

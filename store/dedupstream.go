@@ -99,7 +99,7 @@ func (t *Tx) PutDedupLog(partitionID uint64, windowMs int64, ids []string, entri
 			return err
 		}
 		if sealed != nil {
-			t.dedupEvents = append(t.dedupEvents, dedupEvent{kind: dedupSeal, stream: stream, base: sealed.Base})
+			t.dedupEvents = append(t.dedupEvents, dedupEvent{kind: dedupSeal, stream: stream, base: sealed.Base, end: sealed.End})
 		}
 		fps := make([]uint32, n)
 		if t.dedupNew == nil {

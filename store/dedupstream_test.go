@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/waggle-mq/waggle/dedup"
@@ -178,7 +179,7 @@ func TestDedupLogPruneDropsExpiredSegments(t *testing.T) {
 // Fingerprints that collide name every record that holds them, newest
 // first, whether the segment is active or sealed.
 func TestDedupSegIndexKeepsCollidingFingerprints(t *testing.T) {
-	x := newDedupIndex()
+	x := newDedupIndex("")
 	x.add(5, 0, 10, []uint32{7, 8})
 	x.add(5, 0, 30, []uint32{7})
 	x.add(5, 0, 50, []uint32{9, 7})
@@ -255,4 +256,91 @@ func TestDedupLogShorterThanItsHeadIsDataBehind(t *testing.T) {
 	if _, found := lookupLog(t, s, 1, "c0"); found {
 		t.Fatal("an id is found after the reset")
 	}
+}
+
+// A sealed dedup segment's index array is written to a file, and an open
+// reads the file instead of the segment: only the active segment, and a
+// sealed one whose file is damaged, are scanned (and the damaged file is
+// written again). A file of no segment goes at open, a dropped segment's
+// file with the prune. Lookups answer the same either way.
+func TestDedupIndexFilesSpareTheScan(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const w = 16_000 // segments seal after 1 s
+	for i := range 5 {
+		logIDs(t, s, 1, fmt.Sprintf("t%d-", i), 40, uint64(i*40), w, int64(i)*1000)
+	}
+	idxDir := filepath.Join(dir, dedupIndexDirName)
+	s.dedup.wait()
+	if files := listDedupIndexFiles(idxDir); len(files) != 4 {
+		t.Fatalf("%d index files for 4 sealed segments", len(files))
+	}
+	check := func(s *Store) {
+		t.Helper()
+		for i := range 5 {
+			wantLogged(t, s, 1, fmt.Sprintf("t%d-7", i), uint64(i*40+7), int64(i)*1000, w)
+		}
+		if _, found := lookupLog(t, s, 1, "t5-0"); found {
+			t.Fatal("an id never logged is found")
+		}
+		if ids, _ := s.DedupIndexStats(); ids != 200 {
+			t.Fatalf("the index holds %d ids, want 200", ids)
+		}
+	}
+	check(s)
+	reopen := func(wantScans int64) {
+		t.Helper()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if s, err = Open(dir); err != nil {
+			t.Fatal(err)
+		}
+		if n := s.dedup.scans.Load(); n != wantScans {
+			t.Fatalf("the open scanned %d segments, want %d", n, wantScans)
+		}
+		check(s)
+	}
+	reopen(1)
+
+	files := listDedupIndexFiles(idxDir)
+	stream := dedupStreamID(w)
+	var second string
+	for name, path := range files {
+		if name[0] == stream && (second == "" || path < second) && name[1] > 0 {
+			second = path
+		}
+	}
+	good, err := os.ReadFile(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := bytes.Clone(good)
+	bad[len(bad)-9] ^= 1 // a key
+	stale := filepath.Join(idxDir, dedupIndexFileName(stream, 1<<40))
+	for path, b := range map[string][]byte{second: bad, stale: good} {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reopen(2)
+	s.dedup.wait()
+	if again, err := os.ReadFile(second); err != nil || !bytes.Equal(again, good) {
+		t.Fatalf("the damaged file was not written again: %v", err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("the file of no segment is still there: %v", err)
+	}
+
+	if n := prune(t, s, 18_500, 100); n != 3 {
+		t.Fatalf("pruned %d segments at 18.5 s, want 3", n)
+	}
+	s.dedup.wait()
+	if files := listDedupIndexFiles(idxDir); len(files) != 1 {
+		t.Fatalf("%d index files after the prune left one sealed segment", len(files))
+	}
+	defer s.Close()
 }

@@ -212,7 +212,10 @@ func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 						}
 						body.WriteString(`]}`)
 						t0 := time.Now()
-						req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/push", &body)
+						// A body of its own: the transport may still read a request's
+						// body after Do returns, and sends it again on a new
+						// connection when a kept-alive one was closed under it.
+						req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/push", bytes.NewReader(bytes.Clone(body.Bytes())))
 						req.Header.Set("Content-Type", "application/json")
 						if o.token != "" {
 							req.Header.Set("Authorization", "Bearer "+o.token)
