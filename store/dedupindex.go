@@ -339,7 +339,7 @@ func (x *dedupIndex) maybeRebuildFilter() {
 		for _, fp := range active {
 			f.addFingerprint(fp)
 		}
-		n := int64(len(active)) + fillFilter(f, sealed)
+		n := int64(len(active)) + fillFilter(f, sealed, 1) // beside the apply loop: one core
 		x.mu.Lock()
 		defer x.mu.Unlock()
 		if x.next == f {
@@ -447,17 +447,17 @@ func (s *Store) loadDedupIndex() error {
 		}
 	}
 	x.keys = x.live
-	fillFilter(x.filter, sealed)
+	fillFilter(x.filter, sealed, runtime.GOMAXPROCS(0)) // the store does not serve yet
 	return nil
 }
 
-// fillFilter adds sealed segments' fingerprints to f, on every core (the
-// filter's words are atomic), and returns how many it added.
-func fillFilter(f *dedupFilter, sealed [][]uint64) int64 {
+// fillFilter adds sealed segments' fingerprints to f from that many
+// goroutines (the filter's words are atomic) and returns how many it added.
+func fillFilter(f *dedupFilter, sealed [][]uint64, workers int) int64 {
 	const chunk = 1 << 18
 	work := make(chan []uint64)
 	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
+	for range workers {
 		wg.Go(func() {
 			for keys := range work {
 				for _, k := range keys {
