@@ -32,7 +32,7 @@ peak=$work/peak
 ( while kill -0 $pid 2>/dev/null; do awk '/VmRSS/{print $2}' /proc/$pid/status; sleep 0.2; done | sort -n | tail -1 >"$peak" ) &
 monitor=$!
 if [ $mode = kafka ]; then
-  "$bin" bench kafka --brokers $kafka --produce --records "$records" --size "$size" 2>/dev/null
+  "$bin" bench kafka --brokers $kafka --produce --records "$records" --size "$size" --topic bench 2>/dev/null
 else
   "$bin" bench http --server "http://$http" --push --messages "$records" --size "$size" --queue held --keep 2>"$work/bench.err" || { echo "bench failed:"; sort "$work/bench.err" | uniq -c | sort -rn | head -5; }
 fi
