@@ -59,6 +59,12 @@ type dedupSegIndex struct {
 	active map[uint32]uint32 // fingerprint -> position-base of its newest record
 	more   []uint64          // older fingerprint<<32|position-base pairs of a fingerprint in active
 	n      int64
+
+	// whole says the index holds every record of the segment: it began
+	// with the segment's first record (or came from its file). Only a
+	// whole segment's array is written to a file, which later opens
+	// trust instead of the log.
+	whole bool
 }
 
 // A dedupEvent is a change to the logs that a transaction made, applied to
@@ -97,6 +103,11 @@ func newDedupIndex(dir string) *dedupIndex {
 func (x *dedupIndex) reset() {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.clear()
+}
+
+// clear empties the index (x.mu held).
+func (x *dedupIndex) clear() {
 	x.streams = map[uint64]*dedupStreamIndex{}
 	x.order = nil
 	x.live = 0
@@ -139,7 +150,9 @@ func (x *dedupIndex) apply(events []dedupEvent) {
 		case dedupSeal:
 			if seg := x.segment(ev.stream, ev.base); seg != nil {
 				seg.seal()
-				x.files.write(ev.stream, ev.base, ev.end, seg.sealed)
+				if seg.whole {
+					x.files.write(ev.stream, ev.base, ev.end, seg.sealed)
+				}
 			}
 		case dedupDrop:
 			x.dropBefore(ev.stream, ev.pos)
@@ -160,7 +173,7 @@ func (x *dedupIndex) add(stream, base, pos uint64, fps []uint32) {
 			hint = st.segs[n-1].n
 			st.segs[n-1].seal()
 		}
-		seg = &dedupSegIndex{base: base, active: make(map[uint32]uint32, hint)}
+		seg = &dedupSegIndex{base: base, active: make(map[uint32]uint32, hint), whole: pos == base}
 		st.segs = append(st.segs, seg)
 	}
 	rel := uint32(pos - base)
@@ -389,6 +402,30 @@ func (s *Store) loadDedupIndex() error {
 	x := s.dedup
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if err := s.loadDedupSegments(x, manifest, active); err != nil {
+		x.clear() // a part of the logs is no index: nothing is written from it
+		return err
+	}
+	// The filter is sized for what was found.
+	x.filter = newDedupFilter(dedupFilterWordsFor(x.live))
+	var sealed [][]uint64
+	for _, st := range x.streams {
+		for _, seg := range st.segs {
+			if seg.sealed != nil {
+				sealed = append(sealed, seg.sealed)
+			} else {
+				seg.each(x.filter.addFingerprint)
+			}
+		}
+	}
+	x.keys = x.live
+	fillFilter(x.filter, sealed, runtime.GOMAXPROCS(0)) // the store does not serve yet
+	return nil
+}
+
+// loadDedupSegments files every dedup segment of the manifest in x
+// (x.mu held), from its index file or by reading its records.
+func (s *Store) loadDedupSegments(x *dedupIndex, manifest []SnapshotSegment, active map[uint64]uint64) error {
 	files := listDedupIndexFiles(x.files.dir)
 	var fps []uint32
 	for _, sg := range manifest {
@@ -425,29 +462,15 @@ func (s *Store) loadDedupIndex() error {
 		if err != nil {
 			return err
 		}
-		if seg := x.segment(sg.Stream, sg.Base); sealed && seg != nil {
+		if seg := x.segment(sg.Stream, sg.Base); sealed && seg != nil && seg.whole {
 			seg.seal()
 			delete(files, name)
 			x.files.write(sg.Stream, sg.Base, end, seg.sealed)
 		}
 	}
-	for _, path := range files { // files of segments gone
+	for _, path := range files { // files of no sealed segment
 		os.Remove(path)
 	}
-	// The filter is sized for what was found.
-	x.filter = newDedupFilter(dedupFilterWordsFor(x.live))
-	var sealed [][]uint64
-	for _, st := range x.streams {
-		for _, seg := range st.segs {
-			if seg.sealed != nil {
-				sealed = append(sealed, seg.sealed)
-			} else {
-				seg.each(x.filter.addFingerprint)
-			}
-		}
-	}
-	x.keys = x.live
-	fillFilter(x.filter, sealed, runtime.GOMAXPROCS(0)) // the store does not serve yet
 	return nil
 }
 
@@ -488,7 +511,7 @@ func (x *dedupIndex) addSealed(stream, base uint64, keys []uint64) {
 		st.segs[n-1].seal()
 	}
 	n := int64(len(keys))
-	st.segs = append(st.segs, &dedupSegIndex{base: base, sealed: keys, n: n})
+	st.segs = append(st.segs, &dedupSegIndex{base: base, sealed: keys, n: n, whole: true})
 	x.live += n
 }
 

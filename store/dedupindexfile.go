@@ -86,6 +86,7 @@ func (f *dedupIndexFiles) enqueue(job func()) {
 			f.mu.Unlock()
 			job()
 			f.mu.Lock()
+			f.jobs[0] = nil // let go of the keys it held
 			f.jobs = f.jobs[1:]
 			done := len(f.jobs) == 0
 			f.mu.Unlock()
@@ -96,7 +97,9 @@ func (f *dedupIndexFiles) enqueue(job func()) {
 	}()
 }
 
-// wait waits until every job enqueued so far has run.
+// wait waits until every job enqueued so far has run. Jobs are enqueued
+// by commits, which the state machine never runs beside a close, reset or
+// restore, the callers of wait.
 func (f *dedupIndexFiles) wait() { f.running.Wait() }
 
 // write saves a sealed segment's keys (which never change) in the
@@ -180,6 +183,11 @@ func readDedupIndexFile(path string, stream, base, end uint64) ([]uint64, bool) 
 	keys := make([]uint64, count)
 	for i := range keys {
 		keys[i] = binary.LittleEndian.Uint64(raw[dedupIndexHeader+8*i:])
+		// Sorted, and every position inside the segment, or the binary
+		// search of a lookup could pass an id by: damaged, scan instead.
+		if uint64(uint32(keys[i])) >= end-base || i > 0 && keys[i] < keys[i-1] {
+			return nil, false
+		}
 	}
 	return keys, true
 }

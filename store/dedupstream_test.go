@@ -344,3 +344,41 @@ func TestDedupIndexFilesSpareTheScan(t *testing.T) {
 	}
 	defer s.Close()
 }
+
+// Only a segment indexed from its first record gets a file: an index that
+// began part-way through a segment would otherwise be trusted by every
+// later open. A file whose keys are out of order or point past its
+// segment is refused, CRC or not: a lookup's binary search could pass an
+// id by.
+func TestDedupIndexFilesHoldWholeSortedSegments(t *testing.T) {
+	dir := t.TempDir()
+	x := newDedupIndex(dir)
+	x.apply([]dedupEvent{
+		{kind: dedupAdd, stream: 5, base: 0, pos: 10, fps: []uint32{1, 2}}, // begins after the segment's start
+		{kind: dedupSeal, stream: 5, base: 0, end: 100},
+		{kind: dedupAdd, stream: 5, base: 100, pos: 100, fps: []uint32{3}},
+		{kind: dedupAdd, stream: 5, base: 100, pos: 150, fps: []uint32{4}},
+		{kind: dedupSeal, stream: 5, base: 100, end: 200},
+	})
+	x.wait()
+	files := listDedupIndexFiles(dir)
+	if len(files) != 1 || files[[2]uint64{5, 100}] == "" {
+		t.Fatalf("index files %v, want the whole segment at 100 only", files)
+	}
+	keys, ok := readDedupIndexFile(files[[2]uint64{5, 100}], 5, 100, 200)
+	if !ok || fmt.Sprint(keys) != fmt.Sprint([]uint64{3 << 32, 4<<32 | 50}) {
+		t.Fatalf("read back %v, %v", keys, ok)
+	}
+	for name, bad := range map[string][]uint64{
+		"unsorted":         {4<<32 | 50, 3 << 32},
+		"past its segment": {3 << 32, 4<<32 | 100},
+	} {
+		path := filepath.Join(dir, "bad.idx")
+		if err := writeDedupIndexFile(path, 5, 100, 200, bad); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := readDedupIndexFile(path, 5, 100, 200); ok {
+			t.Fatalf("a file with keys %s was read", name)
+		}
+	}
+}
