@@ -51,20 +51,34 @@ func startKfake(b *testing.B) []string {
 // cluster, with the benchmark topic, and returns the brokers and the node
 // that leads.
 func startWaggleForBench(b *testing.B) ([]string, *node) {
-	var brokers []string
-	n := (*node)(nil)
+	brokers, leader, _ := startWaggleNodesForBench(b)
+	return brokers, leader
+}
+
+// startWaggleNodesForBench is startWaggleForBench that also returns every
+// node.
+func startWaggleNodesForBench(b *testing.B) (brokers []string, leader *node, nodes []*node) {
 	if size, _ := strconv.Atoi(os.Getenv("WAGGLE_BENCH_NODES")); size > 1 {
 		c := startCluster(b, size)
-		for _, m := range c.nodes {
-			brokers = append(brokers, m.kafkaAddr)
-		}
-		n = c.leader()
+		nodes, leader = c.nodes, c.leader()
 	} else {
-		n = startSingle(b)
-		brokers = []string{n.kafkaAddr}
+		leader = startSingle(b)
+		nodes = []*node{leader}
+	}
+	for _, m := range nodes {
+		brokers = append(brokers, m.kafkaAddr)
 	}
 	createTopic(b, kafkaClient(b, brokers), benchTopic, 1, nil)
-	return brokers, n
+	return brokers, leader, nodes
+}
+
+// nodesWritten is the bytes the nodes have written to disk so far, in all.
+func nodesWritten(b *testing.B, nodes []*node) int64 {
+	var total int64
+	for _, n := range nodes {
+		total += writeBytes(b, n.cmd.Process.Pid)
+	}
+	return total
 }
 
 // produceRun produces n records as fast as the client allows and returns
@@ -120,13 +134,25 @@ func consumeRun(b *testing.B, brokers []string, n int, opts ...kgo.Opt) float64 
 	return float64(n) / time.Since(start).Seconds()
 }
 
+// BenchmarkKafkaProduce also reports the leader's CPU per record (its
+// process's user and system time) and the bytes each waggle node and
+// kfake wrote to disk per payload byte (kfake runs in this process, so its
+// figure includes the test's own writes, which are none while it runs).
 func BenchmarkKafkaProduce(b *testing.B) {
-	waggle, leader := startWaggleForBench(b)
+	waggle, leader, nodes := startWaggleNodesForBench(b)
 	kf := startKfake(b)
+	payload := float64(b.N) * float64(benchRecordBytes())
 	b.ResetTimer()
+	cpu0, w0 := cpuSeconds(b, leader), nodesWritten(b, nodes)
 	wRate, wP99 := produceRun(b, waggle, b.N)
+	cpu, written := cpuSeconds(b, leader)-cpu0, nodesWritten(b, nodes)-w0
+	k0 := writeBytes(b, os.Getpid())
 	kRate, kP99 := produceRun(b, kf, b.N)
+	kWritten := writeBytes(b, os.Getpid()) - k0
 	b.StopTimer()
+	b.ReportMetric(cpu*1e6/float64(b.N), "waggle-leader-cpu-µs/rec")
+	b.ReportMetric(float64(written)/float64(len(nodes))/payload, "waggle-write-amp")
+	b.ReportMetric(float64(kWritten)/payload, "kfake-write-amp")
 	b.ReportMetric(wRate, "waggle-recs/s")
 	b.ReportMetric(kRate, "kfake-recs/s")
 	b.ReportMetric(wRate/kRate, "ratio")
