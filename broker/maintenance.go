@@ -87,6 +87,11 @@ func (s *Service) cleanUp(log *slog.Logger) {
 // entries have not finished removing (at most 10,000).
 func (s *Service) PendingDeletes() (int, error) { return s.pendingDeletes(10_000) }
 
+// DedupIndexStats reports the transactionIds held in the group's dedup
+// logs and the size in bytes of their index's Bloom filter (both in this
+// node's memory).
+func (s *Service) DedupIndexStats() (ids int64, filterBytes int) { return s.store.DedupIndexStats() }
+
 // pendingDeletes is PendingDeletes counting at most limit.
 func (s *Service) pendingDeletes(limit int) (int, error) {
 	var n int

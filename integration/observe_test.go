@@ -42,6 +42,7 @@ func TestMetricsExposition(t *testing.T) {
 			`waggle_raft_apply_seconds_count`,
 			`waggle_badger_lsm_bytes`,
 			`waggle_pending_deletes 0`,
+			`waggle_dedup_index_ids 2`, // "a" and "b"
 		} {
 			if !strings.Contains(string(body), want) {
 				missing = append(missing, want)

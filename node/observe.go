@@ -14,8 +14,8 @@ import (
 )
 
 // observe registers the gauges read at scrape time (raft state and badger
-// sizes of group 0, consumer-group lag and pending deletes of every raft
-// group in all) and counts group 0's leader changes until ctx ends (wg
+// sizes of group 0, consumer-group lag, pending deletes and the dedup
+// index of every raft group in all) and counts group 0's leader changes until ctx ends (wg
 // counts the goroutine that does).
 func observe(ctx context.Context, wg *sync.WaitGroup, m *metrics.Metrics, node *raftnode.Node, st *store.Store, svc *broker.Service, all []*broker.Service) {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
@@ -37,6 +37,22 @@ func observe(ctx context.Context, wg *sync.WaitGroup, m *metrics.Metrics, node *
 			for _, g := range all {
 				n, _ := g.PendingDeletes()
 				total += n
+			}
+			return float64(total)
+		}),
+		gauge("waggle_dedup_index_ids", "TransactionIds held in the dedup logs, indexed in memory (about 10 bytes each).", func() float64 {
+			var total int64
+			for _, g := range all {
+				ids, _ := g.DedupIndexStats()
+				total += ids
+			}
+			return float64(total)
+		}),
+		gauge("waggle_dedup_filter_bytes", "Size of the dedup index's Bloom filters.", func() float64 {
+			total := 0
+			for _, g := range all {
+				_, b := g.DedupIndexStats()
+				total += b
 			}
 			return float64(total)
 		}),
