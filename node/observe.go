@@ -22,6 +22,16 @@ func observe(ctx context.Context, wg *sync.WaitGroup, m *metrics.Metrics, node *
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	health := func() broker.Health { return svc.Health() }
+	// sum is a gauge's value summed over every raft group.
+	sum := func(of func(*broker.Service) float64) func() float64 {
+		return func() float64 {
+			total := 0.0
+			for _, g := range all {
+				total += of(g)
+			}
+			return total
+		}
+	}
 	m.Register(
 		gauge("waggle_raft_term", "Current raft term.", func() float64 { return float64(health().Term) }),
 		gauge("waggle_raft_commit_index", "Raft commit index.", func() float64 { return float64(health().Commit) }),
@@ -32,30 +42,18 @@ func observe(ctx context.Context, wg *sync.WaitGroup, m *metrics.Metrics, node *
 		gauge("waggle_badger_vlog_bytes", "Size of badger's value log.", func() float64 { _, vlog := st.Size(); return float64(vlog) }),
 		gauge("waggle_storage_full", "1 while writes that add data are refused for lack of disk space (--storage-min-free-mib).",
 			func() float64 { return oneIf(svc.StorageFull()) }),
-		gauge("waggle_pending_deletes", "Deleted queues and groups whose data is still being removed.", func() float64 {
-			total := 0
-			for _, g := range all {
-				n, _ := g.PendingDeletes()
-				total += n
-			}
-			return float64(total)
-		}),
-		gauge("waggle_dedup_index_ids", "TransactionIds held in the dedup logs, indexed in memory (about 10 bytes each).", func() float64 {
-			var total int64
-			for _, g := range all {
-				ids, _ := g.DedupIndexStats()
-				total += ids
-			}
-			return float64(total)
-		}),
-		gauge("waggle_dedup_filter_bytes", "Size of the dedup index's Bloom filters.", func() float64 {
-			total := 0
-			for _, g := range all {
-				_, b := g.DedupIndexStats()
-				total += b
-			}
-			return float64(total)
-		}),
+		gauge("waggle_pending_deletes", "Deleted queues and groups whose data is still being removed.", sum(func(g *broker.Service) float64 {
+			n, _ := g.PendingDeletes()
+			return float64(n)
+		})),
+		gauge("waggle_dedup_index_ids", "TransactionIds held in the dedup logs, indexed in memory (about 10 bytes each).", sum(func(g *broker.Service) float64 {
+			ids, _ := g.DedupIndexStats()
+			return float64(ids)
+		})),
+		gauge("waggle_dedup_filter_bytes", "Size of the dedup index's Bloom filters.", sum(func(g *broker.Service) float64 {
+			_, b := g.DedupIndexStats()
+			return float64(b)
+		})),
 		&cursorCollector{svcs: all,
 			lag: prometheus.NewDesc("waggle_group_lag_messages",
 				"Messages a consumer group has yet to read, per queue partition.", []string{"group", "queue", "partition"}, nil),
