@@ -335,24 +335,11 @@ func (x *dedupIndex) maybeRebuildFilter() {
 	}
 	f := newDedupFilter(dedupFilterWordsFor(x.live))
 	x.next, x.nextKeys = f, 0
-	var sealed [][]uint64
-	var active []uint32
-	for _, st := range x.streams {
-		for _, seg := range st.segs {
-			if seg.sealed != nil {
-				sealed = append(sealed, seg.sealed)
-			} else {
-				seg.each(func(fp uint32) { active = append(active, fp) })
-			}
-		}
-	}
+	sealed, active := x.fingerprints()
 	x.building.Add(1)
 	go func() {
 		defer x.building.Done()
-		for _, fp := range active {
-			f.addFingerprint(fp)
-		}
-		n := int64(len(active)) + fillFilter(f, sealed, 1) // beside the apply loop: one core
+		n := fillFilter(f, sealed, active, 1) // beside the apply loop: one core
 		x.mu.Lock()
 		defer x.mu.Unlock()
 		if x.next == f {
@@ -408,19 +395,25 @@ func (s *Store) loadDedupIndex() error {
 	}
 	// The filter is sized for what was found.
 	x.filter = newDedupFilter(dedupFilterWordsFor(x.live))
-	var sealed [][]uint64
+	sealedKeys, activeFPs := x.fingerprints()
+	x.keys = fillFilter(x.filter, sealedKeys, activeFPs, runtime.GOMAXPROCS(0)) // the store does not serve yet
+	return nil
+}
+
+// fingerprints lists what the index holds for a filter to be filled
+// from: the sealed segments' arrays, which never change, and a copy of the
+// active segments' fingerprints (x.mu held).
+func (x *dedupIndex) fingerprints() (sealed [][]uint64, active []uint32) {
 	for _, st := range x.streams {
 		for _, seg := range st.segs {
 			if seg.sealed != nil {
 				sealed = append(sealed, seg.sealed)
 			} else {
-				seg.each(x.filter.addFingerprint)
+				seg.each(func(fp uint32) { active = append(active, fp) })
 			}
 		}
 	}
-	x.keys = x.live
-	fillFilter(x.filter, sealed, runtime.GOMAXPROCS(0)) // the store does not serve yet
-	return nil
+	return sealed, active
 }
 
 // loadDedupSegments files every dedup segment of the manifest in x
@@ -474,9 +467,13 @@ func (s *Store) loadDedupSegments(x *dedupIndex, manifest []SnapshotSegment, act
 	return nil
 }
 
-// fillFilter adds sealed segments' fingerprints to f from that many
-// goroutines (the filter's words are atomic) and returns how many it added.
-func fillFilter(f *dedupFilter, sealed [][]uint64, workers int) int64 {
+// fillFilter adds fingerprints to f, the sealed segments' from that many
+// goroutines (the filter's words are atomic), and returns how many it
+// added.
+func fillFilter(f *dedupFilter, sealed [][]uint64, active []uint32, workers int) int64 {
+	for _, fp := range active {
+		f.addFingerprint(fp)
+	}
 	const chunk = 1 << 18
 	work := make(chan []uint64)
 	var wg sync.WaitGroup
@@ -489,7 +486,7 @@ func fillFilter(f *dedupFilter, sealed [][]uint64, workers int) int64 {
 			}
 		})
 	}
-	var n int64
+	n := int64(len(active))
 	for _, keys := range sealed {
 		n += int64(len(keys))
 		for len(keys) > 0 {
