@@ -41,9 +41,14 @@ const (
 	// window) instead of writing a badger record per id. A node of format
 	// 3 would not find them there, hence the format.
 	LogFormat4 LogFormat = 4
+	// LogFormat5 adds no command type: a Kafka produce entry's batches
+	// stay in the raft log, and the queue's segment gets a ref to each
+	// (store.BatchRef) instead of a copy. A node of format 4 could not
+	// read the refs, nor the snapshots that carry their batches.
+	LogFormat5 LogFormat = 5
 
 	// MaxLogFormat is the newest format this binary reads and writes.
-	MaxLogFormat = LogFormat4
+	MaxLogFormat = LogFormat5
 )
 
 // Command is an entry the leader proposes.

@@ -194,6 +194,13 @@ func corpusScenario() []corpusEntry {
 		{"f4-push-logged-retried", &command.PushCommand{NowMs: later + 9_000_001, Items: []command.PushItem{msg("l-2", 0x36, `{"l":2}`), msg("l-4", 0x37, `{"l":4}`)}}},
 		{"f4-prune-dedup", &command.PruneDedupCommand{NowMs: later + 9_000_001 + 8_000_000, Limit: 100}},
 		{"f4-push-after-window", &command.PushCommand{NowMs: later + 9_000_001 + 8_000_001, Items: []command.PushItem{msg("l-2", 0x38, `{"l":2}`), msg("l-5", 0x39, `5`)}}},
+		// Format 5: Kafka batches stay in the raft log, the segment holds
+		// refs to them; a resent batch is still a duplicate, and one entry
+		// may carry several batches.
+		{"f5-set-log-format", &command.SetLogFormatCommand{Format: command.LogFormat5}},
+		{"f5-produce-in-log", &command.ProduceCommand{NowMs: later + 17_000_010, Topic: "events", Partition: 0, Batches: []command.ProduceBatch{batch(1, 2, "c", "d")}}},
+		{"f5-produce-in-log-resent", &command.ProduceCommand{NowMs: later + 17_000_011, Topic: "events", Partition: 0, Batches: []command.ProduceBatch{batch(1, 2, "c", "d")}}},
+		{"f5-produce-two-batches", &command.ProduceCommand{NowMs: later + 17_000_012, Topic: "events", Partition: 1, Batches: []command.ProduceBatch{batch(-1, 0, "e"), batch(-1, 0, "f", "g")}}},
 	}
 }
 
@@ -223,6 +230,9 @@ func corpusFor(t *testing.T, f command.LogFormat) (names []string, entries [][]b
 		}
 		if strings.HasPrefix(e.name, "f4-") && f < command.LogFormat4 {
 			continue // dedup logs, from format 4
+		}
+		if strings.HasPrefix(e.name, "f5-") && f < command.LogFormat5 {
+			continue // batches kept in the raft log, from format 5
 		}
 		b, err := command.EncodeAs(e.cmd, f)
 		if err != nil {

@@ -50,6 +50,10 @@ type FSM struct {
 	// being restored, which Restore links instead of copying.
 	restoreFiles func() store.SegmentFiles
 
+	// tap, when set, sees each entry before it is applied: tests that
+	// apply entries without raft keep the log refs read from with it.
+	tap func(*raft.Log)
+
 	// EntryWrites, when set, is told how many keys each command entry
 	// wrote (see MaxEntryWrites); set it before raft starts.
 	EntryWrites func(t command.CommandType, writes int)
@@ -168,6 +172,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		if l.Index <= meta.AppliedIndex {
 			continue // applied before a restart; the store already has it
 		}
+		if f.tap != nil {
+			f.tap(l)
+		}
 		var cmd []byte
 		if l.Type == raft.LogCommand {
 			var err error
@@ -190,7 +197,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			f.appliedBytes.Add(uint64(len(l.Data)))
 			f.appliedEntries.Add(1)
 			before, _ := tx.Pending()
-			f.proc.term = l.Term
+			f.proc.term, f.proc.index, f.proc.entry = l.Term, l.Index, l.Data
 			answers[i] = f.proc.Apply(tx, &meta, cmd)
 			if f.EntryWrites != nil {
 				after, _ := tx.Pending()
@@ -199,6 +206,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		}
 		meta.AppliedIndex, meta.AppliedTerm = l.Index, l.Term
 	}
+	f.proc.entry = nil
 	f.commit(tx, meta)
 	f.signalAppends(f.proc.appended)
 	f.proc.appended = f.proc.appended[:0]

@@ -30,7 +30,7 @@ func newFSM(t *testing.T) *FSM {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f
+	return keepLog(f)
 }
 
 func requireResult(t *testing.T, got command.PushResult, status command.PushStatus, offset uint64, tag byte) {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"unsafe"
 
 	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/dedup"
@@ -77,6 +78,22 @@ func (p *Processor) leaderEpoch(meta *store.Meta) int32 {
 		return 0
 	}
 	return int32(min(p.term, math.MaxInt32))
+}
+
+// inEntry returns where raw, a batch decoded from the entry being applied,
+// lies in the entry's data, when the store is to keep a ref to it there
+// (log format 5 on; a processor used without an FSM has no entry).
+func (p *Processor) inEntry(meta *store.Meta, raw []byte) (int, bool) {
+	if effectiveLogFormat(*meta) < command.LogFormat5 || len(p.entry) == 0 || len(raw) == 0 {
+		return 0, false
+	}
+	// The decoder slices the entry without copying (command.decoder.bytes).
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(p.entry)))
+	at := uintptr(unsafe.Pointer(unsafe.SliceData(raw)))
+	if at < start || at+uintptr(len(raw)) > start+uintptr(len(p.entry)) {
+		return 0, false
+	}
+	return int(at - start), true
 }
 
 func (p *Processor) produce(tx *store.Tx, meta *store.Meta, c *command.ProduceCommand) command.ProduceResult {
@@ -158,8 +175,14 @@ func (p *Processor) produce(tx *store.Tx, meta *store.Meta, c *command.ProduceCo
 		if appendAt[i] < 0 {
 			continue
 		}
-		raw := recordbatch.Rebase(b.Raw, appendAt[i], p.leaderEpoch(meta))
-		must(tx.PutBatch(q, part.ID, uint64(appendAt[i]), uint32(b.NumRecords), b.MaxTimestamp, meta.NextID, meta.ClockMs, raw))
+		base, epoch := uint64(appendAt[i]), p.leaderEpoch(meta)
+		if at, ok := p.inEntry(meta, b.Raw); ok {
+			ref := store.BatchRef{Index: p.index, At: uint32(at), Length: uint32(len(b.Raw)), Epoch: epoch}
+			must(tx.PutBatchRef(q, part.ID, base, uint32(b.NumRecords), b.MaxTimestamp, meta.NextID, meta.ClockMs, ref))
+			continue
+		}
+		raw := recordbatch.Rebase(b.Raw, appendAt[i], epoch)
+		must(tx.PutBatch(q, part.ID, base, uint32(b.NumRecords), b.MaxTimestamp, meta.NextID, meta.ClockMs, raw))
 	}
 	for _, id := range stateOrder {
 		must(tx.PutProducer(id, part.ID, *states[id]))

@@ -28,6 +28,11 @@ type Processor struct {
 	// every replica sees the same). Kafka batches appended by the entry
 	// carry it as their partition leader epoch (KIP-101).
 	term uint64
+	// index and entry are the raft index and data of the entry being
+	// applied (set by the FSM): from log format 5 a Kafka batch stays in
+	// the entry and the store keeps a ref to it (store.BatchRef).
+	index uint64
+	entry []byte
 }
 
 // Apply applies one command entry and returns its answer. meta is updated in

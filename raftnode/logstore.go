@@ -37,9 +37,11 @@ var (
 	stableByteKeys = [][]byte{keyLastVoteCand}
 )
 
-// walLog is raft-wal's WAL with one correction (see GetLog).
+// walLog is raft-wal's WAL with one correction (see GetLog) and a
+// compaction that keeps what message data still needs (see DeleteRange).
 type walLog struct {
 	*wal.WAL
+	holder *logHolder // nil: delete what raft asks
 }
 
 // GetLog implements raft.LogStore. raft-wal v0.4.2 still answers entries of

@@ -157,6 +157,9 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open snapshots: %w", err)
 	}
+	snaps.log = entryReader{logs: cached}
+	st.SetRaftLog(snaps.log)
+	logs.holder = &logHolder{store: st, snaps: snaps, walDir: filepath.Join(dir, walDir), logger: cfg.Logger, slack: defaultLogHoldSlack}
 	sm, err := fsm.NewFSM(st)
 	if err != nil {
 		return nil, err

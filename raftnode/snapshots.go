@@ -46,6 +46,7 @@ type snapshotStore struct {
 	*raft.FileSnapshotStore
 	dir    string // raft's snapshot directory: <base>/snapshots
 	logger hclog.Logger
+	log    store.RaftLog // where batches that refs name are read from
 
 	mu     sync.Mutex
 	opened store.SegmentFiles // of the snapshot Open returned last
@@ -130,7 +131,11 @@ func (s *snapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 	if !linked {
 		return meta, rc, nil
 	}
-	section, size := store.SegmentSection(filepath.Join(dir, segmentLinkDir), segs)
+	section, size, err := store.SegmentSection(filepath.Join(dir, segmentLinkDir), segs, s.log)
+	if err != nil {
+		rc.Close()
+		return nil, nil, fmt.Errorf("snapshot %s: %w", id, err)
+	}
 	whole := *meta
 	whole.Size += size
 	return &whole, &multiReadCloser{Reader: io.MultiReader(rc, section), closers: []io.Closer{rc, section}}, nil

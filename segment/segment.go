@@ -58,6 +58,10 @@ var ErrGone = errors.New("segment: no such position")
 
 const fileSuffix = ".seg"
 
+// sidecarSuffix names a segment's sidecar: a file the caller keeps beside
+// the segment (data its records refer to), removed with the segment.
+const sidecarSuffix = ".ref"
+
 // Dir holds the streams under one directory, one sub-directory per stream.
 type Dir struct {
 	root string
@@ -143,6 +147,9 @@ func (d *Dir) Retain(keep map[uint64][]uint64) error {
 			if err == nil && !slices.Contains(bases, base) {
 				err = os.Remove(s.path(base))
 			}
+		}
+		if err == nil {
+			err = s.removeSidecars(func(base uint64) bool { return !slices.Contains(bases, base) })
 		}
 		s.loaded = false
 		s.mu.Unlock()
@@ -641,6 +648,12 @@ func scanFile(path string, base, stop uint64, fn func(pos uint64, body []byte) e
 	return nil
 }
 
+// ScanFile is Scan for the segment file at path that begins at base (a
+// snapshot's link to one, say).
+func ScanFile(path string, base, stop uint64, fn func(pos uint64, body []byte) error) error {
+	return scanFile(path, base, stop, fn)
+}
+
 // Scan reads the records of the segment that begins at base, up to stop
 // (at most the segment's end), in order, checking each frame, and calls
 // fn with each one's position and body (valid only during the call). The
@@ -686,12 +699,54 @@ func (s *Stream) DropBefore(pos uint64) error {
 	}
 	s.closeReaders()
 	for len(s.bases) > 1 && s.bases[1] <= pos {
-		if err := os.Remove(s.path(s.bases[0])); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("segment: %w", err)
+		for _, path := range []string{s.path(s.bases[0]), s.SidecarPath(s.bases[0])} {
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("segment: %w", err)
+			}
 		}
 		s.bases = s.bases[1:]
 	}
 	return nil
+}
+
+// SidecarPath is the file the caller may keep beside the segment starting
+// at base: DropBefore and Dir.Retain remove it with the segment.
+func (s *Stream) SidecarPath(base uint64) string {
+	return filepath.Join(s.dir, fmt.Sprintf("%020d%s", base, sidecarSuffix))
+}
+
+// removeSidecars removes the sidecar files whose segment base doom picks.
+func (s *Stream) removeSidecars(doom func(base uint64) bool) error {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("segment: %w", err)
+	}
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), sidecarSuffix)
+		if !ok {
+			continue
+		}
+		if base, err := strconv.ParseUint(name, 10, 64); err == nil && doom(base) {
+			if err := os.Remove(filepath.Join(s.dir, e.Name())); err != nil {
+				return fmt.Errorf("segment: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// BaseOf returns the base of the segment holding stream position pos.
+func (s *Stream) BaseOf(pos uint64) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.load(); err != nil {
+		return 0, err
+	}
+	i, ok := s.find(pos)
+	if !ok || pos >= s.end() {
+		return 0, ErrGone
+	}
+	return s.bases[i], nil
 }
 
 // Install writes a segment received from a peer (a snapshot) into the
@@ -712,14 +767,31 @@ func (s *Stream) Install(base, size uint64, r io.Reader, from string) error {
 		s.active = nil
 	}
 	s.buf = s.buf[:0]
+	return s.install(s.path(base), size, r, from, true)
+}
+
+// InstallSidecar is Install for the sidecar of the segment at base: a
+// sidecar received whole (size bytes from r), linked from the snapshot's
+// copy when from holds exactly those bytes. A local sidecar is replaced
+// (its bytes may cover less than the received one).
+func (s *Stream) InstallSidecar(base, size uint64, r io.Reader, from string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.install(s.SidecarPath(base), size, r, from, false)
+}
+
+// install puts size bytes from r at path, hard-linking from instead when it
+// holds exactly size bytes; keepLonger keeps a local file already holding
+// at least size bytes (a segment's bytes are the same on every replica).
+// r is read past the bytes either way.
+func (s *Stream) install(path string, size uint64, r io.Reader, from string, keepLonger bool) error {
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return fmt.Errorf("segment: %w", err)
 	}
-	path := s.path(base)
 	fromInfo, err := os.Stat(from)
 	link := from != "" && err == nil && uint64(fromInfo.Size()) == size
 	local, err := os.Stat(path)
-	keep := !link && err == nil && uint64(local.Size()) >= size
+	keep := keepLonger && !link && err == nil && uint64(local.Size()) >= size
 	if !link && !keep {
 		return WriteFile(path, r, size)
 	}

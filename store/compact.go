@@ -380,16 +380,8 @@ func (t *Tx) sealActive(queueID uint64, h *streamHead) error {
 	if t.segs == nil {
 		return errors.New("store: sealing on a read-only transaction")
 	}
-	if err := t.segs.Stream(queueID).Roll(); err != nil {
-		return err
-	}
-	sealed := SegmentRecord{QueueID: queueID, Base: h.ActiveBase, End: h.End, LastAppendMs: h.LastAppendMs}
-	if err := t.set(segmentKey(queueID, sealed.Base), sealed.encode()); err != nil {
-		return err
-	}
-	h.ActiveBase = h.End
-	h.dirty = true
-	return nil
+	_, err := t.seal(queueID, h)
+	return err
 }
 
 func (t *Tx) indexedTo(queueID, partitionID uint64) (uint64, error) {

@@ -61,21 +61,46 @@ type streamHead struct {
 	ActiveSinceMs int64  // replicated time of the active segment's first append
 	LastAppendMs  int64  // replicated time of the last append
 
+	// Batches kept in the raft log (kindBatchRef, log format 5) add their
+	// bytes to the stream without being in its files: RefBytes counts them
+	// over the stream's life, BaseRefBytes as of ActiveBase; ActiveRefs is
+	// how many refs the active segment holds (the next one's ordinal) and
+	// ActiveMinRef the raft index of its first.
+	RefBytes     uint64
+	BaseRefBytes uint64
+	ActiveRefs   uint32
+	ActiveMinRef uint64
+
 	committedEnd uint64 // End as last committed (for Discard)
 	dirty        bool   // changed without an append (a seal): write it
 }
 
+// recordV2 versions the stream head and segment records of a stream that
+// has held refs; one that never has keeps version 1's bytes.
+const recordV2 byte = 2
+
 func (h streamHead) encode() []byte {
-	b := make([]byte, 0, 33)
-	b = append(b, recordV1)
+	b := make([]byte, 0, 61)
+	if h.RefBytes == 0 {
+		b = append(b, recordV1)
+	} else {
+		b = append(b, recordV2)
+	}
 	b = binary.BigEndian.AppendUint64(b, h.End)
 	b = binary.BigEndian.AppendUint64(b, h.ActiveBase)
 	b = binary.BigEndian.AppendUint64(b, uint64(h.ActiveSinceMs))
-	return binary.BigEndian.AppendUint64(b, uint64(h.LastAppendMs))
+	b = binary.BigEndian.AppendUint64(b, uint64(h.LastAppendMs))
+	if h.RefBytes == 0 {
+		return b
+	}
+	b = binary.BigEndian.AppendUint64(b, h.RefBytes)
+	b = binary.BigEndian.AppendUint64(b, h.BaseRefBytes)
+	b = binary.BigEndian.AppendUint32(b, h.ActiveRefs)
+	return binary.BigEndian.AppendUint64(b, h.ActiveMinRef)
 }
 
 func decodeStreamHead(b []byte) (streamHead, error) {
-	if len(b) != 33 || b[0] != recordV1 {
+	if !(len(b) == 33 && b[0] == recordV1) && !(len(b) == 61 && b[0] == recordV2) {
 		return streamHead{}, errBadRecord
 	}
 	h := streamHead{
@@ -84,36 +109,72 @@ func decodeStreamHead(b []byte) (streamHead, error) {
 		ActiveSinceMs: int64(binary.BigEndian.Uint64(b[17:])),
 		LastAppendMs:  int64(binary.BigEndian.Uint64(b[25:])),
 	}
+	if b[0] == recordV2 {
+		h.RefBytes = beUint64(b[33:])
+		h.BaseRefBytes = beUint64(b[41:])
+		h.ActiveRefs = binary.BigEndian.Uint32(b[49:])
+		h.ActiveMinRef = beUint64(b[53:])
+	}
 	h.committedEnd = h.End
 	return h, nil
 }
 
+// activeBytes is how much the active segment holds, refs' batches included.
+func (h *streamHead) activeBytes() uint64 {
+	return h.End - h.ActiveBase + h.RefBytes - h.BaseRefBytes
+}
+
 // SegmentRecord describes a sealed segment: positions [Base, End) of its
 // stream, the last appended at LastAppendMs (replicated time; appends are
-// in time order, so it is the segment's newest).
+// in time order, so it is the segment's newest). A segment holding refs
+// (kindBatchRef) also counts them: Refs of them, the first at raft index
+// MinRef, RefBytes of batches in all, the stream's RefBytes reaching
+// RefEnd at the segment's end.
 type SegmentRecord struct {
 	QueueID      uint64
 	Base, End    uint64
 	LastAppendMs int64
+
+	Refs             uint32
+	MinRef           uint64
+	RefBytes, RefEnd uint64
 }
 
 func (s SegmentRecord) encode() []byte {
-	b := make([]byte, 0, 17)
-	b = append(b, recordV1)
+	b := make([]byte, 0, 45)
+	if s.RefEnd == 0 {
+		b = append(b, recordV1)
+	} else {
+		b = append(b, recordV2)
+	}
 	b = binary.BigEndian.AppendUint64(b, s.End)
-	return binary.BigEndian.AppendUint64(b, uint64(s.LastAppendMs))
+	b = binary.BigEndian.AppendUint64(b, uint64(s.LastAppendMs))
+	if s.RefEnd == 0 {
+		return b
+	}
+	b = binary.BigEndian.AppendUint32(b, s.Refs)
+	b = binary.BigEndian.AppendUint64(b, s.MinRef)
+	b = binary.BigEndian.AppendUint64(b, s.RefBytes)
+	return binary.BigEndian.AppendUint64(b, s.RefEnd)
 }
 
 func decodeSegmentRecord(k, v []byte) (SegmentRecord, error) {
-	if len(k) != 17 || k[0] != familySegment || len(v) != 17 || v[0] != recordV1 {
+	if len(k) != 17 || k[0] != familySegment || !(len(v) == 17 && v[0] == recordV1) && !(len(v) == 45 && v[0] == recordV2) {
 		return SegmentRecord{}, errBadRecord
 	}
-	return SegmentRecord{
+	sr := SegmentRecord{
 		QueueID:      beUint64(k[1:]),
 		Base:         beUint64(k[9:]),
 		End:          beUint64(v[1:]),
 		LastAppendMs: int64(beUint64(v[9:])),
-	}, nil
+	}
+	if v[0] == recordV2 {
+		sr.Refs = binary.BigEndian.Uint32(v[17:])
+		sr.MinRef = beUint64(v[21:])
+		sr.RefBytes = beUint64(v[29:])
+		sr.RefEnd = beUint64(v[37:])
+	}
+	return sr, nil
 }
 
 // pointer is a decoded kindPointer value.
@@ -206,7 +267,7 @@ func recordBody(partitionID, offset uint64, size int) []byte {
 // replicated time of the append.
 func (t *Tx) appendData(q Queue, partitionID, offset uint64, body []byte, count uint32, maxTs int64, appendSeq uint64, appendMs int64) error {
 	limit, ageMs := SegmentLimits(q)
-	pos, _, err := t.appendRecord(q.ID, limit, ageMs, body, appendMs)
+	pos, _, err := t.appendRecord(q.ID, limit, ageMs, body, 0, appendMs)
 	if err != nil {
 		return err
 	}
@@ -215,37 +276,53 @@ func (t *Tx) appendData(q Queue, partitionID, offset uint64, body []byte, count 
 }
 
 // appendRecord appends body to a stream, first sealing the active segment
-// when the record would take it past limit bytes or it began ageMs or more
-// before appendMs (replicated time, so every replica seals at the same
-// place). It returns the record's position and the segment it sealed, if
-// any.
-func (t *Tx) appendRecord(streamID, limit uint64, ageMs int64, body []byte, appendMs int64) (pos uint64, sealed *SegmentRecord, err error) {
-	if t.segs == nil {
-		return 0, nil, errors.New("store: appending data on a read-only transaction")
-	}
-	h, err := t.head(streamID)
+// when the record (with the refBytes of a batch it refers to in the raft
+// log) would take it past limit bytes or it began ageMs or more before
+// appendMs (replicated time, so every replica seals at the same place). It
+// returns the record's position and the segment it sealed, if any.
+func (t *Tx) appendRecord(streamID, limit uint64, ageMs int64, body []byte, refBytes uint64, appendMs int64) (pos uint64, sealed *SegmentRecord, err error) {
+	h, sealed, err := t.beforeAppend(streamID, limit, ageMs, uint64(segment.FrameBytes+len(body))+refBytes, appendMs)
 	if err != nil {
 		return 0, nil, err
 	}
-	stream := t.segs.Stream(streamID)
-	frame := uint64(segment.FrameBytes + len(body))
-	if h.End > h.ActiveBase && (h.End-h.ActiveBase+frame > limit || appendMs-h.ActiveSinceMs >= ageMs) {
+	pos, err = t.writeRecord(streamID, h, body, appendMs)
+	return pos, sealed, err
+}
+
+// beforeAppend returns the stream's head ready for an append of size bytes
+// (its frame, and the batch a ref names): the active segment sealed first
+// when the append would take it past limit or it began ageMs or more
+// before appendMs.
+func (t *Tx) beforeAppend(streamID, limit uint64, ageMs int64, size uint64, appendMs int64) (h *streamHead, sealed *SegmentRecord, err error) {
+	if t.segs == nil {
+		return nil, nil, errors.New("store: appending data on a read-only transaction")
+	}
+	if h, err = t.head(streamID); err != nil {
+		return nil, nil, err
+	}
+	if h.End > h.ActiveBase && (h.activeBytes()+size > limit || appendMs-h.ActiveSinceMs >= ageMs) {
 		if sealed, err = t.seal(streamID, h); err != nil {
-			return 0, nil, err
+			return nil, nil, err
 		}
 	}
 	if h.End == h.ActiveBase {
 		h.ActiveSinceMs = appendMs
 	}
-	if pos, err = stream.Append(body); err != nil {
-		return 0, nil, err
+	return h, sealed, nil
+}
+
+// writeRecord appends body to the stream whose head is h.
+func (t *Tx) writeRecord(streamID uint64, h *streamHead, body []byte, appendMs int64) (uint64, error) {
+	pos, err := t.segs.Stream(streamID).Append(body)
+	if err != nil {
+		return 0, err
 	}
 	if pos != h.End {
-		return 0, nil, fmt.Errorf("store: stream %d appends at %d, its head says %d", streamID, pos, h.End)
+		return 0, fmt.Errorf("store: stream %d appends at %d, its head says %d", streamID, pos, h.End)
 	}
-	h.End += frame
+	h.End += uint64(segment.FrameBytes + len(body))
 	h.LastAppendMs = appendMs
-	return pos, sealed, nil
+	return pos, nil
 }
 
 // seal closes a stream's non-empty active segment: it files the segment's
@@ -255,10 +332,14 @@ func (t *Tx) seal(streamID uint64, h *streamHead) (*SegmentRecord, error) {
 		return nil, err
 	}
 	sealed := &SegmentRecord{QueueID: streamID, Base: h.ActiveBase, End: h.End, LastAppendMs: h.LastAppendMs}
+	if h.RefBytes > 0 {
+		sealed.Refs, sealed.MinRef = h.ActiveRefs, h.ActiveMinRef
+		sealed.RefBytes, sealed.RefEnd = h.RefBytes-h.BaseRefBytes, h.RefBytes
+	}
 	if err := t.set(segmentKey(streamID, sealed.Base), sealed.encode()); err != nil {
 		return nil, err
 	}
-	h.ActiveBase = h.End
+	h.ActiveBase, h.BaseRefBytes, h.ActiveRefs, h.ActiveMinRef = h.End, h.RefBytes, 0, 0
 	h.dirty = true
 	return sealed, nil
 }
@@ -274,6 +355,16 @@ func (t *Tx) readPointed(partitionID, offset uint64, p pointer) (Entry, error) {
 	}
 	if len(body) < 16 || beUint64(body) != partitionID || beUint64(body[8:]) != offset {
 		return Entry{}, fmt.Errorf("partition %d offset %d: %w: the record names another place", partitionID, offset, segment.ErrCorrupt)
+	}
+	if d, ok, err := refOf(body); err != nil || ok {
+		if err != nil {
+			return Entry{}, fmt.Errorf("partition %d offset %d: %w", partitionID, offset, err)
+		}
+		e, err := t.readRef(p.stream, p.pos, offset, d)
+		if err != nil {
+			return Entry{}, fmt.Errorf("partition %d offset %d: %w", partitionID, offset, err)
+		}
+		return e, nil
 	}
 	return decodeEntry(offset, body[16:])
 }
@@ -384,6 +475,7 @@ func (s *Store) Reset() error {
 	s.forgetPruneFloor()
 	s.filters.forget() // its keys are about to be replaced
 	defer s.filters.rebuild()
+	defer s.refs.forget()
 	s.setCatalog(newCatalog(nil)) // before the keys go: no reader pairs old records with an empty store
 	if err := s.db.DropAll(); err != nil {
 		return fmt.Errorf("reset: %w", err)
@@ -400,24 +492,27 @@ func (s *Store) Reset() error {
 
 // StreamBytes returns how many bytes of a queue's stream are kept on disk:
 // from the start of its oldest sealed segment still present (or of its
-// active segment, when none is) to its committed end. It reads the head
+// active segment, when none is) to its committed end, with the batches
+// its refs keep in the raft log. It reads the head
 // and one segment record, however large the queue.
 func (t *Tx) StreamBytes(queueID uint64) (uint64, error) {
 	h, err := t.head(queueID)
 	if err != nil {
 		return 0, err
 	}
-	first := h.ActiveBase
+	first, firstRefs := h.ActiveBase, h.BaseRefBytes
 	err = t.scan(segmentPrefix(queueID), nil, func(k, v []byte) (bool, error) {
 		sr, err := decodeSegmentRecord(k, v)
 		if err != nil {
 			return false, err
 		}
-		first = min(first, sr.Base)
+		if sr.Base < first {
+			first, firstRefs = sr.Base, sr.RefEnd-sr.RefBytes
+		}
 		return false, nil
 	})
 	if err != nil || h.End < first {
 		return 0, err
 	}
-	return h.End - first, nil
+	return h.End - first + h.RefBytes - firstRefs, nil
 }

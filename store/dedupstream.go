@@ -94,7 +94,7 @@ func (t *Tx) PutDedupLog(partitionID uint64, windowMs int64, ids []string, entri
 			n++
 		}
 		body := encodeDedupLog(partitionID, ids[:n], entries[:n], size)
-		pos, sealed, err := t.appendRecord(stream, dedupSegmentBytes, dedupSegmentMs(windowMs), body, entries[0].StoredAtMs)
+		pos, sealed, err := t.appendRecord(stream, dedupSegmentBytes, dedupSegmentMs(windowMs), body, 0, entries[0].StoredAtMs)
 		if err != nil {
 			return err
 		}

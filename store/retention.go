@@ -39,10 +39,11 @@ type RetentionLimit struct {
 	CompletedCutoffMs int64
 }
 
-// drops reports whether the limit drops sealed segment sr of a stream that
-// ends at end.
-func (l RetentionLimit) drops(sr SegmentRecord, end uint64) bool {
-	return sr.LastAppendMs < l.CutoffMs || (l.KeepBytes > 0 && end-sr.End >= l.KeepBytes) ||
+// drops reports whether the limit drops sealed segment sr of the stream
+// whose head is h.
+func (l RetentionLimit) drops(sr SegmentRecord, h *streamHead) bool {
+	after := h.End - sr.End + h.RefBytes - sr.RefEnd // what the stream holds after sr
+	return sr.LastAppendMs < l.CutoffMs || (l.KeepBytes > 0 && after >= l.KeepBytes) ||
 		(sr.End <= l.CompletedPos && sr.LastAppendMs < l.CompletedCutoffMs)
 }
 
@@ -160,7 +161,7 @@ func (t *Tx) expiredSegments(queueID uint64, lim RetentionLimit, fn func(Segment
 	n := 0
 	return t.scan(segmentPrefix(queueID), nil, func(k, v []byte) (bool, error) {
 		sr, err := decodeSegmentRecord(k, v)
-		if err != nil || !lim.drops(sr, h.End) {
+		if err != nil || !lim.drops(sr, h) {
 			return false, err
 		}
 		n++

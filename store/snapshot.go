@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -21,10 +22,16 @@ import (
 //	repeated: uvarint(len(key)) key uvarint(len(value)) value
 //	uvarint(0)                       end of the keys (keys are never empty)
 //	repeated: uvarint(1) uvarint(stream) uvarint(base) uvarint(size) size bytes
+//	       or uvarint(2) uvarint(stream) uvarint(base) uvarint(size) size bytes
 //	uvarint(0)                       end of the segments
 //
 // The keys are badger's (the metadata and indexes); the segments are the
-// message data, each the first size bytes of a segment file. Version 1
+// message data, each the first size bytes of a segment file. Tag 2 is the
+// sidecar of the segment before it (refs.go): each segment holding refs is
+// followed by one with every batch they name, so a follower needs nothing
+// of the leader's raft log; a binary from before log format 5 refuses
+// the tag, and no such stream reaches it (the format waits for every
+// member). Version 1
 // (before segment files) has the keys only; Restore reads both. A newer
 // binary that changes the stream bumps the version byte and keeps reading
 // the older ones.
@@ -44,18 +51,27 @@ const maxSnapshotField = 64 << 20
 // proportion to the metadata and the number of segments, not the data.
 type Snapshot struct {
 	txn *badger.Txn
-	// Segments lists the data as of the snapshot; PinDir holds their links.
+	// Segments lists the data as of the snapshot; PinDir holds their links
+	// (and those of the sidecars the store had for them).
 	Segments []SnapshotSegment
 	PinDir   string
+
+	refs *refData // the snapshot holds its log floor there until released
 }
 
 // SnapshotSegment is one segment file in a snapshot: its first Size bytes
-// at Path hold positions [Base, Base+Size) of the stream.
+// at Path hold positions [Base, Base+Size) of the stream. Refs and MinRef
+// say how many refs it holds and the raft index of the first. With
+// Sidecar it is instead the segment's sidecar, Size bytes in all (in a
+// snapshot received from a leader).
 type SnapshotSegment struct {
-	Stream uint64 `json:"stream"`
-	Base   uint64 `json:"base"`
-	Size   uint64 `json:"size"`
-	Path   string `json:"path"` // relative to the directory holding the links
+	Stream  uint64 `json:"stream"`
+	Base    uint64 `json:"base"`
+	Size    uint64 `json:"size"`
+	Path    string `json:"path"` // relative to the directory holding the links
+	Refs    uint32 `json:"refs,omitempty"`
+	MinRef  uint64 `json:"minRef,omitempty"`
+	Sidecar bool   `json:"sidecar,omitempty"`
 }
 
 var pinSeq atomic.Uint64
@@ -65,7 +81,7 @@ var pinSeq atomic.Uint64
 // write transaction's commit (the state machine calls it between batches).
 // Call Release when done with it.
 func (s *Store) Snapshot() (*Snapshot, error) {
-	sn := &Snapshot{txn: s.db.NewTransaction(false)}
+	sn := &Snapshot{txn: s.db.NewTransaction(false), refs: s.refs}
 	segs, err := (&Tx{txn: sn.txn}).dataManifest()
 	if err != nil {
 		sn.Release()
@@ -87,10 +103,46 @@ func (s *Store) Snapshot() (*Snapshot, error) {
 			sn.Release()
 			return nil, fmt.Errorf("snapshot: pin segment: %w", err)
 		}
+		if sg.Refs == 0 {
+			continue
+		}
+		side := s.segs.Stream(sg.Stream).SidecarPath(sg.Base)
+		if err := os.Link(side, filepath.Join(sn.PinDir, sidecarLinkName(sg.Stream, sg.Base))); err != nil && !errors.Is(err, os.ErrNotExist) {
+			sn.Release()
+			return nil, fmt.Errorf("snapshot: pin sidecar: %w", err)
+		}
 	}
 	sn.Segments = segs
+	s.refs.mu.Lock()
+	s.refs.pinned[sn] = SnapshotLogFloor(sn.PinDir, segs)
+	s.refs.mu.Unlock()
 	return sn, nil
 }
+
+// SnapshotLogFloor is the lowest raft index that writing out the snapshot
+// whose links are in dir still reads from the raft log (math.MaxUint64:
+// none): for each segment holding refs, its first ref past what the
+// sidecar beside it holds.
+func SnapshotLogFloor(dir string, segs []SnapshotSegment) uint64 {
+	floor := uint64(math.MaxUint64)
+	sidecars := map[[2]uint64]bool{}
+	for _, sg := range segs {
+		if sg.Sidecar {
+			sidecars[[2]uint64{sg.Stream, sg.Base}] = true
+		}
+	}
+	for _, sg := range segs {
+		if sg.Refs == 0 || sg.Sidecar || sidecars[[2]uint64{sg.Stream, sg.Base}] {
+			continue // a received sidecar holds every ref
+		}
+		side, _ := readSidecarHeader(filepath.Join(dir, sidecarLinkName(sg.Stream, sg.Base)))
+		floor = min(floor, logNeed(segmentRefs{Refs: sg.Refs, MinRef: sg.MinRef}, side))
+	}
+	return floor
+}
+
+// sidecarLinkName is what a snapshot calls a segment's sidecar beside it.
+func sidecarLinkName(stream, base uint64) string { return fmt.Sprintf("%d-%d.ref", stream, base) }
 
 // pinDirName is where snapshots keep their links until written out.
 const pinDirName = ".pinned"
@@ -103,11 +155,11 @@ func (t *Tx) dataManifest() ([]SnapshotSegment, error) {
 	err := t.eachStreamHead(func(id uint64, h streamHead) error {
 		err := t.scan(segmentPrefix(id), nil, func(k, v []byte) (bool, error) {
 			sr, err := decodeSegmentRecord(k, v)
-			out = append(out, SnapshotSegment{Stream: id, Base: sr.Base, Size: sr.End - sr.Base})
+			out = append(out, SnapshotSegment{Stream: id, Base: sr.Base, Size: sr.End - sr.Base, Refs: sr.Refs, MinRef: sr.MinRef})
 			return err == nil, err
 		})
 		if h.End > h.ActiveBase {
-			out = append(out, SnapshotSegment{Stream: id, Base: h.ActiveBase, Size: h.End - h.ActiveBase})
+			out = append(out, SnapshotSegment{Stream: id, Base: h.ActiveBase, Size: h.End - h.ActiveBase, Refs: h.ActiveRefs, MinRef: h.ActiveMinRef})
 		}
 		return err
 	})
@@ -121,7 +173,10 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	if err != nil {
 		return n, err
 	}
-	section, _ := SegmentSection(sn.PinDir, sn.Segments)
+	section, _, err := SegmentSection(sn.PinDir, sn.Segments, sn.refs.log)
+	if err != nil {
+		return n, err
+	}
 	defer section.Close()
 	m, err := io.Copy(w, section)
 	return n + m, err
@@ -160,37 +215,80 @@ func (sn *Snapshot) WriteState(w io.Writer) (int64, error) {
 // they were not handed on.
 func (sn *Snapshot) Release() {
 	sn.txn.Discard()
+	if sn.refs != nil {
+		sn.refs.mu.Lock()
+		delete(sn.refs.pinned, sn)
+		sn.refs.mu.Unlock()
+	}
 	if sn.PinDir != "" {
 		os.RemoveAll(sn.PinDir)
 	}
 }
 
 // SegmentSection returns the segment section of a snapshot stream, read
-// from the segment files listed (Path relative to dir), and its length.
-func SegmentSection(dir string, segs []SnapshotSegment) (io.ReadCloser, int64) {
-	r := &sectionReader{dir: dir, segs: segs}
+// from the files listed (Path relative to dir), and its length. A segment
+// holding refs is followed by its sidecar: the one listed (a snapshot
+// received whole), else one built from the segment's refs, reading each
+// batch from the sidecar linked beside it when that holds it, else from
+// log. Building needs each such segment's refs counted first.
+func SegmentSection(dir string, segs []SnapshotSegment, log RaftLog) (io.ReadCloser, int64, error) {
+	var parts []sectionPart
+	listed := map[[2]uint64]bool{}
+	for _, sg := range segs {
+		if sg.Sidecar {
+			listed[[2]uint64{sg.Stream, sg.Base}] = true
+		}
+	}
 	size := int64(1)
 	for _, sg := range segs {
+		part := sectionPart{seg: sg}
+		parts = append(parts, part)
 		size += int64(len(sectionHeader(nil, sg))) + int64(sg.Size)
+		if sg.Refs == 0 || sg.Sidecar || listed[[2]uint64{sg.Stream, sg.Base}] {
+			continue
+		}
+		refs, err := scanRefs(filepath.Join(dir, sg.Path), sg.Base, sg.Base+sg.Size)
+		if err != nil {
+			return nil, 0, fmt.Errorf("snapshot: %w", err)
+		}
+		if len(refs) != int(sg.Refs) {
+			return nil, 0, fmt.Errorf("snapshot: segment %d of stream %d holds %d refs, its record says %d: %w", sg.Base, sg.Stream, len(refs), sg.Refs, segment.ErrCorrupt)
+		}
+		side := SnapshotSegment{Stream: sg.Stream, Base: sg.Base, Size: sidecarSize(refs), Sidecar: true}
+		parts = append(parts, sectionPart{seg: side, build: true, segSize: sg.Size})
+		size += int64(len(sectionHeader(nil, side))) + int64(side.Size)
 	}
-	return r, size
+	return &sectionReader{dir: dir, parts: parts, log: log}, size, nil
+}
+
+// sectionPart is one file of a segment section; build: a sidecar made from
+// its segment's refs as it is read.
+type sectionPart struct {
+	seg     SnapshotSegment
+	build   bool
+	segSize uint64 // of the segment whose sidecar is built
 }
 
 func sectionHeader(b []byte, sg SnapshotSegment) []byte {
-	b = binary.AppendUvarint(b, 1)
+	if sg.Sidecar {
+		b = binary.AppendUvarint(b, 2)
+	} else {
+		b = binary.AppendUvarint(b, 1)
+	}
 	b = binary.AppendUvarint(b, sg.Stream)
 	b = binary.AppendUvarint(b, sg.Base)
 	return binary.AppendUvarint(b, sg.Size)
 }
 
-// sectionReader produces a segment section, opening one file at a time.
+// sectionReader produces a segment section, one file at a time.
 type sectionReader struct {
-	dir  string
-	segs []SnapshotSegment
-	pend []byte    // header bytes not yet read
-	file io.Reader // the current segment's remaining bytes
-	f    *os.File
-	done bool
+	dir   string
+	parts []sectionPart
+	log   RaftLog
+	pend  []byte       // header bytes not yet read
+	file  io.Reader    // the current file's remaining bytes
+	close func() error // closes the current file
+	done  bool
 }
 
 func (r *sectionReader) Read(p []byte) (int, error) {
@@ -211,29 +309,61 @@ func (r *sectionReader) Read(p []byte) (int, error) {
 			}
 			return n, err
 		}
-		if len(r.segs) == 0 {
+		if len(r.parts) == 0 {
 			if r.done {
 				return 0, io.EOF
 			}
 			r.done, r.pend = true, []byte{0}
 			continue
 		}
-		sg := r.segs[0]
-		r.segs = r.segs[1:]
-		f, err := os.Open(filepath.Join(r.dir, sg.Path))
-		if err != nil {
-			return 0, fmt.Errorf("snapshot: segment: %w", err)
+		part := r.parts[0]
+		r.parts = r.parts[1:]
+		sg := part.seg
+		var src io.Reader
+		if part.build {
+			pr := r.buildSidecar(sg, part.segSize)
+			src, r.close = pr, pr.Close
+		} else {
+			f, err := os.Open(filepath.Join(r.dir, sg.Path))
+			if err != nil {
+				return 0, fmt.Errorf("snapshot: segment: %w", err)
+			}
+			src, r.close = f, f.Close
 		}
-		r.f, r.file = f, &exactReader{r: io.LimitReader(f, int64(sg.Size)), left: int64(sg.Size)}
+		r.file = &exactReader{r: io.LimitReader(src, int64(sg.Size)), left: int64(sg.Size)}
 		r.pend = sectionHeader(nil, sg)
 	}
 }
 
+// buildSidecar streams the sidecar of the segment linked in r.dir.
+func (r *sectionReader) buildSidecar(side SnapshotSegment, segSize uint64) *io.PipeReader {
+	pr, pw := io.Pipe()
+	seg := filepath.Join(r.dir, linkName(side.Stream, side.Base))
+	local := filepath.Join(r.dir, sidecarLinkName(side.Stream, side.Base))
+	go func() {
+		err := func() error {
+			refs, err := scanRefs(seg, side.Base, side.Base+segSize)
+			if err != nil {
+				return err
+			}
+			have, _ := readSidecarHeader(local)
+			return encodeSidecar(pw, side.Stream, side.Base, refs, func(k int, ref BatchRef) ([]byte, error) {
+				if uint32(k) < have.Count {
+					return readSidecarBatch(local, have, uint32(k))
+				}
+				return batchFromLog(r.log, ref)
+			})
+		}()
+		pw.CloseWithError(err)
+	}()
+	return pr
+}
+
 func (r *sectionReader) closeFile() {
-	if r.f != nil {
-		r.f.Close()
+	if r.close != nil {
+		r.close()
 	}
-	r.f, r.file = nil, nil
+	r.close, r.file = nil, nil
 }
 
 func (r *sectionReader) Close() error {
@@ -314,9 +444,13 @@ type SegmentFiles struct {
 // bytes r carries for them again: restoring a snapshot received from a
 // leader then writes its data once.
 func (s *Store) RestoreLinking(r io.Reader, files SegmentFiles) (err error) {
-	offered := map[[3]uint64]string{}
+	type fileKey struct {
+		stream, base, size uint64
+		sidecar            bool
+	}
+	offered := map[fileKey]string{}
 	for _, sg := range files.Segs {
-		offered[[3]uint64{sg.Stream, sg.Base, sg.Size}] = filepath.Join(files.Dir, sg.Path)
+		offered[fileKey{sg.Stream, sg.Base, sg.Size, sg.Sidecar}] = filepath.Join(files.Dir, sg.Path)
 	}
 	br := bufio.NewReaderSize(r, 1<<20)
 	version, err := readMagic(br)
@@ -326,6 +460,7 @@ func (s *Store) RestoreLinking(r io.Reader, files SegmentFiles) (err error) {
 	s.forgetPruneFloor()
 	s.filters.forget() // its keys are about to be replaced
 	defer s.filters.rebuild()
+	defer s.refs.forget() // the sidecars are replaced too
 	// Readers meanwhile find no queue; once the keys are in (or the
 	// restore failed part way), the catalog is what badger holds.
 	s.setCatalog(newCatalog(nil))
@@ -354,7 +489,14 @@ func (s *Store) RestoreLinking(r io.Reader, files SegmentFiles) (err error) {
 		if !more {
 			break
 		}
-		if err := s.segs.Stream(sg.Stream).Install(sg.Base, sg.Size, br, offered[[3]uint64{sg.Stream, sg.Base, sg.Size}]); err != nil {
+		from := offered[fileKey{sg.Stream, sg.Base, sg.Size, sg.Sidecar}]
+		if sg.Sidecar {
+			if err := s.segs.Stream(sg.Stream).InstallSidecar(sg.Base, sg.Size, br, from); err != nil {
+				return fmt.Errorf("restore: %w", err)
+			}
+			continue
+		}
+		if err := s.segs.Stream(sg.Stream).Install(sg.Base, sg.Size, br, from); err != nil {
 			return fmt.Errorf("restore: %w", err)
 		}
 		keep[sg.Stream] = append(keep[sg.Stream], sg.Base)
@@ -495,8 +637,8 @@ func readSegmentHeader(br *bufio.Reader) (sg SnapshotSegment, more bool, err err
 	if err != nil || tag == 0 {
 		return sg, false, err
 	}
-	if tag != 1 {
-		return sg, false, fmt.Errorf("segments: unknown tag %d", tag)
+	if tag != 1 && tag != 2 {
+		return sg, false, fmt.Errorf("segments: unknown tag %d (a newer waggle wrote this snapshot)", tag)
 	}
 	var h [3]uint64
 	for i := range h {
@@ -506,6 +648,9 @@ func readSegmentHeader(br *bufio.Reader) (sg SnapshotSegment, more bool, err err
 			}
 			return sg, false, fmt.Errorf("segments: %w", err)
 		}
+	}
+	if tag == 2 {
+		return SnapshotSegment{Stream: h[0], Base: h[1], Size: h[2], Path: sidecarLinkName(h[0], h[1]), Sidecar: true}, true, nil
 	}
 	return SnapshotSegment{Stream: h[0], Base: h[1], Size: h[2], Path: linkName(h[0], h[1])}, true, nil
 }

@@ -26,7 +26,8 @@ type Store struct {
 	dir    string
 	db     *badger.DB
 	segs   *segment.Dir
-	behind error // see DataBehind
+	refs   *refData // the batches kept in the raft log (refs.go)
+	behind error    // see DataBehind
 
 	// pruneFrom is where PruneDedup starts (see pruneFloor): no live key
 	// of the dedup expiry index lies before it. It is not state: a store
@@ -91,7 +92,7 @@ func Open(dir string, logger ...Logger) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	s := &Store{dir: dir, db: db, segs: segs, filters: newDedupFilters(db), dedup: newDedupIndex(filepath.Join(dir, dedupIndexDirName))}
+	s := &Store{dir: dir, db: db, segs: segs, refs: newRefData(segs), filters: newDedupFilters(db), dedup: newDedupIndex(filepath.Join(dir, dedupIndexDirName))}
 	// Links of snapshots that were never written out (a crash meanwhile).
 	os.RemoveAll(filepath.Join(segs.Root(), pinDirName))
 	if err := s.recoverStreams(); err != nil {
@@ -150,7 +151,7 @@ func (s *Store) SyncData() error { return s.segs.SyncAll() }
 func (s *Store) BeginWrite() *Tx {
 	s.catalogMu.RLock()
 	defer s.catalogMu.RUnlock()
-	return &Tx{txn: s.db.NewTransaction(true), db: s.db, segs: s.segs, store: s, catalog: s.catalog}
+	return &Tx{txn: s.db.NewTransaction(true), db: s.db, segs: s.segs, refs: s.refs, store: s, catalog: s.catalog}
 }
 
 // View runs fn inside a read-only transaction: a consistent point-in-time
@@ -164,7 +165,7 @@ func (s *Store) View(fn func(tx *Tx) error) error {
 	cat := s.catalog
 	s.catalogMu.RUnlock()
 	defer txn.Discard()
-	return fn(&Tx{txn: txn, segs: s.segs, catalog: cat})
+	return fn(&Tx{txn: txn, segs: s.segs, refs: s.refs, catalog: cat})
 }
 
 // Tx is a badger transaction with waggle's typed reads and writes.
@@ -172,6 +173,7 @@ type Tx struct {
 	txn           *badger.Txn
 	db            *badger.DB // set on write transactions
 	segs          *segment.Dir
+	refs          *refData // reads the batches refs name
 	pendingWrites int
 	pendingBytes  int // approximate
 

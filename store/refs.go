@@ -1,0 +1,351 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/waggle-mq/waggle/recordbatch"
+	"github.com/waggle-mq/waggle/segment"
+)
+
+// From log format 5 a Kafka record batch is written to disk once: in the
+// raft log, inside the produce entry that carried it. Its segment record
+// is a ref (kindBatchRef) naming the entry's raft index and where in the
+// entry's data the batch lies, the same on every replica; reading it reads
+// the entry back from this node's raft log and sets the batch's first
+// offset and leader epoch, which the batch CRC does not cover.
+//
+// The raft log then keeps entries that refs still name: raft's own
+// compaction moves past them, but no entry at or after the store's log
+// floor (LogFloor) is deleted. A node copies the batches of a segment into
+// the segment's sidecar file when the log must go on without them (a
+// segment that would hold it back for long, see Relocate), and a snapshot
+// carries, for each segment holding refs, a sidecar with all its batches,
+// so a follower that installs it needs nothing from a log it never had.
+// A ref is read from the segment's sidecar when the sidecar holds it,
+// else from the raft log.
+
+// kindBatchRef is a segment record's entry for a Kafka batch kept in the
+// raft log:
+//
+//	[0x07] count(4) maxTimestampMs(8) appendSeq(8) index(8) at(4) length(4) epoch(4) ordinal(4)
+//
+// index is the raft entry, [at, at+length) the batch in its data, epoch
+// the partition leader epoch to set, ordinal the ref's number in its
+// segment (the sidecar's table is in that order).
+const kindBatchRef = 7
+
+const batchRefBytes = 45
+
+// BatchRef names a Kafka batch in the data of a raft entry.
+type BatchRef struct {
+	Index      uint64 // the raft entry
+	At, Length uint32 // where in its data
+	Epoch      int32  // the partition leader epoch readers see
+}
+
+// RaftLog reads this node's raft log: the data of an applied entry, as
+// raft stored it. It answers ErrEntryGone for an entry no longer there.
+type RaftLog interface {
+	EntryData(index uint64) ([]byte, error)
+}
+
+// ErrEntryGone reports a raft entry that the log no longer holds.
+var ErrEntryGone = errors.New("store: the raft log no longer holds the entry")
+
+// SetRaftLog gives the store the raft log its refs name. It must be called
+// before the store applies or reads a ref.
+func (s *Store) SetRaftLog(l RaftLog) { s.refs.log = l }
+
+// refData resolves refs: through the segments' sidecars, else the raft log.
+type refData struct {
+	segs *segment.Dir
+	log  RaftLog
+
+	mu       sync.Mutex
+	sidecars map[[2]uint64]sidecarHeader // what each segment's sidecar holds (absent: not looked at)
+	pinned   map[*Snapshot]uint64        // the log floors of open snapshots
+}
+
+func newRefData(segs *segment.Dir) *refData {
+	return &refData{segs: segs, sidecars: map[[2]uint64]sidecarHeader{}, pinned: map[*Snapshot]uint64{}}
+}
+
+// coverage returns what the sidecar of segment (stream, base) holds, reading
+// its header on first use.
+func (r *refData) coverage(stream, base uint64) sidecarHeader {
+	r.mu.Lock()
+	h, ok := r.sidecars[[2]uint64{stream, base}]
+	r.mu.Unlock()
+	if ok {
+		return h
+	}
+	h, err := readSidecarHeader(r.segs.Stream(stream).SidecarPath(base))
+	if err != nil {
+		h = sidecarHeader{} // none, or unreadable: the log is the source
+	}
+	r.mu.Lock()
+	r.sidecars[[2]uint64{stream, base}] = h
+	r.mu.Unlock()
+	return h
+}
+
+// forget drops what is known of the sidecars (after a restore or reset).
+func (r *refData) forget() {
+	r.mu.Lock()
+	clear(r.sidecars)
+	r.mu.Unlock()
+}
+
+// learn records a sidecar just written.
+func (r *refData) learn(stream, base uint64, h sidecarHeader) {
+	r.mu.Lock()
+	r.sidecars[[2]uint64{stream, base}] = h
+	r.mu.Unlock()
+}
+
+// batch reads the raw batch a ref names (its first offset and epoch as
+// the producer sent them), from the segment's sidecar or the raft log.
+func (r *refData) batch(stream, base uint64, ordinal uint32, ref BatchRef) ([]byte, error) {
+	for attempt := 0; ; attempt++ {
+		if h := r.coverage(stream, base); ordinal < h.Count {
+			return readSidecarBatch(r.segs.Stream(stream).SidecarPath(base), h, ordinal)
+		}
+		b, err := r.fromLog(ref)
+		if errors.Is(err, ErrEntryGone) && attempt == 0 {
+			// Copied into a sidecar and dropped from the log since this
+			// reader looked: look again.
+			r.mu.Lock()
+			delete(r.sidecars, [2]uint64{stream, base})
+			r.mu.Unlock()
+			continue
+		}
+		return b, err
+	}
+}
+
+func (r *refData) fromLog(ref BatchRef) ([]byte, error) { return batchFromLog(r.log, ref) }
+
+// batchFromLog reads the batch a ref names from the raft log.
+func batchFromLog(log RaftLog, ref BatchRef) ([]byte, error) {
+	if log == nil {
+		return nil, errors.New("store: a batch kept in the raft log, and no raft log to read it from")
+	}
+	data, err := log.EntryData(ref.Index)
+	if err != nil {
+		return nil, fmt.Errorf("raft entry %d: %w", ref.Index, err)
+	}
+	if uint64(ref.At)+uint64(ref.Length) > uint64(len(data)) {
+		return nil, fmt.Errorf("raft entry %d holds %d bytes, a batch is at [%d, +%d): %w", ref.Index, len(data), ref.At, ref.Length, segment.ErrCorrupt)
+	}
+	return data[ref.At : ref.At+ref.Length], nil
+}
+
+// appendBatchRef appends a ref to b as kindBatchRef.
+func appendBatchRef(b []byte, count uint32, maxTimestampMs int64, appendSeq uint64, ref BatchRef, ordinal uint32) []byte {
+	b = append(b, kindBatchRef)
+	b = binary.BigEndian.AppendUint32(b, count)
+	b = binary.BigEndian.AppendUint64(b, uint64(maxTimestampMs))
+	b = binary.BigEndian.AppendUint64(b, appendSeq)
+	b = binary.BigEndian.AppendUint64(b, ref.Index)
+	b = binary.BigEndian.AppendUint32(b, ref.At)
+	b = binary.BigEndian.AppendUint32(b, ref.Length)
+	b = binary.BigEndian.AppendUint32(b, uint32(ref.Epoch))
+	return binary.BigEndian.AppendUint32(b, ordinal)
+}
+
+// decodedRef is a kindBatchRef entry.
+type decodedRef struct {
+	count          uint32
+	maxTimestampMs int64
+	appendSeq      uint64
+	ref            BatchRef
+	ordinal        uint32
+}
+
+func decodeBatchRef(b []byte) (decodedRef, error) {
+	if len(b) != batchRefBytes || b[0] != kindBatchRef {
+		return decodedRef{}, errBadRecord
+	}
+	return decodedRef{
+		count:          binary.BigEndian.Uint32(b[1:]),
+		maxTimestampMs: int64(beUint64(b[5:])),
+		appendSeq:      beUint64(b[13:]),
+		ref: BatchRef{
+			Index:  beUint64(b[21:]),
+			At:     binary.BigEndian.Uint32(b[29:]),
+			Length: binary.BigEndian.Uint32(b[33:]),
+			Epoch:  int32(binary.BigEndian.Uint32(b[37:])),
+		},
+		ordinal: binary.BigEndian.Uint32(b[41:]),
+	}, nil
+}
+
+// refOf returns the ref a segment record's body holds, if it holds one.
+func refOf(body []byte) (decodedRef, bool, error) {
+	if len(body) < 17 || body[16] != kindBatchRef {
+		return decodedRef{}, false, nil
+	}
+	d, err := decodeBatchRef(body[16:])
+	return d, err == nil, err
+}
+
+// PutBatchRef stores a Kafka batch kept in the raft log (log format 5)
+// covering count offsets from base in a partition of q, appended at
+// appendMs: a ref in the queue's stream and a pointer to it, as PutBatch
+// stores the batch itself.
+func (t *Tx) PutBatchRef(q Queue, partitionID, base uint64, count uint32, maxTimestampMs int64, appendSeq uint64, appendMs int64, ref BatchRef) error {
+	if ref.Length < recordbatch.HeaderSize {
+		return fmt.Errorf("store: a %d-byte batch ref", ref.Length)
+	}
+	limit, ageMs := SegmentLimits(q)
+	frame := uint64(segment.FrameBytes + 16 + batchRefBytes)
+	h, _, err := t.beforeAppend(q.ID, limit, ageMs, frame+uint64(ref.Length), appendMs)
+	if err != nil {
+		return err
+	}
+	body := appendBatchRef(recordBody(partitionID, base, batchRefBytes), count, maxTimestampMs, appendSeq, ref, h.ActiveRefs)
+	pos, err := t.writeRecord(q.ID, h, body, appendMs)
+	if err != nil {
+		return err
+	}
+	if h.ActiveRefs == 0 {
+		h.ActiveMinRef = ref.Index
+	}
+	h.ActiveRefs++
+	h.RefBytes += uint64(ref.Length)
+	p := pointer{stream: q.ID, pos: pos, length: uint32(len(body)), count: count, maxTimestampMs: maxTimestampMs, appendSeq: appendSeq}
+	return t.set(messageKey(partitionID, base), p.encode())
+}
+
+// readRef reads the batch a ref at stream position pos names, with its
+// first offset set to offset and its leader epoch to the ref's.
+func (t *Tx) readRef(stream, pos, offset uint64, d decodedRef) (Entry, error) {
+	if t.refs == nil {
+		return Entry{}, errors.New("store: a batch ref read without the store")
+	}
+	base, err := t.segs.Stream(stream).BaseOf(pos)
+	if err != nil {
+		return Entry{}, err
+	}
+	raw, err := t.refs.batch(stream, base, d.ordinal, d.ref)
+	if err != nil {
+		return Entry{}, err
+	}
+	if len(raw) < recordbatch.HeaderSize {
+		return Entry{}, fmt.Errorf("batch ref of %d bytes: %w", len(raw), segment.ErrCorrupt)
+	}
+	return Entry{
+		Offset:         offset,
+		Count:          d.count,
+		MaxTimestampMs: d.maxTimestampMs,
+		AppendSeq:      d.appendSeq,
+		Batch:          recordbatch.Rebase(raw, int64(offset), d.ref.Epoch),
+	}, nil
+}
+
+// segmentRefs is what one segment holding refs needs: Refs of them, the
+// first at raft index MinRef.
+type segmentRefs struct {
+	Stream, Base uint64
+	Refs         uint32
+	MinRef       uint64
+	End          uint64 // the segment's committed end
+	Bytes        uint64 // of the batches its refs name
+}
+
+// eachRefSegment calls fn with every segment, sealed or active, that holds
+// refs, oldest first in each stream.
+func (t *Tx) eachRefSegment(fn func(segmentRefs) error) error {
+	return t.eachStreamHead(func(id uint64, h streamHead) error {
+		if h.RefBytes == 0 {
+			return nil
+		}
+		err := t.scan(segmentPrefix(id), nil, func(k, v []byte) (bool, error) {
+			sr, err := decodeSegmentRecord(k, v)
+			if err != nil {
+				return false, err
+			}
+			if sr.Refs > 0 {
+				err = fn(segmentRefs{Stream: id, Base: sr.Base, Refs: sr.Refs, MinRef: sr.MinRef, End: sr.End, Bytes: sr.RefBytes})
+			}
+			return err == nil, err
+		})
+		if err != nil || h.ActiveRefs == 0 {
+			return err
+		}
+		return fn(segmentRefs{Stream: id, Base: h.ActiveBase, Refs: h.ActiveRefs, MinRef: h.ActiveMinRef, End: h.End, Bytes: h.RefBytes - h.BaseRefBytes})
+	})
+}
+
+// logNeed is the lowest raft index a segment with refs still reads from
+// the log, given what its sidecar holds (math.MaxUint64: none). Past the
+// sidecar's last ref the next can be no lower than its index plus one.
+func logNeed(sg segmentRefs, side sidecarHeader) uint64 {
+	switch {
+	case side.Count >= sg.Refs:
+		return math.MaxUint64
+	case side.Count == 0:
+		return sg.MinRef
+	}
+	return side.LastIndex + 1
+}
+
+// LogHold is what the store needs of the raft log: the lowest entry a ref
+// reads from it (Floor; math.MaxUint64 for none), counting open snapshots,
+// the segment that sets it (Pin), and how many bytes of batches all refs
+// name (Live).
+type LogHold struct {
+	Floor uint64
+	Pin   *segmentRefs
+	Live  uint64
+}
+
+// LogHold computes the store's hold on the raft log. It reads the heads and
+// segment records of the streams holding refs.
+func (s *Store) LogHold() (LogHold, error) {
+	hold := LogHold{Floor: math.MaxUint64}
+	err := s.View(func(tx *Tx) error {
+		return tx.eachRefSegment(func(sg segmentRefs) error {
+			hold.Live += sg.Bytes
+			if need := logNeed(sg, s.refs.coverage(sg.Stream, sg.Base)); need < hold.Floor {
+				hold.Floor, hold.Pin = need, &sg
+			}
+			return nil
+		})
+	})
+	s.refs.mu.Lock()
+	for _, f := range s.refs.pinned {
+		hold.Floor = min(hold.Floor, f)
+	}
+	s.refs.mu.Unlock()
+	return hold, err
+}
+
+// Relocate copies the batches of the segment that pins the raft log
+// (hold.Pin) into the segment's sidecar, so that the log can be compacted
+// past it. It runs beside the state machine; the sidecar is complete and
+// fsynced before any reader or the log's floor relies on it.
+func (s *Store) Relocate(pin segmentRefs) error {
+	stream := s.segs.Stream(pin.Stream)
+	path := stream.SidecarPath(pin.Base)
+	old := s.refs.coverage(pin.Stream, pin.Base)
+	refs, err := scanRefs(stream.Path(pin.Base), pin.Base, pin.End)
+	if err != nil {
+		return err
+	}
+	h, err := writeSidecar(path, pin.Stream, pin.Base, refs, func(k int, r BatchRef) ([]byte, error) {
+		if uint32(k) < old.Count {
+			return readSidecarBatch(path, old, uint32(k))
+		}
+		return s.refs.fromLog(r)
+	})
+	if err != nil {
+		return err
+	}
+	s.refs.learn(pin.Stream, pin.Base, h)
+	return nil
+}

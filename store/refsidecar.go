@@ -1,0 +1,202 @@
+package store
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/waggle-mq/waggle/segment"
+)
+
+// A sidecar holds copies of the batches a segment's refs name, in ref
+// order, so they can be read once the raft log no longer has them:
+//
+//	"WRF1" stream(8) base(8) count(4) lastIndex(8) crc32c(4)   the header, its CRC over the 32 bytes before
+//	count × (position(8) length(4))                               the table: where batch k is in the file
+//	count × (batch crc32c(4))                                     the batches, each with its CRC
+//
+// big-endian. A sidecar holds the segment's first count refs; lastIndex is
+// the raft index of the last of them. It is node-local (each node copies
+// when its own log needs it, or receives one in a snapshot), written whole
+// to a temporary file, fsynced and renamed into place.
+var sidecarMagic = []byte("WRF1")
+
+const (
+	sidecarHeaderBytes = 36
+	sidecarSlotBytes   = 12
+)
+
+// sidecarHeader is what a sidecar holds; the zero value: no sidecar.
+type sidecarHeader struct {
+	Stream, Base uint64
+	Count        uint32
+	LastIndex    uint64
+}
+
+func (h sidecarHeader) encode() []byte {
+	b := append(make([]byte, 0, sidecarHeaderBytes), sidecarMagic...)
+	b = binary.BigEndian.AppendUint64(b, h.Stream)
+	b = binary.BigEndian.AppendUint64(b, h.Base)
+	b = binary.BigEndian.AppendUint32(b, h.Count)
+	b = binary.BigEndian.AppendUint64(b, h.LastIndex)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoliTable))
+}
+
+func decodeSidecarHeader(b []byte) (sidecarHeader, error) {
+	if len(b) < sidecarHeaderBytes || string(b[:4]) != string(sidecarMagic) ||
+		crc32.Checksum(b[:32], castagnoliTable) != binary.BigEndian.Uint32(b[32:]) {
+		return sidecarHeader{}, fmt.Errorf("sidecar header: %w", segment.ErrCorrupt)
+	}
+	return sidecarHeader{
+		Stream:    beUint64(b[4:]),
+		Base:      beUint64(b[12:]),
+		Count:     binary.BigEndian.Uint32(b[20:]),
+		LastIndex: beUint64(b[24:]),
+	}, nil
+}
+
+// sidecarSize is the size of the sidecar holding refs.
+func sidecarSize(refs []BatchRef) uint64 {
+	n := uint64(sidecarHeaderBytes + sidecarSlotBytes*len(refs))
+	for _, r := range refs {
+		n += uint64(r.Length) + 4
+	}
+	return n
+}
+
+// readSidecarHeader reads the header of the sidecar at path.
+func readSidecarHeader(path string) (sidecarHeader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return sidecarHeader{}, err
+	}
+	defer f.Close()
+	b := make([]byte, sidecarHeaderBytes)
+	if _, err := io.ReadFull(f, b); err != nil {
+		return sidecarHeader{}, fmt.Errorf("sidecar %s: %w", path, segment.ErrCorrupt)
+	}
+	return decodeSidecarHeader(b)
+}
+
+// readSidecarBatch reads batch k of the sidecar at path whose header is h,
+// checking its CRC.
+func readSidecarBatch(path string, h sidecarHeader, k uint32) ([]byte, error) {
+	if k >= h.Count {
+		return nil, fmt.Errorf("sidecar %s holds %d batches, not %d", path, h.Count, k+1)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	slot := make([]byte, sidecarSlotBytes)
+	if _, err := f.ReadAt(slot, sidecarHeaderBytes+int64(k)*sidecarSlotBytes); err != nil {
+		return nil, fmt.Errorf("sidecar %s: %w: %v", path, segment.ErrCorrupt, err)
+	}
+	pos, n := beUint64(slot), binary.BigEndian.Uint32(slot[8:])
+	if n > segment.MaxRecord {
+		return nil, fmt.Errorf("sidecar %s: %w", path, segment.ErrCorrupt)
+	}
+	b := make([]byte, n+4)
+	if _, err := f.ReadAt(b, int64(pos)); err != nil {
+		return nil, fmt.Errorf("sidecar %s: %w: %v", path, segment.ErrCorrupt, err)
+	}
+	if crc32.Checksum(b[:n], castagnoliTable) != binary.BigEndian.Uint32(b[n:]) {
+		return nil, fmt.Errorf("sidecar %s batch %d: %w", path, k, segment.ErrCorrupt)
+	}
+	return b[:n], nil
+}
+
+// scanRefs lists the refs of the segment file at path (which begins at
+// base) up to stop, in ordinal order.
+func scanRefs(path string, base, stop uint64) ([]BatchRef, error) {
+	var refs []BatchRef
+	err := segment.ScanFile(path, base, stop, func(pos uint64, body []byte) error {
+		d, ok, err := refOf(body)
+		if err != nil || !ok {
+			return err
+		}
+		if d.ordinal != uint32(len(refs)) {
+			return fmt.Errorf("%s at %d: ref %d where %d was due: %w", path, pos, d.ordinal, len(refs), segment.ErrCorrupt)
+		}
+		refs = append(refs, d.ref)
+		return nil
+	})
+	return refs, err
+}
+
+// encodeSidecar writes the sidecar holding refs to w, reading batch k with
+// get.
+func encodeSidecar(w io.Writer, stream, base uint64, refs []BatchRef, get func(k int, r BatchRef) ([]byte, error)) error {
+	h := sidecarHeader{Stream: stream, Base: base, Count: uint32(len(refs))}
+	if len(refs) > 0 {
+		h.LastIndex = refs[len(refs)-1].Index
+	}
+	bw := bufio.NewWriterSize(w, 1<<20)
+	bw.Write(h.encode())
+	pos := uint64(sidecarHeaderBytes + sidecarSlotBytes*len(refs))
+	slot := make([]byte, 0, sidecarSlotBytes)
+	for _, r := range refs {
+		slot = binary.BigEndian.AppendUint64(slot[:0], pos)
+		bw.Write(binary.BigEndian.AppendUint32(slot, r.Length))
+		pos += uint64(r.Length) + 4
+	}
+	var sum [4]byte
+	for k, r := range refs {
+		b, err := get(k, r)
+		if err != nil {
+			return err
+		}
+		if len(b) != int(r.Length) {
+			return fmt.Errorf("batch %d of stream %d's segment %d: %d bytes, its ref says %d", k, stream, base, len(b), r.Length)
+		}
+		bw.Write(b)
+		binary.BigEndian.PutUint32(sum[:], crc32.Checksum(b, castagnoliTable))
+		if _, err := bw.Write(sum[:]); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
+// writeSidecar writes the sidecar holding refs at path: to a temporary
+// file, fsynced, then renamed into place.
+func writeSidecar(path string, stream, base uint64, refs []BatchRef, get func(k int, r BatchRef) ([]byte, error)) (sidecarHeader, error) {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return sidecarHeader{}, err
+	}
+	err = encodeSidecar(f, stream, base, refs, get)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = syncDirOf(path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return sidecarHeader{}, fmt.Errorf("write sidecar %s: %w", path, err)
+	}
+	return readSidecarHeader(path)
+}
+
+func syncDirOf(path string) error {
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return errors.Join(d.Sync())
+}
