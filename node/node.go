@@ -58,6 +58,10 @@ type Config struct {
 	// (--raft-snapshot-threshold, --raft-trailing-logs); 0: raftnode's
 	// defaults.
 	SnapshotThreshold, TrailingLogs uint64
+	// LogHoldMiB is how far the raft log may grow past twice the Kafka
+	// batches it keeps before the oldest are copied out of it
+	// (--raft-log-hold-mib); 0: raftnode's default.
+	LogHoldMiB int64
 	// MinFreeDiskMiB: below this much free space in DataDir the node
 	// refuses to start, and stops (--min-free-disk-mib); 0: never.
 	MinFreeDiskMiB uint64
@@ -244,6 +248,7 @@ func (n *Node) start() error {
 		Logger:            raftLog,
 		SnapshotThreshold: cfg.SnapshotThreshold,
 		TrailingLogs:      cfg.TrailingLogs,
+		LogHoldMiB:        cfg.LogHoldMiB,
 	}
 	if n.raft, err = raftnode.StartNode(nodeConfig, n.st); err != nil {
 		return err

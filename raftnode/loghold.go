@@ -99,17 +99,22 @@ func (h *logHolder) startRelocation(hold store.LogHold) {
 	}()
 }
 
-// heldBytes is the size of the raft log's files.
+// heldBytes is the size of the raft log's sealed files: all but the
+// newest, which raft-wal allocates whole when it opens it.
 func (h *logHolder) heldBytes() int64 {
 	ents, err := os.ReadDir(h.walDir)
 	if err != nil {
 		return 0
 	}
-	var n int64
-	for _, e := range ents {
+	var sizes []int64
+	for _, e := range ents { // in name order, which is index order
 		if info, err := e.Info(); err == nil && filepath.Ext(e.Name()) == ".wal" {
-			n += info.Size()
+			sizes = append(sizes, info.Size())
 		}
+	}
+	var n int64
+	for _, size := range sizes[:max(len(sizes)-1, 0)] {
+		n += size
 	}
 	return n
 }

@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -82,6 +83,8 @@ type NodeConfig struct {
 	// non-zero (tests use small values to force log compaction).
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
+	// LogHoldMiB: see logHolder.slack (0: a GiB).
+	LogHoldMiB int64
 }
 
 // Raft tuning. A snapshot is the whole store, so it is taken rarely and the
@@ -159,7 +162,7 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 	}
 	snaps.log = entryReader{logs: cached}
 	st.SetRaftLog(snaps.log)
-	logs.holder = &logHolder{store: st, snaps: snaps, walDir: filepath.Join(dir, walDir), logger: cfg.Logger, slack: defaultLogHoldSlack}
+	logs.holder = &logHolder{store: st, snaps: snaps, walDir: filepath.Join(dir, walDir), logger: cfg.Logger, slack: cmp.Or(cfg.LogHoldMiB<<20, defaultLogHoldSlack)}
 	sm, err := fsm.NewFSM(st)
 	if err != nil {
 		return nil, err

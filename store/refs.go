@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"sync"
 
 	"github.com/waggle-mq/waggle/recordbatch"
@@ -345,6 +346,9 @@ func (s *Store) Relocate(pin segmentRefs) error {
 	})
 	if err != nil {
 		return err
+	}
+	if _, err := os.Stat(stream.Path(pin.Base)); errors.Is(err, os.ErrNotExist) {
+		return os.Remove(path) // retention dropped the segment meanwhile
 	}
 	s.refs.learn(pin.Stream, pin.Base, h)
 	return nil

@@ -36,6 +36,7 @@ type serveOptions struct {
 
 	snapshotThreshold uint64
 	trailingLogs      uint64
+	logHoldMiB        int64
 	dataGroups        int // raft groups, the metadata group included
 	minFreeDiskMiB    uint64
 	storageMinFreeMiB uint64
@@ -81,6 +82,7 @@ func newServeCmd() *cobra.Command {
 	f.IntVar(&o.dataGroups, "data-groups", 1, "raft groups in the cluster, the metadata group included, each with its own leader; queues and topics are placed on them by name (every node the same; fixed when the data directory is created)")
 	f.Uint64Var(&o.snapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (0: the built-in default)")
 	f.Uint64Var(&o.trailingLogs, "raft-trailing-logs", 0, "log entries kept behind a snapshot (0: the built-in default)")
+	f.Int64Var(&o.logHoldMiB, "raft-log-hold-mib", 0, "how much the raft log may hold beyond twice the Kafka batches it keeps before old batches are copied out (0: 1024)")
 	f.Uint64Var(&o.minFreeDiskMiB, "min-free-disk-mib", 64, "stop (and refuse to start) when the data directory's disk has less free space (0: never)")
 	f.Uint64Var(&o.storageMinFreeMiB, "storage-min-free-mib", 1024, "refuse writes that add data (HTTP 507 storage_full, Kafka KAFKA_STORAGE_ERROR) while the data directory's disk has less free space; reads, acks, deletes and retention go on (0: never)")
 	f.StringVar(&o.tls.Cert, "tls-cert", "", "PEM certificate of this node: TLS on the HTTP, Kafka and raft listeners")
@@ -162,7 +164,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		Peers:             peers,
 		Join:              o.join,
 		DataGroups:        o.dataGroups,
-		SnapshotThreshold: o.snapshotThreshold, TrailingLogs: o.trailingLogs,
+		SnapshotThreshold: o.snapshotThreshold, TrailingLogs: o.trailingLogs, LogHoldMiB: o.logHoldMiB,
 		MinFreeDiskMiB: o.minFreeDiskMiB, StorageMinFreeMiB: o.storageMinFreeMiB,
 		KafkaRetention: o.kafkaRetention,
 		TLS:            tlsConf,
