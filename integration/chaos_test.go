@@ -631,13 +631,7 @@ func TestChaos(t *testing.T) {
 func checkWipedFollowerCatchesUp(t *testing.T, c *cluster, leaderRecs []fetchRecord) time.Duration {
 	t.Helper()
 	wiped := c.followers()[0]
-	wiped.stop()
-	if err := os.RemoveAll(wiped.dataDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(wiped.dataDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	wiped.wipe()
 	start := time.Now()
 	wiped.start()
 	c.waitCaughtUp(wiped)

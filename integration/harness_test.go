@@ -226,6 +226,18 @@ func (n *node) stop() {
 	}
 }
 
+// wipe stops the node and empties its data directory (a lost disk).
+func (n *node) wipe() {
+	n.t.Helper()
+	n.stop()
+	if err := os.RemoveAll(n.dataDir); err != nil {
+		n.t.Fatal(err)
+	}
+	if err := os.MkdirAll(n.dataDir, 0o755); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
 // restart starts the node again on the same data and addresses.
 func (n *node) restart() {
 	n.t.Helper()

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -92,13 +91,7 @@ func TestWipedFollowerGetsBatchesFromSnapshotSidecars(t *testing.T) {
 	c.snapshotAll()
 
 	wiped := c.followers()[0]
-	wiped.stop()
-	if err := os.RemoveAll(wiped.dataDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(wiped.dataDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	wiped.wipe()
 	wiped.start()
 	c.waitCaughtUp(wiped)
 	if len(sidecars(wiped)) == 0 {
