@@ -201,6 +201,12 @@ func corpusScenario() []corpusEntry {
 		{"f5-produce-in-log", &command.ProduceCommand{NowMs: later + 17_000_010, Topic: "events", Partition: 0, Batches: []command.ProduceBatch{batch(1, 2, "c", "d")}}},
 		{"f5-produce-in-log-resent", &command.ProduceCommand{NowMs: later + 17_000_011, Topic: "events", Partition: 0, Batches: []command.ProduceBatch{batch(1, 2, "c", "d")}}},
 		{"f5-produce-two-batches", &command.ProduceCommand{NowMs: later + 17_000_012, Topic: "events", Partition: 1, Batches: []command.ProduceBatch{batch(-1, 0, "e"), batch(-1, 0, "f", "g")}}},
+		// Pushed payloads stay in the raft log too; ids still answer.
+		{"f5-push-in-log", &command.PushCommand{NowMs: later + 17_000_013, Items: []command.PushItem{
+			msg("m-1", 0x41, `{"m":1}`), msg("m-2", 0x42, `{"m":2}`),
+			{Queue: "orders", Partition: "p2", TransactionID: "m-3", MessageID: [16]byte{0xa, 0x43}, Payload: []byte(`{"m":3}`)},
+		}}},
+		{"f5-push-in-log-retried", &command.PushCommand{NowMs: later + 17_000_014, Items: []command.PushItem{msg("m-2", 0x44, `{"m":2}`), msg("m-4", 0x45, `{"m":4}`)}}},
 	}
 }
 

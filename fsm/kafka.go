@@ -80,9 +80,10 @@ func (p *Processor) leaderEpoch(meta *store.Meta) int32 {
 	return int32(min(p.term, math.MaxInt32))
 }
 
-// inEntry returns where raw, a batch decoded from the entry being applied,
-// lies in the entry's data, when the store is to keep a ref to it there
-// (log format 5 on; a processor used without an FSM has no entry).
+// inEntry returns where raw, bytes decoded from the entry being applied (a
+// Kafka batch, a payload), lie in the entry's data, when the store is to
+// keep a ref to them there (log format 5 on; a processor used without an
+// FSM has no entry).
 func (p *Processor) inEntry(meta *store.Meta, raw []byte) (int, bool) {
 	if effectiveLogFormat(*meta) < command.LogFormat5 || len(p.entry) == 0 || len(raw) == 0 {
 		return 0, false
@@ -94,6 +95,21 @@ func (p *Processor) inEntry(meta *store.Meta, raw []byte) (int, bool) {
 		return 0, false
 	}
 	return int(at - start), true
+}
+
+// payloadsInEntry returns where each message's payload lies in the entry
+// being applied, when all do (a fired timer's or a replayed dead letter's
+// come from the store, and are written into the segment).
+func (p *Processor) payloadsInEntry(meta *store.Meta, msgs []store.Message) ([]uint32, bool) {
+	ats := make([]uint32, len(msgs))
+	for i, m := range msgs {
+		at, ok := p.inEntry(meta, m.Payload)
+		if !ok {
+			return nil, false
+		}
+		ats[i] = uint32(at)
+	}
+	return ats, true
 }
 
 func (p *Processor) produce(tx *store.Tx, meta *store.Meta, c *command.ProduceCommand) command.ProduceResult {

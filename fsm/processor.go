@@ -317,7 +317,11 @@ func (p *Processor) push(tx *store.Tx, meta *store.Meta, cmd *command.PushComman
 
 	for _, tg := range touched {
 		if len(tg.msgs) > 0 {
-			must(tx.PutMessages(*tg.queue, tg.part.ID, tg.msgs))
+			if ats, ok := p.payloadsInEntry(meta, tg.msgs); ok {
+				must(tx.PutMessageRefs(*tg.queue, tg.part.ID, tg.msgs, p.index, ats))
+			} else {
+				must(tx.PutMessages(*tg.queue, tg.part.ID, tg.msgs))
+			}
 		}
 		switch {
 		case len(tg.ids) > 0 && logged:

@@ -165,6 +165,7 @@ type decodedRef struct {
 	appendSeq      uint64
 	ref            BatchRef
 	ordinal        uint32
+	messages       []byte // of a kindMessageBatchRef: the per-message part
 }
 
 func decodeBatchRef(b []byte) (decodedRef, error) {
@@ -185,13 +186,135 @@ func decodeBatchRef(b []byte) (decodedRef, error) {
 	}, nil
 }
 
+// kindMessageBatchRef is a segment record's entry for the messages one
+// push entry appended to a partition (log format 5), their payloads left
+// in the raft entry:
+//
+//	[0x08] count(4) timestampMs(8) appendSeq(8) index(8) at(4) length(4) ordinal(4)
+//	then per message: id(16) uvarint(len) transactionId uvarint(from) uvarint(len)
+//
+// [at, at+length) of the entry's data spans every payload; message i's is
+// the from and len of it. The span is the ref (a sidecar keeps it whole).
+const kindMessageBatchRef = 8
+
+const messageBatchRefHead = 41
+
 // refOf returns the ref a segment record's body holds, if it holds one.
 func refOf(body []byte) (decodedRef, bool, error) {
-	if len(body) < 17 || body[16] != kindBatchRef {
+	if len(body) < 17 || (body[16] != kindBatchRef && body[16] != kindMessageBatchRef) {
 		return decodedRef{}, false, nil
 	}
-	d, err := decodeBatchRef(body[16:])
+	b := body[16:]
+	if b[0] == kindMessageBatchRef {
+		if len(b) < messageBatchRefHead {
+			return decodedRef{}, false, errBadRecord
+		}
+		return decodedRef{
+			count:          binary.BigEndian.Uint32(b[1:]),
+			maxTimestampMs: int64(beUint64(b[5:])),
+			appendSeq:      beUint64(b[13:]),
+			ref:            BatchRef{Index: beUint64(b[21:]), At: binary.BigEndian.Uint32(b[29:]), Length: binary.BigEndian.Uint32(b[33:])},
+			ordinal:        binary.BigEndian.Uint32(b[37:]),
+			messages:       b[messageBatchRefHead:],
+		}, true, nil
+	}
+	d, err := decodeBatchRef(b)
 	return d, err == nil, err
+}
+
+// PutMessageRefs is PutMessages for messages whose payloads lie in the data
+// of raft entry index, msgs[i]'s at ats[i] (log format 5): one record
+// with the messages' ids and transactionIds and where each payload is.
+func (t *Tx) PutMessageRefs(q Queue, partitionID uint64, msgs []Message, index uint64, ats []uint32) error {
+	lo, hi := uint64(math.MaxUint64), uint64(0)
+	for i, m := range msgs {
+		lo, hi = min(lo, uint64(ats[i])), max(hi, uint64(ats[i])+uint64(len(m.Payload)))
+	}
+	ref := BatchRef{Index: index, At: uint32(lo), Length: uint32(hi - lo)}
+	first := msgs[0]
+	size := messageBatchRefHead
+	for _, m := range msgs {
+		size += 16 + 3*binary.MaxVarintLen32 + len(m.TransactionID)
+	}
+	limit, ageMs := SegmentLimits(q)
+	h, _, err := t.beforeAppend(q.ID, limit, ageMs, uint64(segment.FrameBytes+16+size)+uint64(ref.Length), first.TimestampMs)
+	if err != nil {
+		return err
+	}
+	b := recordBody(partitionID, first.Offset, size)
+	b = append(b, kindMessageBatchRef)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(msgs)))
+	b = binary.BigEndian.AppendUint64(b, uint64(first.TimestampMs))
+	b = binary.BigEndian.AppendUint64(b, first.AppendSeq)
+	b = binary.BigEndian.AppendUint64(b, ref.Index)
+	b = binary.BigEndian.AppendUint32(b, ref.At)
+	b = binary.BigEndian.AppendUint32(b, ref.Length)
+	b = binary.BigEndian.AppendUint32(b, h.ActiveRefs)
+	for i, m := range msgs {
+		b = append(b, m.ID[:]...)
+		b = binary.AppendUvarint(b, uint64(len(m.TransactionID)))
+		b = append(b, m.TransactionID...)
+		b = binary.AppendUvarint(b, uint64(ats[i])-lo)
+		b = binary.AppendUvarint(b, uint64(len(m.Payload)))
+	}
+	pos, err := t.writeRecord(q.ID, h, b, first.TimestampMs)
+	if err != nil {
+		return err
+	}
+	t.countRef(h, ref)
+	p := pointer{stream: q.ID, pos: pos, length: uint32(len(b)), count: uint32(len(msgs)), maxTimestampMs: first.TimestampMs, appendSeq: first.AppendSeq}
+	return t.set(messageKey(partitionID, first.Offset), p.encode())
+}
+
+// countRef adds a ref just appended to the stream's head.
+func (t *Tx) countRef(h *streamHead, ref BatchRef) {
+	if h.ActiveRefs == 0 {
+		h.ActiveMinRef = ref.Index
+	}
+	h.ActiveRefs++
+	h.RefBytes += uint64(ref.Length)
+}
+
+// decodeMessageRefs builds the messages of a kindMessageBatchRef record
+// whose first is at offset, their payloads copied out of span.
+func decodeMessageRefs(offset uint64, d decodedRef, span []byte) (Entry, error) {
+	rest := d.messages
+	if d.count == 0 || uint64(d.count) > uint64(len(rest))/19+1 {
+		return Entry{}, errBadRecord
+	}
+	uvarint := func() (uint64, bool) {
+		n, w := binary.Uvarint(rest)
+		if w <= 0 {
+			return 0, false
+		}
+		rest = rest[w:]
+		return n, true
+	}
+	msgs := make([]Message, d.count)
+	for i := range msgs {
+		if len(rest) < 16 {
+			return Entry{}, errBadRecord
+		}
+		m := &msgs[i]
+		m.Offset, m.TimestampMs, m.AppendSeq = offset+uint64(i), d.maxTimestampMs, d.appendSeq
+		copy(m.ID[:], rest)
+		rest = rest[16:]
+		n, ok := uvarint()
+		if !ok || n > uint64(len(rest)) {
+			return Entry{}, errBadRecord
+		}
+		m.TransactionID, rest = string(rest[:n]), rest[n:]
+		from, ok1 := uvarint()
+		n, ok2 := uvarint()
+		if !ok1 || !ok2 || from+n > uint64(len(span)) {
+			return Entry{}, errBadRecord
+		}
+		m.Payload = append([]byte(nil), span[from:from+n]...)
+	}
+	if len(rest) != 0 {
+		return Entry{}, errBadRecord
+	}
+	return Entry{Offset: offset, Count: d.count, MaxTimestampMs: d.maxTimestampMs, AppendSeq: d.appendSeq, Messages: msgs}, nil
 }
 
 // PutBatchRef stores a Kafka batch kept in the raft log (log format 5)
@@ -213,11 +336,7 @@ func (t *Tx) PutBatchRef(q Queue, partitionID, base uint64, count uint32, maxTim
 	if err != nil {
 		return err
 	}
-	if h.ActiveRefs == 0 {
-		h.ActiveMinRef = ref.Index
-	}
-	h.ActiveRefs++
-	h.RefBytes += uint64(ref.Length)
+	t.countRef(h, ref)
 	p := pointer{stream: q.ID, pos: pos, length: uint32(len(body)), count: count, maxTimestampMs: maxTimestampMs, appendSeq: appendSeq}
 	return t.set(messageKey(partitionID, base), p.encode())
 }
@@ -235,6 +354,9 @@ func (t *Tx) readRef(stream, pos, offset uint64, d decodedRef) (Entry, error) {
 	raw, err := t.refs.batch(stream, base, d.ordinal, d.ref)
 	if err != nil {
 		return Entry{}, err
+	}
+	if d.messages != nil {
+		return decodeMessageRefs(offset, d, raw)
 	}
 	if len(raw) < recordbatch.HeaderSize {
 		return Entry{}, fmt.Errorf("batch ref of %d bytes: %w", len(raw), segment.ErrCorrupt)

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -242,4 +243,66 @@ func TestRefWithoutItsEntryFailsTheRead(t *testing.T) {
 	if !errors.Is(err, ErrEntryGone) {
 		t.Fatalf("reading a ref whose entry is gone: %v, want ErrEntryGone", err)
 	}
+}
+
+// A push's messages keep their payloads in the raft entry: one ref spans
+// them, the record keeps ids and transactionIds; they read back the same
+// from the log and, copied out, from the sidecar.
+func TestMessageRefsReadPayloadsFromTheEntry(t *testing.T) {
+	s := openTest(t)
+	log := &memRaftLog{entries: map[uint64][]byte{}}
+	s.SetRaftLog(log)
+	q := Queue{ID: 2, Name: "orders"}
+	putQueue(t, s, q, 3, 9)
+	entry := randomPayload(30)
+	var msgs []Message
+	var ats []uint32
+	for i := range 3 {
+		m := Message{Offset: uint64(i), TimestampMs: 500, TransactionID: fmt.Sprintf("tx-%d", i), AppendSeq: 4}
+		m.ID[0] = byte(i + 1)
+		ats = append(ats, uint32(len(entry)))
+		m.Payload = []byte(fmt.Sprintf(`{"n":%d,"p":"%x"}`, i, randomPayload(20+i)))
+		entry = append(append(entry, m.Payload...), randomPayload(5)...) // other fields between payloads
+		msgs = append(msgs, m)
+	}
+	log.entries[7] = entry
+	write(t, s, func(tx *Tx) error { return tx.PutMessageRefs(q, 9, msgs, 7, ats) })
+	check := func() {
+		t.Helper()
+		err := s.View(func(tx *Tx) error {
+			es, err := tx.Entries(9, 0, math.MaxInt, 100)
+			if err != nil {
+				return err
+			}
+			if len(es) != len(msgs) {
+				t.Fatalf("%d entries, want %d", len(es), len(msgs))
+			}
+			for i, e := range es {
+				m := e.Message
+				if m == nil || m.Offset != msgs[i].Offset || m.ID != msgs[i].ID || m.TransactionID != msgs[i].TransactionID || !bytes.Equal(m.Payload, msgs[i].Payload) || m.TimestampMs != 500 || m.AppendSeq != 4 {
+					t.Fatalf("message %d: %+v, want %+v", i, m, msgs[i])
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	check()
+	segs, _ := filepath.Glob(filepath.Join(s.segs.Root(), "2", "*.seg"))
+	for _, p := range segs {
+		if b, _ := os.ReadFile(p); bytes.Contains(b, msgs[0].Payload) {
+			t.Fatalf("segment %s holds a payload that the raft entry holds", p)
+		}
+	}
+	hold, err := s.LogHold()
+	if err != nil || hold.Floor != 7 || hold.Pin == nil {
+		t.Fatalf("hold %+v (%v): want the entry held", hold, err)
+	}
+	if err := s.Relocate(*hold.Pin); err != nil {
+		t.Fatal(err)
+	}
+	log.dropBelow(math.MaxUint64)
+	check()
 }
