@@ -192,7 +192,9 @@ func (p *Processor) produce(tx *store.Tx, meta *store.Meta, c *command.ProduceCo
 			continue
 		}
 		base, epoch := uint64(appendAt[i]), p.leaderEpoch(meta)
-		if at, ok := p.inEntry(meta, b.Raw); ok {
+		// A compacted topic's batches are written into its segments: its
+		// cleaner weighs and rewrites segment bytes.
+		if at, ok := p.inEntry(meta, b.Raw); ok && !q.Compacts() {
 			ref := store.BatchRef{Index: p.index, At: uint32(at), Length: uint32(len(b.Raw)), Epoch: epoch}
 			must(tx.PutBatchRef(q, part.ID, base, uint32(b.NumRecords), b.MaxTimestamp, meta.NextID, meta.ClockMs, ref))
 			continue

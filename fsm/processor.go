@@ -317,7 +317,7 @@ func (p *Processor) push(tx *store.Tx, meta *store.Meta, cmd *command.PushComman
 
 	for _, tg := range touched {
 		if len(tg.msgs) > 0 {
-			if ats, ok := p.payloadsInEntry(meta, tg.msgs); ok {
+			if ats, ok := p.payloadsInEntry(meta, tg.msgs); ok && !tg.queue.Compacts() {
 				must(tx.PutMessageRefs(*tg.queue, tg.part.ID, tg.msgs, p.index, ats))
 			} else {
 				must(tx.PutMessages(*tg.queue, tg.part.ID, tg.msgs))
