@@ -112,13 +112,17 @@ func (r *refData) learn(stream, base uint64, h sidecarHeader) {
 // the producer sent them), from the segment's sidecar or the raft log.
 func (r *refData) batch(stream, base uint64, ordinal uint32, ref BatchRef) ([]byte, error) {
 	for attempt := 0; ; attempt++ {
+		var b []byte
+		var err error
 		if h := r.coverage(stream, base); ordinal < h.Count {
-			return readSidecarBatch(r.segs.Stream(stream).SidecarPath(base), h, ordinal)
+			b, err = readSidecarBatch(r.segs.Stream(stream).SidecarPath(base), h, ordinal)
+		} else {
+			b, err = r.fromLog(ref)
 		}
-		b, err := r.fromLog(ref)
-		if errors.Is(err, ErrEntryGone) && attempt == 0 {
+		if (errors.Is(err, ErrEntryGone) || errors.Is(err, os.ErrNotExist)) && attempt == 0 {
 			// Copied into a sidecar and dropped from the log since this
-			// reader looked: look again.
+			// reader looked, or the sidecar replaced by a restore: look
+			// again.
 			r.mu.Lock()
 			delete(r.sidecars, [2]uint64{stream, base})
 			r.mu.Unlock()
