@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/waggle-mq/waggle/command"
 	"os"
 	"slices"
 	"strconv"
@@ -68,6 +69,9 @@ func startWaggleNodesForBench(b *testing.B) (brokers []string, leader *node, nod
 	for _, m := range nodes {
 		brokers = append(brokers, m.kafkaAddr)
 	}
+	// A cluster raises its log format once every member has registered:
+	// measure the steady state, not the first seconds.
+	requireLogFormat(b, leader, int(command.MaxLogFormat))
 	createTopic(b, kafkaClient(b, brokers), benchTopic, 1, nil)
 	return brokers, leader, nodes
 }

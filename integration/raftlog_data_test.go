@@ -176,7 +176,7 @@ func TestPinnedBatchesAreCopiedOutOfTheRaftLog(t *testing.T) {
 	requireRecords(t, n, "pinned", values)
 }
 
-func requireLogFormat(t *testing.T, n *node, want int) {
+func requireLogFormat(t testing.TB, n *node, want int) {
 	t.Helper()
 	waitFor(t, 30*time.Second, func() error {
 		l, err := readLogFormat(n)
