@@ -179,6 +179,16 @@ func (n *node) done() <-chan struct{} {
 	return n.exited
 }
 
+// hasExited reports whether the node's process has ended.
+func (n *node) hasExited() bool {
+	select {
+	case <-n.done():
+		return true
+	default:
+		return false
+	}
+}
+
 // afterTest fails the test when the node, built with -race, reported a
 // data race in its log. When the test failed it shows the end of the log
 // and, with WAGGLE_TEST_LOG_DIR set, keeps a copy of the whole log there,
