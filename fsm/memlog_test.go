@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -23,7 +24,7 @@ func (m *memLog) EntryData(index uint64) ([]byte, error) {
 	if !ok {
 		return nil, store.ErrEntryGone
 	}
-	return command.Unseal(data)
+	return command.Unseal(bytes.Clone(data))
 }
 
 func (m *memLog) add(l *raft.Log) {

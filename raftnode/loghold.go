@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
 
 	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/store"
@@ -26,19 +28,30 @@ import (
 
 // entryReader reads applied entries back from the raft log for the store.
 type entryReader struct {
-	logs raft.LogStore
+	logs   raft.LogStore // the log on disk
+	recent raft.LogStore // the same through raft's cache of its newest entries
 }
 
 // EntryData implements store.RaftLog: the entry's command, its checksum
-// checked (what the state machine applied, from the same first byte).
+// checked (what the state machine applied, from the same first byte). An
+// entry read from disk is decoded into fresh bytes, returned as they are;
+// one of the newest is shared with raft's cache, so it is copied.
 func (r entryReader) EntryData(index uint64) ([]byte, error) {
+	src, shared := r.logs, false
+	if last, err := r.logs.LastIndex(); err == nil && index+logCacheEntries > last {
+		src, shared = r.recent, true
+	}
 	var l raft.Log
-	if err := r.logs.GetLog(index, &l); errors.Is(err, raft.ErrLogNotFound) {
+	if err := src.GetLog(index, &l); errors.Is(err, raft.ErrLogNotFound) {
 		return nil, store.ErrEntryGone
 	} else if err != nil {
 		return nil, err
 	}
-	return command.Unseal(l.Data)
+	data, err := command.Unseal(l.Data)
+	if shared {
+		data = bytes.Clone(data)
+	}
+	return data, err
 }
 
 // logHolder decides how far the raft log may be compacted: not past the
@@ -144,7 +157,7 @@ func (s *snapshotStore) logFloor() (uint64, error) {
 // snapshot is installed) is deleted as asked.
 func (l *walLog) DeleteRange(min, max uint64) error {
 	if l.holder != nil {
-		last, err := l.WAL.LastIndex()
+		last, err := l.LastIndex()
 		if err != nil {
 			return err
 		}
@@ -157,5 +170,6 @@ func (l *walLog) DeleteRange(min, max uint64) error {
 			}
 		}
 	}
-	return l.WAL.DeleteRange(min, max)
+	_, err := withWAL(l, func(w *wal.WAL) (struct{}, error) { return struct{}{}, w.DeleteRange(min, max) })
+	return err
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -37,11 +38,90 @@ var (
 	stableByteKeys = [][]byte{keyLastVoteCand}
 )
 
-// walLog is raft-wal's WAL with one correction (see GetLog) and a
-// compaction that keeps what message data still needs (see DeleteRange).
+// walLog is raft-wal's WAL with two corrections (see GetLog and reopen)
+// and a compaction that keeps what message data still needs (see
+// DeleteRange).
 type walLog struct {
-	*wal.WAL
+	dir    string
+	logger hclog.Logger
 	holder *logHolder // nil: delete what raft asks
+
+	// mu guards w and closed: every call holds it shared, a reopen and
+	// Close exclusively.
+	mu     sync.RWMutex
+	w      *wal.WAL // nil: closed, or a reopen failed
+	closed bool
+	// stored counts the bytes appended since w was opened; at reopenAfter
+	// the WAL is reopened.
+	stored, reopenAfter int64
+	segmentBytes        int // 0: raft-wal's default (64 MiB)
+}
+
+// reopenEvery is how many bytes the log appends between reopens of the
+// WAL. raft-wal v0.4.2 keeps the writer of every sealed segment, with its
+// commit buffer (as large as the largest append batch rounded up to a power
+// of two: megabytes under a produce load), until the WAL is opened again,
+// which reads sealed segments with a reader holding no buffer. Since the
+// raft log also holds Kafka batches (log format 5) it keeps many segments
+// for a long time: 10 GB of 1 KB records kept 744 MB of such buffers.
+// Reopening after every four segments (64 MiB each) bounds them.
+const reopenEvery = 4 * 64 << 20
+
+var (
+	errLogClosed    = errors.New("raft log: closed")
+	errReopenFailed = errors.New("raft log: not open (reopening it failed)")
+)
+
+// wal returns the open WAL and the function that releases it.
+func (l *walLog) wal() (*wal.WAL, func(), error) {
+	l.mu.RLock()
+	if l.w == nil {
+		closed := l.closed
+		l.mu.RUnlock()
+		if closed {
+			return nil, nil, errLogClosed
+		}
+		return nil, nil, errReopenFailed
+	}
+	return l.w, l.mu.RUnlock, nil
+}
+
+// reopen closes the WAL and opens it again (see reopenEvery).
+func (l *walLog) reopen() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return errLogClosed
+	}
+	if l.w != nil {
+		// The append that sealed a segment leaves its rotation to a
+		// goroutine, and Close drops a pending rotation: the WAL would open
+		// again with a sealed tail and refuse every append. raft-wal's
+		// DeleteRange waits for a pending rotation before it looks at the
+		// range, and one past the last entry deletes nothing.
+		last, err := l.w.LastIndex()
+		if err == nil {
+			err = l.w.DeleteRange(last+1, last+1)
+		}
+		err = errors.Join(err, l.w.Close())
+		l.w = nil
+		if err != nil {
+			return err
+		}
+	}
+	logTo := wal.WithLogger(l.logger.Named("wal"))
+	var w *wal.WAL
+	var err error
+	if l.segmentBytes > 0 {
+		w, err = wal.Open(l.dir, logTo, wal.WithSegmentSize(l.segmentBytes))
+	} else {
+		w, err = wal.Open(l.dir, logTo)
+	}
+	if err != nil {
+		return fmt.Errorf("reopen the raft log: %w", err)
+	}
+	l.w, l.stored = w, 0
+	return nil
 }
 
 // GetLog implements raft.LogStore. raft-wal v0.4.2 still answers entries of
@@ -49,12 +129,101 @@ type walLog struct {
 // check the first index); raft must see them gone, so that a follower
 // behind the compacted log gets the snapshot, as with any other store.
 func (l *walLog) GetLog(index uint64, log *raft.Log) error {
-	if first, err := l.WAL.FirstIndex(); err != nil {
+	w, release, err := l.wal()
+	if err != nil {
+		return err
+	}
+	defer release()
+	if first, err := w.FirstIndex(); err != nil {
 		return err
 	} else if index < first {
 		return raft.ErrLogNotFound
 	}
-	return l.WAL.GetLog(index, log)
+	return w.GetLog(index, log)
+}
+
+// StoreLog implements raft.LogStore.
+func (l *walLog) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log}) }
+
+// StoreLogs implements raft.LogStore. raft calls it from one goroutine at a
+// time, so the reopen it may do follows the append it counted.
+func (l *walLog) StoreLogs(logs []*raft.Log) error {
+	w, release, err := l.wal()
+	if errors.Is(err, errReopenFailed) {
+		err = l.reopen() // try again
+		if err == nil {
+			w, release, err = l.wal()
+		}
+	}
+	if err != nil {
+		return err
+	}
+	err = w.StoreLogs(logs)
+	for _, e := range logs {
+		l.stored += int64(len(e.Data))
+	}
+	due := l.stored >= l.reopenAfter
+	release()
+	if err == nil && due {
+		err = l.reopen()
+	}
+	return err
+}
+
+// FirstIndex implements raft.LogStore.
+func (l *walLog) FirstIndex() (uint64, error) {
+	return withWAL(l, func(w *wal.WAL) (uint64, error) { return w.FirstIndex() })
+}
+
+// LastIndex implements raft.LogStore.
+func (l *walLog) LastIndex() (uint64, error) {
+	return withWAL(l, func(w *wal.WAL) (uint64, error) { return w.LastIndex() })
+}
+
+// Set implements raft.StableStore.
+func (l *walLog) Set(key, val []byte) error {
+	_, err := withWAL(l, func(w *wal.WAL) (struct{}, error) { return struct{}{}, w.Set(key, val) })
+	return err
+}
+
+// Get implements raft.StableStore.
+func (l *walLog) Get(key []byte) ([]byte, error) {
+	return withWAL(l, func(w *wal.WAL) ([]byte, error) { return w.Get(key) })
+}
+
+// SetUint64 implements raft.StableStore.
+func (l *walLog) SetUint64(key []byte, val uint64) error {
+	_, err := withWAL(l, func(w *wal.WAL) (struct{}, error) { return struct{}{}, w.SetUint64(key, val) })
+	return err
+}
+
+// GetUint64 implements raft.StableStore.
+func (l *walLog) GetUint64(key []byte) (uint64, error) {
+	return withWAL(l, func(w *wal.WAL) (uint64, error) { return w.GetUint64(key) })
+}
+
+// Close closes the WAL.
+func (l *walLog) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	if l.w == nil {
+		return nil
+	}
+	err := l.w.Close()
+	l.w = nil
+	return err
+}
+
+// withWAL calls fn with the open WAL, held for the call.
+func withWAL[T any](l *walLog, fn func(*wal.WAL) (T, error)) (T, error) {
+	w, release, err := l.wal()
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer release()
+	return fn(w)
 }
 
 // openWAL opens (creating) the WAL in dir. v0.4.2 or later is needed: v0.4.0
@@ -64,15 +233,13 @@ func openWAL(dir string, logger hclog.Logger) (*walLog, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	w, err := wal.Open(dir, wal.WithLogger(logger.Named("wal")))
-	if err != nil {
+	l := &walLog{dir: dir, logger: logger, reopenAfter: reopenEvery}
+	if err := l.reopen(); err != nil {
 		return nil, err
 	}
-	return &walLog{WAL: w}, nil
+	return l, nil
 }
 
-// openLogStore opens the raft log under raftDir, first moving a log that
-// raft-boltdb kept there into the WAL.
 func openLogStore(raftDir string, logger hclog.Logger) (*walLog, error) {
 	dir := filepath.Join(raftDir, walDir)
 	legacy := filepath.Join(raftDir, legacyLogDB)

@@ -117,3 +117,58 @@ func TestStartCheckReadsTheLogARestartApplies(t *testing.T) {
 		}
 	}
 }
+
+// The WAL is reopened after every reopenAfter bytes appended (to let go of
+// raft-wal's buffers of sealed segments); across reopens every entry, the
+// first and last index and the stable keys read back, and a reopen after
+// Close does not bring the log back.
+func TestWALIsReopenedAsItGrows(t *testing.T) {
+	// Segments of 1.5 MiB: some reopens come right after the append that
+	// sealed one.
+	dir := t.TempDir()
+	l := &walLog{dir: dir, logger: hclog.NewNullLogger(), reopenAfter: 1 << 20, segmentBytes: 3 << 19}
+	if err := l.reopen(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetUint64(keyCurrentTerm, 7); err != nil {
+		t.Fatal(err)
+	}
+	entry := func(i uint64) []byte { return bytes.Repeat([]byte{byte(i)}, 100<<10) }
+	opened := map[any]bool{l.w: true}
+	const n = 64 // 6.4 MiB: six reopens
+	for i := uint64(1); i <= n; i += 2 {
+		if err := l.StoreLogs([]*raft.Log{{Index: i, Term: 1, Data: entry(i)}, {Index: i + 1, Term: 1, Data: entry(i + 1)}}); err != nil {
+			t.Fatal(err)
+		}
+		opened[l.w] = true
+	}
+	if len(opened) < 6 {
+		t.Fatalf("the WAL was opened %d times over %d entries of 100 KiB, want 6 or more", len(opened), n)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "*.wal")); len(files) < 4 {
+		t.Fatalf("%d segment files, want 4 or more: the test did not seal segments", len(files))
+	}
+	if err := l.DeleteRange(1, 10); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := l.FirstIndex()
+	last, _ := l.LastIndex()
+	if first != 11 || last != n {
+		t.Fatalf("the log holds [%d, %d], want [11, %d]", first, last, n)
+	}
+	for i := first; i <= last; i++ {
+		var e raft.Log
+		if err := l.GetLog(i, &e); err != nil || !bytes.Equal(e.Data, entry(i)) {
+			t.Fatalf("entry %d: %v (%d bytes)", i, err, len(e.Data))
+		}
+	}
+	if term, err := l.GetUint64(keyCurrentTerm); err != nil || term != 7 {
+		t.Fatalf("term %d, %v; want 7", term, err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.StoreLog(&raft.Log{Index: n + 1, Term: 1, Data: entry(0)}); err == nil {
+		t.Fatal("a closed log took an entry")
+	}
+}

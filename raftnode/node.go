@@ -160,7 +160,7 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open snapshots: %w", err)
 	}
-	snaps.log = entryReader{logs: cached}
+	snaps.log = entryReader{logs: logs, recent: cached}
 	st.SetRaftLog(snaps.log)
 	logs.holder = &logHolder{store: st, snaps: snaps, walDir: filepath.Join(dir, walDir), logger: cfg.Logger, slack: cmp.Or(cfg.LogHoldMiB<<20, defaultLogHoldSlack)}
 	sm, err := fsm.NewFSM(st)

@@ -154,9 +154,14 @@ func Parse(raw []byte) (Batch, error) {
 // leader epoch to epoch. Neither field is covered by the CRC.
 func Rebase(raw []byte, base int64, epoch int32) []byte {
 	out := append([]byte(nil), raw...)
-	binary.BigEndian.PutUint64(out[offFirstOffset:], uint64(base))
-	binary.BigEndian.PutUint32(out[offLeaderEpoch:], uint32(epoch))
+	SetBaseAndEpoch(out, base, epoch)
 	return out
+}
+
+// SetBaseAndEpoch rewrites a batch's first offset and leader epoch in place.
+func SetBaseAndEpoch(raw []byte, base int64, epoch int32) {
+	binary.BigEndian.PutUint64(raw[offFirstOffset:], uint64(base))
+	binary.BigEndian.PutUint32(raw[offLeaderEpoch:], uint32(epoch))
 }
 
 // SetBaseOffset rewrites a stored batch's first offset in place.

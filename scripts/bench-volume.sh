@@ -5,7 +5,8 @@
 # `waggle bench http`, dedup on, into one queue of eight partitions); both
 # print the first and last minute's rates. Then report the server's peak RSS
 # and Go heap and the bytes on disk, read everything back (kcat; HTTP: not
-# read), take a snapshot and restart, timing each. Examples:
+# read), take a snapshot and restart, timing each. WAGGLE_VOLUME_PPROF=ADDR
+# serves the node's pprof there (e.g. 127.0.0.1:6060). Examples:
 #   scripts/bench-volume.sh kafka 10000000 1024    # 10 GB of Kafka records
 #   scripts/bench-volume.sh http 20000000 256      # 20 M HTTP messages held
 set -euo pipefail
@@ -19,7 +20,7 @@ go build -o "$bin" ./cmd/waggle
 http=127.0.0.1:16632; kafka=127.0.0.1:19092
 pid=
 start_node() {
-  "$bin" serve --data-dir "$work/data" --node-id 1 --http-addr $http --kafka-addr $kafka --raft-addr 127.0.0.1:17400 >>"$work/node.log" 2>&1 &
+  "$bin" serve --data-dir "$work/data" --node-id 1 --http-addr $http --kafka-addr $kafka --raft-addr 127.0.0.1:17400 ${WAGGLE_VOLUME_PPROF:+--pprof-addr "$WAGGLE_VOLUME_PPROF"} >>"$work/node.log" 2>&1 &
   pid=$!
   for _ in $(seq 1200); do curl -sf "http://$http/health" >/dev/null && return; sleep 0.05; done
   echo "the node did not come up; see $work/node.log" >&2; exit 1

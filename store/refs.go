@@ -49,7 +49,8 @@ type BatchRef struct {
 }
 
 // RaftLog reads this node's raft log: the data of an applied entry, as
-// raft stored it. It answers ErrEntryGone for an entry no longer there.
+// raft stored it, in bytes the caller owns (it may change them). It
+// answers ErrEntryGone for an entry no longer there.
 type RaftLog interface {
 	EntryData(index uint64) ([]byte, error)
 }
@@ -109,7 +110,8 @@ func (r *refData) learn(stream, base uint64, h sidecarHeader) {
 }
 
 // batch reads the raw batch a ref names (its first offset and epoch as
-// the producer sent them), from the segment's sidecar or the raft log.
+// the producer sent them), from the segment's sidecar or the raft log,
+// into bytes the caller owns.
 func (r *refData) batch(stream, base uint64, ordinal uint32, ref BatchRef) ([]byte, error) {
 	for attempt := 0; ; attempt++ {
 		var b []byte
@@ -365,12 +367,13 @@ func (t *Tx) readRef(stream, pos, offset uint64, d decodedRef) (Entry, error) {
 	if len(raw) < recordbatch.HeaderSize {
 		return Entry{}, fmt.Errorf("batch ref of %d bytes: %w", len(raw), segment.ErrCorrupt)
 	}
+	recordbatch.SetBaseAndEpoch(raw, int64(offset), d.ref.Epoch)
 	return Entry{
 		Offset:         offset,
 		Count:          d.count,
 		MaxTimestampMs: d.maxTimestampMs,
 		AppendSeq:      d.appendSeq,
-		Batch:          recordbatch.Rebase(raw, int64(offset), d.ref.Epoch),
+		Batch:          raw,
 	}, nil
 }
 

@@ -24,7 +24,7 @@ func (m *memRaftLog) EntryData(index uint64) ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if d, ok := m.entries[index]; ok {
-		return d, nil
+		return bytes.Clone(d), nil
 	}
 	return nil, ErrEntryGone
 }
