@@ -62,11 +62,17 @@ func decodeSidecarHeader(b []byte) (sidecarHeader, error) {
 
 // sidecarSize is the size of the sidecar holding refs.
 func sidecarSize(refs []BatchRef) uint64 {
-	n := uint64(sidecarHeaderBytes + sidecarSlotBytes*len(refs))
+	var batches uint64
 	for _, r := range refs {
-		n += uint64(r.Length) + 4
+		batches += uint64(r.Length)
 	}
-	return n
+	return sidecarBytes(len(refs), batches)
+}
+
+// sidecarBytes is the size of a sidecar of count batches of batchBytes in
+// all.
+func sidecarBytes(count int, batchBytes uint64) uint64 {
+	return uint64(sidecarHeaderBytes+(sidecarSlotBytes+4)*count) + batchBytes
 }
 
 // readSidecarHeader reads the header of the sidecar at path.

@@ -72,6 +72,9 @@ type SnapshotSegment struct {
 	Refs    uint32 `json:"refs,omitempty"`
 	MinRef  uint64 `json:"minRef,omitempty"`
 	Sidecar bool   `json:"sidecar,omitempty"`
+	// RefBytes is the bytes its refs name, so the size of its sidecar is
+	// known without reading it (0 in lists written before it was kept).
+	RefBytes uint64 `json:"refBytes,omitempty"`
 }
 
 var pinSeq atomic.Uint64
@@ -155,11 +158,11 @@ func (t *Tx) dataManifest() ([]SnapshotSegment, error) {
 	err := t.eachStreamHead(func(id uint64, h streamHead) error {
 		err := t.scan(segmentPrefix(id), nil, func(k, v []byte) (bool, error) {
 			sr, err := decodeSegmentRecord(k, v)
-			out = append(out, SnapshotSegment{Stream: id, Base: sr.Base, Size: sr.End - sr.Base, Refs: sr.Refs, MinRef: sr.MinRef})
+			out = append(out, SnapshotSegment{Stream: id, Base: sr.Base, Size: sr.End - sr.Base, Refs: sr.Refs, MinRef: sr.MinRef, RefBytes: sr.RefBytes})
 			return err == nil, err
 		})
 		if h.End > h.ActiveBase {
-			out = append(out, SnapshotSegment{Stream: id, Base: h.ActiveBase, Size: h.End - h.ActiveBase, Refs: h.ActiveRefs, MinRef: h.ActiveMinRef})
+			out = append(out, SnapshotSegment{Stream: id, Base: h.ActiveBase, Size: h.End - h.ActiveBase, Refs: h.ActiveRefs, MinRef: h.ActiveMinRef, RefBytes: h.RefBytes - h.BaseRefBytes})
 		}
 		return err
 	})
@@ -247,18 +250,32 @@ func SegmentSection(dir string, segs []SnapshotSegment, log RaftLog) (io.ReadClo
 		if sg.Refs == 0 || sg.Sidecar || listed[[2]uint64{sg.Stream, sg.Base}] {
 			continue
 		}
-		refs, err := scanRefs(filepath.Join(dir, sg.Path), sg.Base, sg.Base+sg.Size)
-		if err != nil {
-			return nil, 0, fmt.Errorf("snapshot: %w", err)
+		sideSize := sidecarBytes(int(sg.Refs), sg.RefBytes)
+		if sg.RefBytes == 0 { // an older list: count the refs' bytes in the segment
+			refs, err := segmentRefList(filepath.Join(dir, sg.Path), sg)
+			if err != nil {
+				return nil, 0, err
+			}
+			sideSize = sidecarSize(refs)
 		}
-		if len(refs) != int(sg.Refs) {
-			return nil, 0, fmt.Errorf("snapshot: segment %d of stream %d holds %d refs, its record says %d: %w", sg.Base, sg.Stream, len(refs), sg.Refs, segment.ErrCorrupt)
-		}
-		side := SnapshotSegment{Stream: sg.Stream, Base: sg.Base, Size: sidecarSize(refs), Sidecar: true}
+		side := SnapshotSegment{Stream: sg.Stream, Base: sg.Base, Size: sideSize, Refs: sg.Refs, Sidecar: true}
 		parts = append(parts, sectionPart{seg: side, build: true, segSize: sg.Size})
 		size += int64(len(sectionHeader(nil, side))) + int64(side.Size)
 	}
 	return &sectionReader{dir: dir, parts: parts, log: log}, size, nil
+}
+
+// segmentRefList reads the refs of segment sg (linked at path), as many as
+// the snapshot says it holds.
+func segmentRefList(path string, sg SnapshotSegment) ([]BatchRef, error) {
+	refs, err := scanRefs(path, sg.Base, sg.Base+sg.Size)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	if len(refs) != int(sg.Refs) {
+		return nil, fmt.Errorf("snapshot: segment %d of stream %d holds %d refs, its record says %d: %w", sg.Base, sg.Stream, len(refs), sg.Refs, segment.ErrCorrupt)
+	}
+	return refs, nil
 }
 
 // sectionPart is one file of a segment section; build: a sidecar made from
@@ -342,9 +359,12 @@ func (r *sectionReader) buildSidecar(side SnapshotSegment, segSize uint64) *io.P
 	local := filepath.Join(r.dir, sidecarLinkName(side.Stream, side.Base))
 	go func() {
 		err := func() error {
-			refs, err := scanRefs(seg, side.Base, side.Base+segSize)
+			refs, err := segmentRefList(seg, SnapshotSegment{Stream: side.Stream, Base: side.Base, Size: segSize, Refs: side.Refs})
 			if err != nil {
 				return err
+			}
+			if n := sidecarSize(refs); n != side.Size {
+				return fmt.Errorf("snapshot: the refs of segment %d of stream %d name a sidecar of %d bytes, its records say %d: %w", side.Base, side.Stream, n, side.Size, segment.ErrCorrupt)
 			}
 			have, _ := readSidecarHeader(local)
 			return encodeSidecar(pw, side.Stream, side.Base, refs, func(k int, ref BatchRef) ([]byte, error) {
