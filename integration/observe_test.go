@@ -41,6 +41,9 @@ func TestMetricsExposition(t *testing.T) {
 			`waggle_group_lag_messages{group="mg",partition="Default",queue="m"} 1`,
 			`waggle_raft_apply_seconds_count`,
 			`waggle_badger_lsm_bytes`,
+			`waggle_raft_log_sealed_bytes`,
+			`waggle_raft_log_ref_bytes`,
+			`waggle_raft_log_copied_bytes_total 0`,
 			`waggle_pending_deletes 0`,
 			`waggle_dedup_index_ids 2`, // "a" and "b"
 		} {

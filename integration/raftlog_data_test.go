@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -158,6 +161,9 @@ func TestPinnedBatchesAreCopiedOutOfTheRaftLog(t *testing.T) {
 		return nil
 	})
 	requireRecords(t, n, "pinned", values)
+	if copied := metricValue(t, n, "waggle_raft_log_copied_bytes_total"); copied <= 0 {
+		t.Errorf("a sidecar was written, and waggle_raft_log_copied_bytes_total is %v", copied)
+	}
 	waitFor(t, 60*time.Second, func() error {
 		pushFiller(t, c, "filler", 2, 100, 8192)
 		c.snapshotAll()
@@ -174,6 +180,28 @@ func TestPinnedBatchesAreCopiedOutOfTheRaftLog(t *testing.T) {
 	n.stop()
 	n.restart()
 	requireRecords(t, n, "pinned", values)
+}
+
+// metricValue is the value of an unlabelled metric in n's /metrics.
+func metricValue(t *testing.T, n *node, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(n.url("/metrics"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("/metrics has no %s", name)
+	return 0
 }
 
 func requireLogFormat(t testing.TB, n *node, want int) {

@@ -71,6 +71,27 @@ type logHolder struct {
 	slack    int64
 	moving   atomic.Bool
 	relocate func(store.LogHold) // nil: the store's Relocate, in the background
+
+	// For metrics: the bytes of batches refs named at the last compaction,
+	// and the bytes copied out of the log into sidecars since the start.
+	live, copied atomic.Int64
+}
+
+// LogHoldStats is what the raft log holds for the store (see logHolder):
+// Sealed, the bytes of its sealed files; Live, the bytes of batches refs
+// named at the last compaction; Copied, the bytes of batches copied out of
+// the log into sidecars since the node started.
+type LogHoldStats struct {
+	Sealed, Live, Copied int64
+}
+
+// LogHoldStats reports the raft log's hold (zero on a node without one).
+func (n *Node) LogHoldStats() LogHoldStats {
+	h := n.logs.holder
+	if h == nil {
+		return LogHoldStats{}
+	}
+	return LogHoldStats{Sealed: h.heldBytes(), Live: h.live.Load(), Copied: h.copied.Load()}
 }
 
 const defaultLogHoldSlack = 1 << 30
@@ -88,6 +109,7 @@ func (h *logHolder) floor() uint64 {
 		h.logger.Error("cannot read a snapshot's list of segments: keeping the raft log whole", "error", err)
 		return 0
 	}
+	h.live.Store(int64(hold.Live))
 	if hold.Pin != nil && h.heldBytes() > 2*int64(hold.Live)+h.slack {
 		h.startRelocation(hold)
 	}
@@ -108,6 +130,7 @@ func (h *logHolder) startRelocation(hold store.LogHold) {
 			h.logger.Error("could not copy a segment's batches out of the raft log (the log keeps them)", "stream", hold.Pin.Stream, "base", hold.Pin.Base, "error", err)
 			return
 		}
+		h.copied.Add(int64(hold.Pin.Bytes))
 		h.logger.Info("copied a segment's batches out of the raft log", "stream", hold.Pin.Stream, "base", hold.Pin.Base, "refs", hold.Pin.Refs)
 	}()
 }

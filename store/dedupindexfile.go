@@ -47,6 +47,7 @@ var castagnoliTable = crc32.MakeTable(crc32.Castagnoli)
 // the apply path.
 type dedupIndexFiles struct {
 	dir string // "" keeps no files (a store without a directory, tests)
+	log Logger // nil: failures go unreported (they cost a scan, nothing else)
 
 	mu      sync.Mutex
 	jobs    []func()
@@ -109,6 +110,9 @@ func (f *dedupIndexFiles) write(stream, base, end uint64, keys []uint64) {
 		path := filepath.Join(f.dir, dedupIndexFileName(stream, base))
 		if err := writeDedupIndexFile(path, stream, base, end, keys); err != nil {
 			os.Remove(path)
+			if f.log != nil {
+				f.log.Warningf("dedup index file %s not written (the next start scans the segment instead): %v", path, err)
+			}
 		}
 	})
 }

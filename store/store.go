@@ -80,8 +80,10 @@ func Open(dir string, logger ...Logger) (*Store, error) {
 		// A damaged block or value is refused when read, never served.
 		WithChecksumVerificationMode(options.OnBlockRead).
 		WithVerifyValueChecksum(true)
+	var log Logger
 	if len(logger) > 0 && logger[0] != nil {
-		opts = opts.WithLogger(logger[0])
+		log = logger[0]
+		opts = opts.WithLogger(log)
 	}
 	db, err := badger.Open(opts)
 	if err != nil {
@@ -93,6 +95,7 @@ func Open(dir string, logger ...Logger) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{dir: dir, db: db, segs: segs, refs: newRefData(segs), filters: newDedupFilters(db), dedup: newDedupIndex(filepath.Join(dir, dedupIndexDirName))}
+	s.dedup.files.log = log
 	// Links of snapshots that were never written out (a crash meanwhile).
 	os.RemoveAll(filepath.Join(segs.Root(), pinDirName))
 	if err := s.recoverStreams(); err != nil {
