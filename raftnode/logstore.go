@@ -170,6 +170,15 @@ func (l *walLog) StoreLogs(logs []*raft.Log) error {
 	return err
 }
 
+// walLog must say what raft-wal says of itself: raft wipes a monotonic
+// log before it installs a snapshot (the next append then starts past the
+// snapshot, which raft-wal only takes on an empty log).
+var _ raft.MonotonicLogStore = (*walLog)(nil)
+
+// IsMonotonic implements raft.MonotonicLogStore: the WAL takes only
+// consecutive indexes.
+func (l *walLog) IsMonotonic() bool { return true }
+
 // FirstIndex implements raft.LogStore.
 func (l *walLog) FirstIndex() (uint64, error) {
 	return withWAL(l, func(w *wal.WAL) (uint64, error) { return w.FirstIndex() })
