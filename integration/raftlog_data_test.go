@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -185,13 +183,7 @@ func TestPinnedBatchesAreCopiedOutOfTheRaftLog(t *testing.T) {
 // metricValue is the value of an unlabelled metric in n's /metrics.
 func metricValue(t *testing.T, n *node, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(n.url("/metrics"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(metricsText(t, n), "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {

@@ -193,6 +193,5 @@ func (l *walLog) DeleteRange(min, max uint64) error {
 			}
 		}
 	}
-	_, err := withWAL(l, func(w *wal.WAL) (struct{}, error) { return struct{}{}, w.DeleteRange(min, max) })
-	return err
+	return l.do(func(w *wal.WAL) error { return w.DeleteRange(min, max) })
 }

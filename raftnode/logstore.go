@@ -191,8 +191,7 @@ func (l *walLog) LastIndex() (uint64, error) {
 
 // Set implements raft.StableStore.
 func (l *walLog) Set(key, val []byte) error {
-	_, err := withWAL(l, func(w *wal.WAL) (struct{}, error) { return struct{}{}, w.Set(key, val) })
-	return err
+	return l.do(func(w *wal.WAL) error { return w.Set(key, val) })
 }
 
 // Get implements raft.StableStore.
@@ -202,8 +201,7 @@ func (l *walLog) Get(key []byte) ([]byte, error) {
 
 // SetUint64 implements raft.StableStore.
 func (l *walLog) SetUint64(key []byte, val uint64) error {
-	_, err := withWAL(l, func(w *wal.WAL) (struct{}, error) { return struct{}{}, w.SetUint64(key, val) })
-	return err
+	return l.do(func(w *wal.WAL) error { return w.SetUint64(key, val) })
 }
 
 // GetUint64 implements raft.StableStore.
@@ -224,7 +222,14 @@ func (l *walLog) Close() error {
 	return err
 }
 
-// withWAL calls fn with the open WAL, held for the call.
+// do calls fn with the open WAL, held for the call.
+func (l *walLog) do(fn func(*wal.WAL) error) error {
+	_, err := withWAL(l, func(w *wal.WAL) (struct{}, error) { return struct{}{}, fn(w) })
+	return err
+}
+
+// withWAL calls fn with the open WAL, held for the call, and returns its
+// result.
 func withWAL[T any](l *walLog, fn func(*wal.WAL) (T, error)) (T, error) {
 	w, release, err := l.wal()
 	if err != nil {
@@ -249,6 +254,8 @@ func openWAL(dir string, logger hclog.Logger) (*walLog, error) {
 	return l, nil
 }
 
+// openLogStore opens the raft log under raftDir, first moving a log that
+// raft-boltdb kept there into the WAL.
 func openLogStore(raftDir string, logger hclog.Logger) (*walLog, error) {
 	dir := filepath.Join(raftDir, walDir)
 	legacy := filepath.Join(raftDir, legacyLogDB)

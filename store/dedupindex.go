@@ -92,9 +92,9 @@ const minDedupFilterKeys = 1 << 20
 const maxDedupFilterWords = 1 << 23
 
 // newDedupIndex returns an empty index that keeps its files in dir ("":
-// none).
-func newDedupIndex(dir string) *dedupIndex {
-	x := &dedupIndex{files: dedupIndexFiles{dir: dir}}
+// none) and reports a file it fails to write to log (nil: does not).
+func newDedupIndex(dir string, log Logger) *dedupIndex {
+	x := &dedupIndex{files: dedupIndexFiles{dir: dir, log: log}}
 	x.reset()
 	return x
 }

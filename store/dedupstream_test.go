@@ -179,7 +179,7 @@ func TestDedupLogPruneDropsExpiredSegments(t *testing.T) {
 // Fingerprints that collide name every record that holds them, newest
 // first, whether the segment is active or sealed.
 func TestDedupSegIndexKeepsCollidingFingerprints(t *testing.T) {
-	x := newDedupIndex("")
+	x := newDedupIndex("", nil)
 	x.add(5, 0, 10, []uint32{7, 8})
 	x.add(5, 0, 30, []uint32{7})
 	x.add(5, 0, 50, []uint32{9, 7})
@@ -352,7 +352,7 @@ func TestDedupIndexFilesSpareTheScan(t *testing.T) {
 // id by.
 func TestDedupIndexFilesHoldWholeSortedSegments(t *testing.T) {
 	dir := t.TempDir()
-	x := newDedupIndex(dir)
+	x := newDedupIndex(dir, nil)
 	x.apply([]dedupEvent{
 		{kind: dedupAdd, stream: 5, base: 0, pos: 10, fps: []uint32{1, 2}}, // begins after the segment's start
 		{kind: dedupSeal, stream: 5, base: 0, end: 100},

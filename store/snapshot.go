@@ -250,8 +250,10 @@ func SegmentSection(dir string, segs []SnapshotSegment, log RaftLog) (io.ReadClo
 		if sg.Refs == 0 || sg.Sidecar || listed[[2]uint64{sg.Stream, sg.Base}] {
 			continue
 		}
-		sideSize := sidecarBytes(int(sg.Refs), sg.RefBytes)
-		if sg.RefBytes == 0 { // an older list: count the refs' bytes in the segment
+		var sideSize uint64
+		if sg.RefBytes > 0 {
+			sideSize = sidecarBytes(int(sg.Refs), sg.RefBytes)
+		} else { // an older list: count the refs' bytes in the segment
 			refs, err := segmentRefList(filepath.Join(dir, sg.Path), sg)
 			if err != nil {
 				return nil, 0, err
