@@ -43,3 +43,5 @@ for _ in $(seq 6000); do
 done
 echo "caught up to commit $commit in $(echo "$(date +%s.%N) - $t" | bc) s"
 du -sm "$work/n$follower"
+# How it caught up: a snapshot installed (then the log after it), or the log alone.
+grep -i -E 'installed remote snapshot|copied to local snapshot' "$work/n$follower.log" || echo "no snapshot installed: the log alone"
