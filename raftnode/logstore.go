@@ -14,6 +14,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/migrate"
+	"github.com/hashicorp/raft-wal/types"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -94,16 +95,7 @@ func (l *walLog) reopen() error {
 		return errLogClosed
 	}
 	if l.w != nil {
-		// The append that sealed a segment leaves its rotation to a
-		// goroutine, and Close drops a pending rotation: the WAL would open
-		// again with a sealed tail and refuse every append. raft-wal's
-		// DeleteRange waits for a pending rotation before it looks at the
-		// range, and one past the last entry deletes nothing.
-		last, err := l.w.LastIndex()
-		if err == nil {
-			err = l.w.DeleteRange(last+1, last+1)
-		}
-		err = errors.Join(err, l.w.Close())
+		err := closeWAL(l.w)
 		l.w = nil
 		if err != nil {
 			return err
@@ -159,12 +151,17 @@ func (l *walLog) StoreLogs(logs []*raft.Log) error {
 		return err
 	}
 	err = w.StoreLogs(logs)
+	release()
+	if errors.Is(err, types.ErrSealed) {
+		err = l.mendSealedTail()
+		if err == nil {
+			err = l.do(func(w *wal.WAL) error { return w.StoreLogs(logs) })
+		}
+	}
 	for _, e := range logs {
 		l.stored += int64(len(e.Data))
 	}
-	due := l.stored >= l.reopenAfter
-	release()
-	if err == nil && due {
+	if err == nil && l.stored >= l.reopenAfter {
 		err = l.reopen()
 	}
 	return err
@@ -217,9 +214,66 @@ func (l *walLog) Close() error {
 	if l.w == nil {
 		return nil
 	}
-	err := l.w.Close()
+	err := closeWAL(l.w)
 	l.w = nil
 	return err
+}
+
+// closeWAL closes w once the rotation its last append may have started is
+// done. The append that seals a full segment leaves the rotation to a
+// goroutine, and Close drops a pending one: the WAL would open again with a
+// sealed tail (see mendSealedTail). raft-wal's DeleteRange waits for a
+// pending rotation before it looks at the range, and one past the last
+// entry deletes nothing.
+func closeWAL(w *wal.WAL) error {
+	last, err := w.LastIndex()
+	if err == nil {
+		err = w.DeleteRange(last+1, last+1)
+	}
+	return errors.Join(err, w.Close())
+}
+
+// mendSealedTail lets a WAL whose tail segment is sealed take appends
+// again. raft-wal v0.4.2 seals a full segment in the append that filled it
+// and creates the next one in a goroutine; a crash in between (kill -9, a
+// power loss) leaves a log that opens with that sealed segment as its tail
+// and answers every append with ErrSealed, for ever. raft-wal has no call
+// that starts a new segment without deleting, but a tail truncation does
+// start one: the last entry is read, deleted and appended again, the same
+// bytes at the same index. A crash between the delete and the append
+// leaves the log one entry short, which raft treats as a follower whose
+// last append was lost: the leader sends the entry again.
+func (l *walLog) mendSealedTail() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.w == nil {
+		return errReopenFailed
+	}
+	first, err := l.w.FirstIndex()
+	if err != nil {
+		return err
+	}
+	last, err := l.w.LastIndex()
+	if err != nil {
+		return err
+	}
+	if last <= first {
+		// Deleting the only entry would be a head truncation, which
+		// starts no segment.
+		return fmt.Errorf("raft log: its tail segment is sealed and holds only entry %d; it cannot be mended in place", last)
+	}
+	var e raft.Log
+	if err := l.w.GetLog(last, &e); err != nil {
+		return fmt.Errorf("raft log: read entry %d to mend a sealed tail: %w", last, err)
+	}
+	if err := l.w.DeleteRange(last, last); err != nil {
+		return fmt.Errorf("raft log: mend a sealed tail: %w", err)
+	}
+	if err := l.w.StoreLogs([]*raft.Log{&e}); err != nil {
+		return fmt.Errorf("raft log: entry %d deleted to mend a sealed tail, appending it again failed: %w", last, err)
+	}
+	l.logger.Warn("mended the raft log: its tail segment was sealed but no next segment was made (a crash right after a segment filled); the last entry was rewritten into a new segment", "index", last)
+	return nil
 }
 
 // do calls fn with the open WAL, held for the call.

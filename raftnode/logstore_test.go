@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/types"
 
 	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/store"
@@ -170,5 +173,64 @@ func TestWALIsReopenedAsItGrows(t *testing.T) {
 	}
 	if err := l.StoreLog(&raft.Log{Index: n + 1, Term: 1, Data: entry(0)}); err == nil {
 		t.Fatal("a closed log took an entry")
+	}
+}
+
+// A crash right after the append that fills a segment, before raft-wal's
+// goroutine makes the next one, leaves a log whose tail is sealed: raft-wal
+// then refuses every append. The crash is played by closing the WAL
+// without waiting for that goroutine, after every append, until an append
+// is refused; walLog must take appends on that directory, and keep every
+// entry.
+func TestSealedTailLeftByACrashIsMended(t *testing.T) {
+	dir := t.TempDir()
+	const segmentBytes = 1 << 20
+	entry := func(i uint64) []byte { return bytes.Repeat([]byte{byte(i)}, 64<<10) }
+	open := func() *wal.WAL {
+		w, err := wal.Open(dir, wal.WithSegmentSize(segmentBytes))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	w := open()
+	var last uint64
+	for sealed := false; !sealed; {
+		if last > 200 {
+			t.Fatal("200 appends of 64 KiB into 1 MiB segments, each followed by a crash, never left a sealed tail")
+		}
+		err := w.StoreLogs([]*raft.Log{{Index: last + 1, Term: 1, Data: entry(last + 1)}})
+		switch {
+		case errors.Is(err, types.ErrSealed):
+			sealed = true
+		case err != nil:
+			t.Fatal(err)
+		default:
+			last++
+		}
+		if err := w.Close(); err != nil { // a crash: a pending rotation is dropped
+			t.Fatal(err)
+		}
+		w = open()
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	l := &walLog{dir: dir, logger: hclog.NewNullLogger(), reopenAfter: reopenEvery, segmentBytes: segmentBytes}
+	if err := l.reopen(); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := last + 1; i <= last+20; i++ {
+		if err := l.StoreLog(&raft.Log{Index: i, Term: 1, Data: entry(i)}); err != nil {
+			t.Fatalf("append %d after the crash: %v", i, err)
+		}
+	}
+	for i := uint64(1); i <= last+20; i++ {
+		var e raft.Log
+		if err := l.GetLog(i, &e); err != nil || !bytes.Equal(e.Data, entry(i)) {
+			t.Fatalf("entry %d: %v (%d bytes)", i, err, len(e.Data))
+		}
 	}
 }
