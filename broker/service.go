@@ -207,6 +207,9 @@ type Health struct {
 	LastSnapshotIndex uint64
 	// ClockMs is the replicated clock as of the last applied entry.
 	ClockMs int64
+	// VotesWithheld: the node grants no votes until its log catches up
+	// (repaired from its peers, or on a new data directory).
+	VotesWithheld bool
 }
 
 // Health reports this node's raft state.
@@ -214,14 +217,15 @@ func (s *Service) Health() Health {
 	r := s.node.Raft
 	addr, id := r.LeaderWithID()
 	h := Health{
-		NodeID:     s.nodeID,
-		Role:       roleName(r.State()),
-		LeaderID:   string(id),
-		LeaderRaft: string(addr),
-		Term:       r.CurrentTerm(),
-		Commit:     r.CommitIndex(),
-		Applied:    s.node.FSM.AppliedIndex(),
-		ClockMs:    s.node.FSM.ClockMs(),
+		NodeID:        s.nodeID,
+		Role:          roleName(r.State()),
+		LeaderID:      string(id),
+		LeaderRaft:    string(addr),
+		Term:          r.CurrentTerm(),
+		Commit:        r.CommitIndex(),
+		Applied:       s.node.FSM.AppliedIndex(),
+		ClockMs:       s.node.FSM.ClockMs(),
+		VotesWithheld: s.node.VotesWithheld(),
 	}
 	h.LastSnapshotIndex, _ = strconv.ParseUint(r.Stats()["last_snapshot_index"], 10, 64)
 	if id != "" {

@@ -145,6 +145,7 @@ type Member struct {
 	HTTPAddr      string  `json:"httpAddr"`
 	KafkaAddr     string  `json:"kafkaAddr"`
 	Voter         bool    `json:"voter"`
+	VotesWithheld bool    `json:"votesWithheld"` // grants no raft votes until its log catches up
 	Leader        bool    `json:"leader"`
 	State         string  `json:"state"`
 	Error         string  `json:"error"`

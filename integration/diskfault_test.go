@@ -60,7 +60,7 @@ func TestFollowerWithFullDiskStopsAndCatchesUpAfterSpaceIsFreed(t *testing.T) {
 	select {
 	case <-full.done():
 	case <-time.After(10 * time.Second):
-		t.Fatalf("node %d started on a full disk", full.id)
+		t.Fatalf("node %d started on a full disk (%d MiB free)\n%s", full.id, freeMiB(t, full.dataDir), full.logTail())
 	}
 
 	os.Remove(filler)
@@ -444,4 +444,13 @@ func fill(t *testing.T, n *node, leaveMiB int64) {
 	if err := exec.Command("fallocate", "-l", fmt.Sprint(int64(fs.Bavail)*fs.Bsize-leaveMiB<<20), filepath.Join(n.dataDir, "filler")).Run(); err != nil {
 		t.Fatalf("fill node %d's disk: %v", n.id, err)
 	}
+}
+
+// freeMiB is the space left for unprivileged writes on dir's file system.
+func freeMiB(t *testing.T, dir string) int64 {
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fs); err != nil {
+		t.Fatal(err)
+	}
+	return int64(fs.Bavail) * fs.Bsize >> 20
 }

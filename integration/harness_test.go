@@ -378,6 +378,7 @@ type healthAnswer struct {
 		Commit            uint64 `json:"commit"`
 		Applied           uint64 `json:"applied"`
 		LastSnapshotIndex uint64 `json:"lastSnapshotIndex"`
+		VotesWithheld     bool   `json:"votesWithheld"`
 	} `json:"raft"`
 }
 

@@ -6,17 +6,21 @@
 // connection without it belongs to group 0. raft's own messages start with
 // their RPC type, a byte from 0 to 4, never Magic, so a node that predates
 // groups (it sends no header and serves only group 0) and a node that has
-// them talk to each other unchanged.
+// them talk to each other unchanged. A connection that starts with
+// ProbeMagic asks for a group's raft term instead (see Layer.ProbeTerm).
 package raftmux
 
 import (
 	"bufio"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -26,6 +30,13 @@ import (
 // Magic opens the header of a connection for a group other than 0. It is
 // none of hashicorp/raft's RPC types (0 to 4).
 const Magic byte = 0xF7
+
+// ProbeMagic opens a term probe: ProbeMagic and a group as a uvarint (0
+// allowed). The node answers the group's current raft term, 8 bytes
+// big-endian, and closes; a node that does not run the group, or whose
+// group does not answer probes, closes without answering. A node that
+// predates probes closes too (it reads no group header).
+const ProbeMagic byte = 0xF8
 
 // headerTimeout bounds how long an accepted connection may take to send
 // its first bytes (and, with TLS, to finish the handshake they wait for).
@@ -144,7 +155,7 @@ func (m *Mux) route(c net.Conn) {
 		}
 	}
 	r := bufio.NewReaderSize(c, 16)
-	g, err := readHeader(r)
+	g, probe, err := readHeader(r)
 	if err != nil {
 		m.log.Debug("raft listener: no group header", "remote", c.RemoteAddr(), "err", err)
 		c.Close()
@@ -160,6 +171,10 @@ func (m *Mux) route(c net.Conn) {
 		c.Close()
 		return
 	}
+	if probe {
+		l.answerProbe(c)
+		return
+	}
 	select {
 	case l.conns <- conn:
 	case <-l.closed:
@@ -167,17 +182,31 @@ func (m *Mux) route(c net.Conn) {
 	}
 }
 
-// readHeader reads the group a connection is for, leaving in r every byte
-// that follows the header (for group 0, which has none, every byte).
-func readHeader(r *bufio.Reader) (uint32, error) {
+// readHeader reads the group a connection is for, and whether it is a
+// probe, leaving in r every byte that follows the header (for group 0,
+// which has none, every byte).
+func readHeader(r *bufio.Reader) (group uint32, probe bool, err error) {
 	first, err := r.Peek(1)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	if first[0] != Magic {
-		return 0, nil
+	switch first[0] {
+	case Magic:
+	case ProbeMagic:
+		probe = true
+	default:
+		return 0, false, nil
 	}
 	r.ReadByte()
+	group, err = readGroup(r)
+	if err == nil && group == 0 && !probe {
+		err = errors.New("raftmux: group 0 in a header")
+	}
+	return group, probe, err
+}
+
+// readGroup reads a group id, a uvarint.
+func readGroup(r *bufio.Reader) (uint32, error) {
 	// A group id is a uint32, at most 5 bytes of uvarint. Read no more, or
 	// a peer sending 0xff bytes would hold the connection until the timeout.
 	var g uint64
@@ -194,7 +223,7 @@ func readHeader(r *bufio.Reader) (uint32, error) {
 			break
 		}
 	}
-	if g == 0 || g > math.MaxUint32 {
+	if g > math.MaxUint32 {
 		return 0, fmt.Errorf("raftmux: group %d in a header", g)
 	}
 	return uint32(g), nil
@@ -225,6 +254,40 @@ type Layer struct {
 	once  sync.Once
 	// closed is closed by Close; Accept then answers net.ErrClosed.
 	closed chan struct{}
+	// term answers probes (nil: none are answered).
+	term atomic.Pointer[func() uint64]
+}
+
+// AnswerProbes makes the layer answer term probes with term().
+func (l *Layer) AnswerProbes(term func() uint64) { l.term.Store(&term) }
+
+func (l *Layer) answerProbe(c net.Conn) {
+	defer c.Close()
+	term := l.term.Load()
+	if term == nil {
+		return
+	}
+	c.SetWriteDeadline(time.Now().Add(headerTimeout))
+	c.Write(binary.BigEndian.AppendUint64(nil, (*term)()))
+}
+
+// ProbeTerm asks the peer at address for its current raft term in this
+// layer's group; it works before either side's raft runs.
+func (l *Layer) ProbeTerm(address string, timeout time.Duration) (uint64, error) {
+	c, err := l.m.dial(address, timeout)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write(binary.AppendUvarint([]byte{ProbeMagic}, uint64(l.group))); err != nil {
+		return 0, err
+	}
+	var answer [8]byte
+	if _, err := io.ReadFull(c, answer[:]); err != nil {
+		return 0, fmt.Errorf("raftmux: %s answered no term probe: %w", address, err)
+	}
+	return binary.BigEndian.Uint64(answer[:]), nil
 }
 
 var _ raft.StreamLayer = (*Layer)(nil)

@@ -258,3 +258,38 @@ func TestTwoRaftGroupsShareOneListenerPerNode(t *testing.T) {
 		t.Fatalf("group 1's leader moved from %d to %d with group 0's", l1, got)
 	}
 }
+
+// A term probe is answered by a group that answers probes, also group 0,
+// and by nothing else; the group's raft stream is not touched.
+func TestTermProbes(t *testing.T) {
+	m := newMux(t)
+	zero, five, six := layer(t, m, 0), layer(t, m, 5), layer(t, m, 6)
+	zero.AnswerProbes(func() uint64 { return 3 })
+	five.AnswerProbes(func() uint64 { return 1 << 40 })
+	addr := m.Addr().String()
+	for _, c := range []struct {
+		l    *Layer
+		want uint64
+	}{{zero, 3}, {five, 1 << 40}} {
+		if got, err := c.l.ProbeTerm(addr, time.Second); err != nil || got != c.want {
+			t.Fatalf("group %d probe: %d, %v; want %d", c.l.group, got, err, c.want)
+		}
+	}
+	if got, err := six.ProbeTerm(addr, time.Second); err == nil {
+		t.Fatalf("group 6 answers no probes, yet a probe got %d", got)
+	}
+	other := newMux(t)
+	seven := layer(t, other, 7)
+	if got, err := seven.ProbeTerm(addr, time.Second); err == nil {
+		t.Fatalf("group 7 does not run there, yet a probe got %d", got)
+	}
+	c, err := five.Dial(raft.ServerAddress(addr), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte{42})
+	if got := acceptOne(t, five, 1); !bytes.Equal(got, []byte{42}) {
+		t.Fatalf("after the probes group 5 received %v", got)
+	}
+}

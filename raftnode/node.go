@@ -118,8 +118,14 @@ type Node struct {
 	transport *raft.NetworkTransport
 	ownMux    *raftmux.Mux // the listener this node opened itself, if it did
 	logs      *walLog
+	guard     *voteGuard    // nil: this node votes
 	stop      chan struct{} // ends watchLogBytes
 }
+
+// VotesWithheld reports whether this node grants no votes yet: it was
+// repaired from its peers, or came back on a new data directory to a
+// cluster that had run, and its log has not caught up (see repair.go).
+func (n *Node) VotesWithheld() bool { return n.guard != nil && n.guard.withholding() }
 
 // RaftAddr is the address this node's peers dial: the advertised one, with
 // the port bound when it was configured as 0.
@@ -184,9 +190,11 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 		}
 		n.ownMux = cfg.Mux
 	}
-	if n.transport, err = newTransport(cfg.Mux, cfg.Group, cfg.Logger); err != nil {
+	var layer *raftmux.Layer
+	if n.transport, layer, err = newTransport(cfg.Mux, cfg.Group, cfg.Logger); err != nil {
 		return nil, err
 	}
+	layer.AnswerProbes(func() uint64 { term, _ := logs.GetUint64(keyCurrentTerm); return term })
 	cfg.RaftAdvertise = n.RaftAddr() // with port 0, the port the system picked
 
 	rc := raftConfig(cfg)
@@ -199,21 +207,33 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 			return nil, fmt.Errorf("bootstrap: %w", err)
 		}
 	}
+	// A new data directory in a static cluster may be a wiped voter's.
+	newInCluster := !exists && !cfg.Join && len(cfg.Peers) > 1
+	if newInCluster {
+		if err := logs.SetUint64(keyNoVoteThroughTerm, 1); err != nil {
+			return nil, err
+		}
+	}
 	var transport raft.Transport = n.transport
-	var guard *voteGuard
 	if through, _ := logs.GetUint64(keyNoVoteThroughTerm); through > 0 {
-		guard = newVoteGuard(n.transport, raft.ServerID(cfg.ID), logs, through)
-		transport = guard
-		cfg.Logger.Warn("repaired from peers: withholding votes until the log holds an entry past term", "term", through)
+		n.guard = newVoteGuard(n.transport, raft.ServerID(cfg.ID), logs, through, cfg.Logger)
+		n.guard.amnesia = newInCluster
+		transport = n.guard
+		if !newInCluster {
+			cfg.Logger.Warn("withholding votes until the log holds an entry past term", "term", through)
+		}
 	}
 	n.Raft, err = raft.NewRaft(rc, sm, cached, logs, snaps, transport)
 	if err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	if guard != nil {
-		guard.raft.Store(n.Raft)
+	if n.guard != nil {
+		n.guard.raft.Store(n.Raft)
 	}
 	n.stop = make(chan struct{})
+	if newInCluster {
+		go n.guard.askPeers(layer, cfg, n.stop)
+	}
 	go n.watchLogBytes(*rc, n.stop)
 	ok = true
 	return n, nil

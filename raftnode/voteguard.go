@@ -4,12 +4,15 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
 // voteGuard is a transport that answers vote requests "not granted" for a
 // node repaired from its peers until its log holds an entry of a term
-// above noVoteThrough (see repair.go for why). Every other RPC passes.
+// above noVoteThrough (see repair.go for why), or, for a node on a new data
+// directory (see amnesia.go), until its peers say the cluster is new or its
+// log has caught up with a leader's commit. Every other RPC passes.
 type voteGuard struct {
 	*raft.NetworkTransport
 	rpcs          chan raft.RPC
@@ -18,10 +21,19 @@ type voteGuard struct {
 	logs          raft.StableStore
 	raft          atomic.Pointer[raft.Raft]
 	lifted        atomic.Bool
+	logger        hclog.Logger
+
+	// amnesia: the node started on a new data directory. clusterTerm is
+	// the highest term its peers answered (0: none yet; 1: a new
+	// cluster); catchUpTo is the commit index of the first append from a
+	// leader of that term or a newer one (0: none yet).
+	amnesia     bool
+	clusterTerm atomic.Uint64
+	catchUpTo   atomic.Uint64
 }
 
-func newVoteGuard(t *raft.NetworkTransport, id raft.ServerID, logs raft.StableStore, noVoteThrough uint64) *voteGuard {
-	g := &voteGuard{NetworkTransport: t, rpcs: make(chan raft.RPC), id: id, noVoteThrough: noVoteThrough, logs: logs}
+func newVoteGuard(t *raft.NetworkTransport, id raft.ServerID, logs raft.StableStore, noVoteThrough uint64, logger hclog.Logger) *voteGuard {
+	g := &voteGuard{NetworkTransport: t, rpcs: make(chan raft.RPC), id: id, noVoteThrough: noVoteThrough, logs: logs, logger: logger}
 	go g.filter()
 	return g
 }
@@ -32,6 +44,10 @@ func (g *voteGuard) Consumer() <-chan raft.RPC { return g.rpcs }
 func (g *voteGuard) filter() {
 	for rpc := range g.NetworkTransport.Consumer() {
 		switch req := rpc.Command.(type) {
+		case *raft.AppendEntriesRequest:
+			if t := g.clusterTerm.Load(); g.amnesia && t > 1 && req.Term >= t && req.LeaderCommitIndex > 0 {
+				g.catchUpTo.CompareAndSwap(0, req.LeaderCommitIndex)
+			}
 		case *raft.RequestVoteRequest:
 			if g.withholding() {
 				rpc.Respond(&raft.RequestVoteResponse{RPCHeader: g.header(), Term: req.Term}, nil)
@@ -61,13 +77,26 @@ func (g *voteGuard) withholding() bool {
 	if r == nil {
 		return true
 	}
-	lastTerm, _ := strconv.ParseUint(r.Stats()["last_log_term"], 10, 64)
-	if lastTerm <= g.noVoteThrough {
+	stats := r.Stats()
+	if g.amnesia {
+		switch t := g.clusterTerm.Load(); {
+		case t == 0:
+			return true // no peer has answered yet
+		case t > 1:
+			to := g.catchUpTo.Load()
+			last, _ := strconv.ParseUint(stats["last_log_index"], 10, 64)
+			snap, _ := strconv.ParseUint(stats["last_snapshot_index"], 10, 64)
+			if to == 0 || max(last, snap) < to {
+				return true
+			}
+		}
+	} else if lastTerm, _ := strconv.ParseUint(stats["last_log_term"], 10, 64); lastTerm <= g.noVoteThrough {
 		return true
 	}
 	if err := g.logs.SetUint64(keyNoVoteThroughTerm, 0); err != nil {
 		return true
 	}
 	g.lifted.Store(true)
+	g.logger.Warn("votes again: the log has caught up")
 	return false
 }

@@ -105,7 +105,9 @@ type memberJSON struct {
 	HTTPAddr  string      `json:"httpAddr"`
 	KafkaAddr string      `json:"kafkaAddr"`
 	Voter     bool        `json:"voter"`
-	Leader    bool        `json:"leader"`
+	// VotesWithheld: the member's /health says it grants no votes yet.
+	VotesWithheld bool `json:"votesWithheld,omitempty"`
+	Leader        bool `json:"leader"`
 	// State is "up" when the member answered its /health, "unreachable"
 	// (with Error) when it did not; Role, Term, Applied, Version and
 	// UptimeSeconds come from that answer (empty and null without one).
@@ -169,6 +171,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 		mj := &out.Members[i]
 		if m.ID == h.NodeID {
 			mj.State, mj.Role, mj.Term, mj.Applied = "up", h.Role, ptr(h.Term), ptr(h.Applied)
+			mj.VotesWithheld = h.VotesWithheld
 			mj.Version, mj.UptimeSeconds = s.version, ptr(int64(time.Since(s.started).Seconds()))
 			mj.LogFormat = ptr(uint32(command.MaxLogFormat))
 			mj.resourcesJSON = s.resources()
@@ -188,6 +191,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			mj.State, mj.Role, mj.Term, mj.Applied = "up", peer.Raft.Role, ptr(peer.Raft.Term), ptr(peer.Raft.Applied)
+			mj.VotesWithheld = peer.Raft.VotesWithheld
 			mj.Version, mj.UptimeSeconds = peer.Version, ptr(peer.UptimeSeconds)
 			mj.resourcesJSON = peer.resourcesJSON
 			mj.Groups = peer.Groups
@@ -473,6 +477,8 @@ type raftJSON struct {
 	Commit            uint64       `json:"commit"`
 	Applied           uint64       `json:"applied"`
 	LastSnapshotIndex uint64       `json:"lastSnapshotIndex"`
+	// VotesWithheld: this node grants no votes until its log catches up.
+	VotesWithheld bool `json:"votesWithheld,omitempty"`
 	// ClockMs is the replicated clock (Unix ms) as of the last applied
 	// entry, by which timers, leases and dedup windows expire.
 	ClockMs int64 `json:"clockMs"`
@@ -486,7 +492,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		Status: "healthy",
 		NodeID: json.Number(h.NodeID),
 		Raft: raftJSON{Role: h.Role, LeaderAddr: h.LeaderRaft, LeaderHTTP: h.LeaderHTTP, Term: h.Term,
-			Commit: h.Commit, Applied: h.Applied, LastSnapshotIndex: h.LastSnapshotIndex, ClockMs: h.ClockMs},
+			Commit: h.Commit, Applied: h.Applied, LastSnapshotIndex: h.LastSnapshotIndex, VotesWithheld: h.VotesWithheld, ClockMs: h.ClockMs},
 		StorageFull:   s.svc.StorageFull(),
 		LogFormat:     uint32(command.MaxLogFormat),
 		Version:       s.version,

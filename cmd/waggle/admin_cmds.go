@@ -260,7 +260,10 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 					unreachable = append(unreachable, fmt.Sprintf("node %d: %s", m.ID, m.Error))
 				}
 				voter := "no"
-				if m.Voter {
+				switch {
+				case m.Voter && m.VotesWithheld:
+					voter = "withheld" // a voter that grants no vote until it has caught up
+				case m.Voter:
 					voter = "yes"
 				}
 				t.row(m.ID, state, cmp.Or(m.Role, "-"), voter, orDash(m.Term), orDash(m.Applied), orDash(m.Lag), cmp.Or(m.Version, "-"), uptime,
