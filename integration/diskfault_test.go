@@ -2,15 +2,19 @@ package integration
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -463,3 +467,111 @@ func freeMiB(t *testing.T, dir string) int64 {
 	}
 	return int64(fs.Bavail) * fs.Bsize >> 20
 }
+
+// Many concurrent pushers and producers drive a node's disk down to its
+// --storage-min-free-mib: the node must refuse them (507,
+// KAFKA_STORAGE_ERROR) and go on serving, never fall below
+// --min-free-disk-mib and stop, though writes were in flight and the raft
+// log started a segment after the refusals began. The thresholds are the
+// closest pair the node accepts.
+func TestConcurrentWritersFillingTheDiskGetRefusedNotStopped(t *testing.T) {
+	const stopMiB = 16
+	n := newNode(t, 1)
+	n.dataDir = mountTmpfs(t, "384m")
+	n.logPath = filepath.Join(t.TempDir(), "node-1.log")
+	n.args = []string{"--storage-min-free-mib", fmt.Sprint(stopMiB + minStorageHeadroomMiB), "--min-free-disk-mib", fmt.Sprint(stopMiB)}
+	n.start()
+	n.waitLeader()
+	cl := kafkaClient(t, []string{n.kafkaAddr}, kgo.DefaultProduceTopic("fill"), kgo.ProducerLinger(0), kgo.RecordRetries(2))
+	createTopic(t, cl, "fill", 4, nil)
+
+	var lowest atomic.Int64
+	lowest.Store(math.MaxInt64)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { // the free space, as often as the node could not look
+		for {
+			if free := freeMiB(t, n.dataDir); free < lowest.Load() {
+				lowest.Store(free)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	})
+	var refused, kafkaRefused atomic.Int64
+	var acked sync.Map
+	for w := range 32 {
+		wg.Go(func() {
+			for b := 0; refused.Load() < 200; b++ {
+				items := make([]pushItem, 50)
+				for i := range items {
+					items[i] = pushItem{Queue: "fill", TransactionID: fmt.Sprintf("w%d-%d-%d", w, b, i), Payload: randomHex(t, 1024)}
+				}
+				var out []pushAnswer
+				switch status := postJSON(t, n.url("/api/v1/push"), map[string]any{"items": items}, &out); status {
+				case http.StatusCreated:
+					for _, it := range items {
+						acked.Store(it.TransactionID, true)
+					}
+				case http.StatusInsufficientStorage:
+					refused.Add(1)
+					time.Sleep(20 * time.Millisecond)
+				case http.StatusTooManyRequests:
+					time.Sleep(20 * time.Millisecond)
+				default:
+					t.Errorf("push: status %d", status)
+					return
+				}
+				if n.hasExited() {
+					return
+				}
+			}
+		})
+	}
+	for range 4 {
+		wg.Go(func() {
+			value := make([]byte, 4096)
+			for refused.Load() < 200 && !n.hasExited() {
+				rand.Read(value)
+				if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: value}).FirstErr(); errors.Is(err, kerr.KafkaStorageError) {
+					kafkaRefused.Add(1)
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		})
+	}
+	waitFor(t, 3*time.Minute, func() error {
+		if n.hasExited() {
+			return nil
+		}
+		if refused.Load() < 200 {
+			return fmt.Errorf("%d pushes refused so far, free space down to %d MiB", refused.Load(), lowest.Load())
+		}
+		return nil
+	})
+	close(stop)
+	wg.Wait()
+	t.Logf("free space went down to %d MiB (refusing below %d, stopping below %d); %d pushes and %d produces refused",
+		lowest.Load(), stopMiB+minStorageHeadroomMiB, stopMiB, refused.Load(), kafkaRefused.Load())
+	if n.hasExited() {
+		t.Fatalf("the node stopped (free space down to %d MiB)\n%s", lowest.Load(), n.logTail())
+	}
+	got := idSet(n.fetchAll("fill", "Default"))
+	missing := 0
+	acked.Range(func(id, _ any) bool {
+		if !got[id.(string)] {
+			missing++
+		}
+		return true
+	})
+	if missing > 0 {
+		t.Fatalf("%d acknowledged messages are missing", missing)
+	}
+}
+
+// minStorageHeadroomMiB is the least gap waggle serve accepts between
+// --storage-min-free-mib and --min-free-disk-mib (node.StorageHeadroomMiB).
+const minStorageHeadroomMiB = 96

@@ -44,6 +44,28 @@ func diskUsage(dir string) (used, total uint64, err error) {
 	return total - fs.Bfree*uint64(fs.Bsize), total, nil
 }
 
+// StorageHeadroomMiB is the least gap between the space at which a node
+// refuses writes (--storage-min-free-mib) and the space at which it stops
+// (--min-free-disk-mib). Refusing is not instant: the free space is looked
+// at four times a second, up to 32 MiB of HTTP bodies may be in the works
+// when it is, and an entry that fills the raft log's segment makes the next
+// one, 64 MiB allocated at once. 32 concurrent pushers and 4 producers
+// took a tmpfs 54-56 MiB past the refusal, and with a gap of 40 MiB the
+// node stopped (integration test
+// TestConcurrentWritersFillingTheDiskGetRefusedNotStopped).
+const StorageHeadroomMiB = 96
+
+// checkStorageHeadroom refuses a pair of thresholds too close to keep a
+// node that refuses writes from running out of room and stopping.
+func checkStorageHeadroom(storageMinFree, minFree uint64) error {
+	if storageMinFree == 0 || minFree == 0 || storageMinFree >= minFree+StorageHeadroomMiB {
+		return nil
+	}
+	return fmt.Errorf("--storage-min-free-mib %d is too close to --min-free-disk-mib %d: writes in flight when writes are refused, "+
+		"and the raft log's next 64 MiB segment, can take %d MiB more, and the node would stop instead of refusing writes; "+
+		"set --storage-min-free-mib to %d or more (or --min-free-disk-mib lower)", storageMinFree, minFree, StorageHeadroomMiB, minFree+StorageHeadroomMiB)
+}
+
 // checkFreeSpace reports an error when dir has less than min bytes free.
 func checkFreeSpace(dir string, min uint64) error {
 	free, err := freeBytes(dir)

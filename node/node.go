@@ -211,6 +211,9 @@ func (n *Node) start() error {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return err
 	}
+	if err := checkStorageHeadroom(cfg.StorageMinFreeMiB, cfg.MinFreeDiskMiB); err != nil {
+		return err
+	}
 	minFree := cfg.MinFreeDiskMiB << 20
 	if err := checkFreeSpace(cfg.DataDir, minFree); err != nil {
 		return err
