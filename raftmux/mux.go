@@ -255,11 +255,12 @@ type Layer struct {
 	// closed is closed by Close; Accept then answers net.ErrClosed.
 	closed chan struct{}
 	// term answers probes (nil: none are answered).
-	term atomic.Pointer[func() uint64]
+	term atomic.Pointer[func() (uint64, bool)]
 }
 
-// AnswerProbes makes the layer answer term probes with term().
-func (l *Layer) AnswerProbes(term func() uint64) { l.term.Store(&term) }
+// AnswerProbes makes the layer answer term probes with term(); a probe is
+// closed unanswered when term's second result is false.
+func (l *Layer) AnswerProbes(term func() (uint64, bool)) { l.term.Store(&term) }
 
 func (l *Layer) answerProbe(c net.Conn) {
 	defer c.Close()
@@ -267,8 +268,12 @@ func (l *Layer) answerProbe(c net.Conn) {
 	if term == nil {
 		return
 	}
+	t, ok := (*term)()
+	if !ok {
+		return
+	}
 	c.SetWriteDeadline(time.Now().Add(headerTimeout))
-	c.Write(binary.BigEndian.AppendUint64(nil, (*term)()))
+	c.Write(binary.BigEndian.AppendUint64(nil, t))
 }
 
 // ProbeTerm asks the peer at address for its current raft term in this

@@ -264,8 +264,9 @@ func TestTwoRaftGroupsShareOneListenerPerNode(t *testing.T) {
 func TestTermProbes(t *testing.T) {
 	m := newMux(t)
 	zero, five, six := layer(t, m, 0), layer(t, m, 5), layer(t, m, 6)
-	zero.AnswerProbes(func() uint64 { return 3 })
-	five.AnswerProbes(func() uint64 { return 1 << 40 })
+	zero.AnswerProbes(func() (uint64, bool) { return 3, true })
+	five.AnswerProbes(func() (uint64, bool) { return 1 << 40, true })
+	six.AnswerProbes(func() (uint64, bool) { return 0, false }) // its term unreadable
 	addr := m.Addr().String()
 	for _, c := range []struct {
 		l    *Layer
@@ -276,7 +277,7 @@ func TestTermProbes(t *testing.T) {
 		}
 	}
 	if got, err := six.ProbeTerm(addr, time.Second); err == nil {
-		t.Fatalf("group 6 answers no probes, yet a probe got %d", got)
+		t.Fatalf("group 6 cannot read its term, yet a probe got %d", got)
 	}
 	other := newMux(t)
 	seven := layer(t, other, 7)

@@ -24,14 +24,19 @@ import (
 // was elected without this node's vote since the wipe, so its log holds
 // every committed entry, also those this node acknowledged before; and
 // every entry committed with this node's acknowledgement was committed
-// before the wipe, so that commit index covers them.
+// before the wipe, so that commit index covers them. The node's own commit
+// index must reach it: raft counts there only entries it accepted.
+//
+// While it withholds its vote the node does not stand for election either
+// (voteGuard.RequestVote): raft grants a candidate's vote for itself
+// without asking anyone.
 //
 // The guard errs to the safe side: a node first started after its
 // cluster's first election waits to catch up before it votes, and a node
-// that hears from no peer grants no vote until one answers. A restart
-// before the guard lifts keeps it (as a repaired node's, lifted by an entry
-// of a newer term). A node started with --join has no peers to ask and is
-// not guarded.
+// that hears from no peer grants no vote until one answers. The new
+// directory is marked in raft's stable store before anything else is
+// written, so a restart before the guard lifts asks the peers again. A
+// node started with --join has no peers to ask and is not guarded.
 
 // amnesiaProbeTimeout bounds one probe of one peer.
 const amnesiaProbeTimeout = time.Second
@@ -87,10 +92,5 @@ func (g *voteGuard) learnClusterTerm(term uint64, cfg NodeConfig) {
 	cfg.Logger.Warn("this data directory is new, but the cluster has elected leaders before: this node may have acknowledged "+
 		"entries it no longer holds, so it withholds its vote until its log has caught up with a leader of the term below",
 		"term", term)
-	// A restart before the guard lifts keeps it, lifted then by an entry of
-	// a newer term.
-	if err := g.logs.SetUint64(keyNoVoteThroughTerm, term); err != nil {
-		cfg.Logger.Error("could not record the vote guard's term", "err", err)
-	}
 	g.clusterTerm.Store(term)
 }

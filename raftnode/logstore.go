@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -35,7 +36,7 @@ const (
 // stableKeys are the keys raft and waggle keep in the stable store, as
 // integers or bytes.
 var (
-	stableIntKeys  = [][]byte{keyCurrentTerm, keyLastVoteTerm, keyNoVoteThroughTerm}
+	stableIntKeys  = [][]byte{keyCurrentTerm, keyLastVoteTerm, keyNoVoteThroughTerm, keyNewDirectory}
 	stableByteKeys = [][]byte{keyLastVoteCand}
 )
 
@@ -112,6 +113,9 @@ func (l *walLog) reopen() error {
 	if err != nil {
 		return fmt.Errorf("reopen the raft log: %w", err)
 	}
+	if err := finishMend(w, l.logger); err != nil {
+		return errors.Join(err, w.Close())
+	}
 	l.w, l.stored = w, 0
 	return nil
 }
@@ -153,9 +157,16 @@ func (l *walLog) StoreLogs(logs []*raft.Log) error {
 	err = w.StoreLogs(logs)
 	release()
 	if errors.Is(err, types.ErrSealed) {
-		err = l.mendSealedTail()
-		if err == nil {
+		// A rotation that failed (a full disk) left the segment sealed in
+		// raft-wal's metadata too: opening the WAL again makes the next
+		// one. Only a tail sealed in its file alone needs the mend.
+		if err = l.reopen(); err == nil {
 			err = l.do(func(w *wal.WAL) error { return w.StoreLogs(logs) })
+		}
+		if errors.Is(err, types.ErrSealed) {
+			if err = l.mendSealedTail(); err == nil {
+				err = l.do(func(w *wal.WAL) error { return w.StoreLogs(logs) })
+			}
 		}
 	}
 	for _, e := range logs {
@@ -240,9 +251,9 @@ func closeWAL(w *wal.WAL) error {
 // and answers every append with ErrSealed, for ever. raft-wal has no call
 // that starts a new segment without deleting, but a tail truncation does
 // start one: the last entry is read, deleted and appended again, the same
-// bytes at the same index. A crash between the delete and the append
-// leaves the log one entry short, which raft treats as a follower whose
-// last append was lost: the leader sends the entry again.
+// bytes at the same index. The entry is first saved in raft-wal's metadata
+// store (keyMendEntry), and an open that finds it there and the log one
+// short appends it (finishMend): raft never sees a stored entry vanish.
 func (l *walLog) mendSealedTail() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -266,14 +277,94 @@ func (l *walLog) mendSealedTail() error {
 	if err := l.w.GetLog(last, &e); err != nil {
 		return fmt.Errorf("raft log: read entry %d to mend a sealed tail: %w", last, err)
 	}
+	saved, err := encodeMendEntry(&e)
+	if err != nil {
+		return err
+	}
+	if err := l.w.Set(keyMendEntry, saved); err != nil {
+		return fmt.Errorf("raft log: save entry %d to mend a sealed tail: %w", last, err)
+	}
 	if err := l.w.DeleteRange(last, last); err != nil {
 		return fmt.Errorf("raft log: mend a sealed tail: %w", err)
 	}
-	if err := l.w.StoreLogs([]*raft.Log{&e}); err != nil {
-		return fmt.Errorf("raft log: entry %d deleted to mend a sealed tail, appending it again failed: %w", last, err)
+	if err := finishMend(l.w, l.logger); err != nil {
+		return err
 	}
 	l.logger.Warn("mended the raft log: its tail segment was sealed but no next segment was made (a crash right after a segment filled); the last entry was rewritten into a new segment", "index", last)
 	return nil
+}
+
+// keyMendEntry is waggle's key in raft-wal's metadata store: the entry
+// mendSealedTail deleted, until it is appended again.
+var keyMendEntry = []byte("WaggleMendEntry")
+
+// encodeMendEntry encodes e for keyMendEntry.
+func encodeMendEntry(e *raft.Log) ([]byte, error) {
+	at, err := e.AppendedAt.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	b := binary.BigEndian.AppendUint64(nil, e.Index)
+	b = binary.BigEndian.AppendUint64(b, e.Term)
+	b = append(b, byte(e.Type))
+	for _, f := range [][]byte{at, e.Extensions} {
+		b = binary.AppendUvarint(b, uint64(len(f)))
+		b = append(b, f...)
+	}
+	return append(b, e.Data...), nil
+}
+
+// decodeMendEntry decodes what encodeMendEntry wrote.
+func decodeMendEntry(b []byte) (*raft.Log, error) {
+	bad := errors.New("raft log: the saved entry of a mend is damaged")
+	if len(b) < 17 {
+		return nil, bad
+	}
+	e := &raft.Log{Index: binary.BigEndian.Uint64(b), Term: binary.BigEndian.Uint64(b[8:]), Type: raft.LogType(b[16])}
+	b = b[17:]
+	var fields [2][]byte
+	for i := range fields {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return nil, bad
+		}
+		fields[i], b = b[k:k+int(n)], b[k+int(n):]
+	}
+	if err := e.AppendedAt.UnmarshalBinary(fields[0]); err != nil {
+		return nil, bad
+	}
+	if len(fields[1]) > 0 {
+		e.Extensions = fields[1]
+	}
+	e.Data = b
+	return e, nil
+}
+
+// finishMend appends the entry a mend saved when the log lacks it, and
+// forgets it once the log holds it.
+func finishMend(w *wal.WAL, logger hclog.Logger) error {
+	saved, err := w.Get(keyMendEntry)
+	if err != nil || len(saved) == 0 {
+		return err
+	}
+	e, err := decodeMendEntry(saved)
+	if err != nil {
+		return err
+	}
+	last, err := w.LastIndex()
+	if err != nil {
+		return err
+	}
+	if last+1 == e.Index {
+		if err := w.StoreLogs([]*raft.Log{e}); err != nil {
+			return fmt.Errorf("raft log: append entry %d again to mend a sealed tail: %w", e.Index, err)
+		}
+		last = e.Index
+	}
+	if last < e.Index {
+		return fmt.Errorf("raft log: ends at %d, before entry %d that a mend saved", last, e.Index)
+	}
+	return w.Set(keyMendEntry, nil)
 }
 
 // do calls fn with the open WAL, held for the call.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -227,10 +228,68 @@ func TestSealedTailLeftByACrashIsMended(t *testing.T) {
 			t.Fatalf("append %d after the crash: %v", i, err)
 		}
 	}
+	if err := l.reopen(); err != nil { // and the mended log opens again
+		t.Fatal(err)
+	}
 	for i := uint64(1); i <= last+20; i++ {
 		var e raft.Log
 		if err := l.GetLog(i, &e); err != nil || !bytes.Equal(e.Data, entry(i)) {
 			t.Fatalf("entry %d: %v (%d bytes)", i, err, len(e.Data))
 		}
+	}
+}
+
+// A crash in the middle of a mend, after the last entry was deleted and
+// before it was appended again, must not lose it: the open appends the
+// entry the mend saved.
+func TestMendInterruptedByACrashKeepsTheEntry(t *testing.T) {
+	dir := t.TempDir()
+	l := &walLog{dir: dir, logger: hclog.NewNullLogger(), reopenAfter: reopenEvery}
+	if err := l.reopen(); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 4, 1, 2, 3, 4, time.UTC)
+	for i := uint64(1); i <= 3; i++ {
+		e := &raft.Log{Index: i, Term: 2, Type: raft.LogCommand, Data: []byte{byte(i), 7}, Extensions: []byte("x"), AppendedAt: at}
+		if err := l.StoreLog(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The mend's first two steps, then the crash.
+	var e raft.Log
+	if err := l.w.GetLog(3, &e); err != nil {
+		t.Fatal(err)
+	}
+	saved, err := encodeMendEntry(&e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.w.Set(keyMendEntry, saved); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.w.DeleteRange(3, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	l = &walLog{dir: dir, logger: hclog.NewNullLogger(), reopenAfter: reopenEvery}
+	if err := l.reopen(); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var got raft.Log
+	if err := l.GetLog(3, &got); err != nil {
+		t.Fatalf("entry 3 after the interrupted mend: %v", err)
+	}
+	if got.Term != 2 || got.Type != raft.LogCommand || !bytes.Equal(got.Data, []byte{3, 7}) || string(got.Extensions) != "x" || !got.AppendedAt.Equal(at) {
+		t.Fatalf("entry 3 came back as %+v", got)
+	}
+	if err := l.StoreLog(&raft.Log{Index: 4, Term: 2, Data: []byte{4}}); err != nil {
+		t.Fatal(err)
+	}
+	if saved, _ := l.Get(keyMendEntry); len(saved) != 0 {
+		t.Fatalf("the saved entry is still there (%d bytes) once the log holds it", len(saved))
 	}
 }

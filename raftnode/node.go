@@ -122,9 +122,10 @@ type Node struct {
 	stop      chan struct{} // ends watchLogBytes
 }
 
-// VotesWithheld reports whether this node grants no votes yet: it was
-// repaired from its peers, or came back on a new data directory to a
-// cluster that had run, and its log has not caught up (see repair.go).
+// VotesWithheld reports whether this node grants no votes (and stands for
+// no election) yet: it was repaired from its peers (repair.go), or started
+// on a new data directory in a static cluster (amnesia.go), and its log has
+// not caught up. Asking may lift the guard for good.
 func (n *Node) VotesWithheld() bool { return n.guard != nil && n.guard.withholding() }
 
 // RaftAddr is the address this node's peers dial: the advertised one, with
@@ -194,7 +195,10 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 	if n.transport, layer, err = newTransport(cfg.Mux, cfg.Group, cfg.Logger); err != nil {
 		return nil, err
 	}
-	layer.AnswerProbes(func() uint64 { term, _ := logs.GetUint64(keyCurrentTerm); return term })
+	layer.AnswerProbes(func() (uint64, bool) {
+		term, err := logs.GetUint64(keyCurrentTerm)
+		return term, err == nil // a term it cannot read is no answer (0 would say "a new cluster")
+	})
 	cfg.RaftAdvertise = n.RaftAddr() // with port 0, the port the system picked
 
 	rc := raftConfig(cfg)
@@ -202,24 +206,25 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A new data directory in a static cluster may be a wiped voter's: it
+	// is marked before anything else is written, so that a restart before
+	// the guard lifts takes the same path.
+	if !exists && !cfg.Join && len(cfg.Peers) > 1 {
+		if err := logs.SetUint64(keyNewDirectory, 1); err != nil {
+			return nil, err
+		}
+	}
 	if !exists && !cfg.Join {
 		if err := raft.BootstrapCluster(rc, cached, logs, snaps, n.transport, clusterConfig(cfg)); err != nil {
 			return nil, fmt.Errorf("bootstrap: %w", err)
 		}
 	}
-	// A new data directory in a static cluster may be a wiped voter's.
-	newInCluster := !exists && !cfg.Join && len(cfg.Peers) > 1
-	if newInCluster {
-		if err := logs.SetUint64(keyNoVoteThroughTerm, 1); err != nil {
-			return nil, err
-		}
-	}
+	newDir, _ := logs.GetUint64(keyNewDirectory)
 	var transport raft.Transport = n.transport
-	if through, _ := logs.GetUint64(keyNoVoteThroughTerm); through > 0 {
-		n.guard = newVoteGuard(n.transport, raft.ServerID(cfg.ID), logs, through, cfg.Logger)
-		n.guard.amnesia = newInCluster
+	if through, _ := logs.GetUint64(keyNoVoteThroughTerm); through > 0 || newDir == 1 {
+		n.guard = newVoteGuard(n.transport, raft.ServerID(cfg.ID), logs, through, newDir == 1, cfg.Logger)
 		transport = n.guard
-		if !newInCluster {
+		if newDir != 1 {
 			cfg.Logger.Warn("withholding votes until the log holds an entry past term", "term", through)
 		}
 	}
@@ -231,7 +236,7 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 		n.guard.raft.Store(n.Raft)
 	}
 	n.stop = make(chan struct{})
-	if newInCluster {
+	if newDir == 1 {
 		go n.guard.askPeers(layer, cfg, n.stop)
 	}
 	go n.watchLogBytes(*rc, n.stop)

@@ -43,6 +43,10 @@ var (
 	// keyNoVoteThroughTerm is waggle's: while set, this node grants no vote
 	// until its log's last term is above it.
 	keyNoVoteThroughTerm = []byte("WaggleNoVoteThroughTerm")
+	// keyNewDirectory is waggle's: 1 from the first start of a node of a
+	// static cluster on a new data directory until its vote guard lifts
+	// (see amnesia.go).
+	keyNewDirectory = []byte("WaggleNewDirectory")
 )
 
 // ErrDataDirInUse reports a data directory whose files another process

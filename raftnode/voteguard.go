@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"errors"
 	"strconv"
 	"sync/atomic"
 
@@ -32,8 +33,8 @@ type voteGuard struct {
 	catchUpTo   atomic.Uint64
 }
 
-func newVoteGuard(t *raft.NetworkTransport, id raft.ServerID, logs raft.StableStore, noVoteThrough uint64, logger hclog.Logger) *voteGuard {
-	g := &voteGuard{NetworkTransport: t, rpcs: make(chan raft.RPC), id: id, noVoteThrough: noVoteThrough, logs: logs, logger: logger}
+func newVoteGuard(t *raft.NetworkTransport, id raft.ServerID, logs raft.StableStore, noVoteThrough uint64, amnesia bool, logger hclog.Logger) *voteGuard {
+	g := &voteGuard{NetworkTransport: t, rpcs: make(chan raft.RPC), id: id, noVoteThrough: noVoteThrough, amnesia: amnesia, logs: logs, logger: logger}
 	go g.filter()
 	return g
 }
@@ -63,6 +64,30 @@ func (g *voteGuard) filter() {
 	}
 }
 
+// errNoCampaign fails this node's own vote requests while it withholds
+// votes. raft grants a candidate's vote for itself without asking the
+// transport: a node that may have forgotten entries must not stand either,
+// or its own vote and one from a peer behind it could elect it without
+// them. (Any error but raft's "unexpected command" one counts as refused.)
+var errNoCampaign = errors.New("raftnode: withholding votes, so not standing for election until the log has caught up")
+
+// RequestPreVote implements raft.WithPreVote's transport call: refused
+// while votes are withheld (see errNoCampaign).
+func (g *voteGuard) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	if g.withholding() {
+		return errNoCampaign
+	}
+	return g.NetworkTransport.RequestPreVote(id, target, args, resp)
+}
+
+// RequestVote implements raft.Transport: refused while votes are withheld.
+func (g *voteGuard) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	if g.withholding() {
+		return errNoCampaign
+	}
+	return g.NetworkTransport.RequestVote(id, target, args, resp)
+}
+
 func (g *voteGuard) header() raft.RPCHeader {
 	return raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(g.id), Addr: []byte(g.LocalAddr())}
 }
@@ -83,20 +108,24 @@ func (g *voteGuard) withholding() bool {
 		case t == 0:
 			return true // no peer has answered yet
 		case t > 1:
+			// raft's commit index on a follower only counts entries it
+			// accepted and holds.
 			to := g.catchUpTo.Load()
-			last, _ := strconv.ParseUint(stats["last_log_index"], 10, 64)
+			commit, _ := strconv.ParseUint(stats["commit_index"], 10, 64)
 			snap, _ := strconv.ParseUint(stats["last_snapshot_index"], 10, 64)
-			if to == 0 || max(last, snap) < to {
+			if to == 0 || max(commit, snap) < to {
 				return true
 			}
 		}
 	} else if lastTerm, _ := strconv.ParseUint(stats["last_log_term"], 10, 64); lastTerm <= g.noVoteThrough {
 		return true
 	}
-	if err := g.logs.SetUint64(keyNoVoteThroughTerm, 0); err != nil {
+	if err := errors.Join(g.logs.SetUint64(keyNoVoteThroughTerm, 0), g.logs.SetUint64(keyNewDirectory, 0)); err != nil {
 		return true
 	}
-	g.lifted.Store(true)
+	if g.lifted.Swap(true) {
+		return false
+	}
 	g.logger.Warn("votes again: the log has caught up")
 	return false
 }
