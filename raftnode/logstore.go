@@ -1,8 +1,8 @@
 package raftnode
 
 import (
+	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -113,7 +113,7 @@ func (l *walLog) reopen() error {
 	if err != nil {
 		return fmt.Errorf("reopen the raft log: %w", err)
 	}
-	if err := finishMend(w, l.logger); err != nil {
+	if err := finishMend(w); err != nil {
 		return errors.Join(err, w.Close())
 	}
 	l.w, l.stored = w, 0
@@ -156,17 +156,15 @@ func (l *walLog) StoreLogs(logs []*raft.Log) error {
 	}
 	err = w.StoreLogs(logs)
 	release()
-	if errors.Is(err, types.ErrSealed) {
-		// A rotation that failed (a full disk) left the segment sealed in
-		// raft-wal's metadata too: opening the WAL again makes the next
-		// one. Only a tail sealed in its file alone needs the mend.
-		if err = l.reopen(); err == nil {
-			err = l.do(func(w *wal.WAL) error { return w.StoreLogs(logs) })
+	// A rotation that failed (a full disk) left the segment sealed in
+	// raft-wal's metadata too: opening the WAL again makes the next one.
+	// Only a tail sealed in its file alone needs the mend.
+	for _, mend := range []func() error{l.reopen, l.mendSealedTail} {
+		if !errors.Is(err, types.ErrSealed) {
+			break
 		}
-		if errors.Is(err, types.ErrSealed) {
-			if err = l.mendSealedTail(); err == nil {
-				err = l.do(func(w *wal.WAL) error { return w.StoreLogs(logs) })
-			}
+		if err = mend(); err == nil {
+			err = l.do(func(w *wal.WAL) error { return w.StoreLogs(logs) })
 		}
 	}
 	for _, e := range logs {
@@ -287,7 +285,7 @@ func (l *walLog) mendSealedTail() error {
 	if err := l.w.DeleteRange(last, last); err != nil {
 		return fmt.Errorf("raft log: mend a sealed tail: %w", err)
 	}
-	if err := finishMend(l.w, l.logger); err != nil {
+	if err := finishMend(l.w); err != nil {
 		return err
 	}
 	l.logger.Warn("mended the raft log: its tail segment was sealed but no next segment was made (a crash right after a segment filled); the last entry was rewritten into a new segment", "index", last)
@@ -298,58 +296,26 @@ func (l *walLog) mendSealedTail() error {
 // mendSealedTail deleted, until it is appended again.
 var keyMendEntry = []byte("WaggleMendEntry")
 
+// mendCodec encodes the entry a mend saves: raft-wal's own entry codec.
+var mendCodec wal.BinaryCodec
+
 // encodeMendEntry encodes e for keyMendEntry.
 func encodeMendEntry(e *raft.Log) ([]byte, error) {
-	at, err := e.AppendedAt.MarshalBinary()
-	if err != nil {
-		return nil, err
-	}
-	b := binary.BigEndian.AppendUint64(nil, e.Index)
-	b = binary.BigEndian.AppendUint64(b, e.Term)
-	b = append(b, byte(e.Type))
-	for _, f := range [][]byte{at, e.Extensions} {
-		b = binary.AppendUvarint(b, uint64(len(f)))
-		b = append(b, f...)
-	}
-	return append(b, e.Data...), nil
-}
-
-// decodeMendEntry decodes what encodeMendEntry wrote.
-func decodeMendEntry(b []byte) (*raft.Log, error) {
-	bad := errors.New("raft log: the saved entry of a mend is damaged")
-	if len(b) < 17 {
-		return nil, bad
-	}
-	e := &raft.Log{Index: binary.BigEndian.Uint64(b), Term: binary.BigEndian.Uint64(b[8:]), Type: raft.LogType(b[16])}
-	b = b[17:]
-	var fields [2][]byte
-	for i := range fields {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)-k) {
-			return nil, bad
-		}
-		fields[i], b = b[k:k+int(n)], b[k+int(n):]
-	}
-	if err := e.AppendedAt.UnmarshalBinary(fields[0]); err != nil {
-		return nil, bad
-	}
-	if len(fields[1]) > 0 {
-		e.Extensions = fields[1]
-	}
-	e.Data = b
-	return e, nil
+	var b bytes.Buffer
+	err := mendCodec.Encode(e, &b)
+	return b.Bytes(), err
 }
 
 // finishMend appends the entry a mend saved when the log lacks it, and
 // forgets it once the log holds it.
-func finishMend(w *wal.WAL, logger hclog.Logger) error {
+func finishMend(w *wal.WAL) error {
 	saved, err := w.Get(keyMendEntry)
 	if err != nil || len(saved) == 0 {
 		return err
 	}
-	e, err := decodeMendEntry(saved)
-	if err != nil {
-		return err
+	e := new(raft.Log)
+	if err := mendCodec.Decode(saved, e); err != nil {
+		return fmt.Errorf("raft log: the saved entry of a mend is damaged: %w", err)
 	}
 	last, err := w.LastIndex()
 	if err != nil {
