@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -152,9 +153,22 @@ func laWriter(t *testing.T, ctx context.Context, brokers []string, id int, rec *
 // a GroupTransactSession in group reads from one topic (read_committed)
 // and, per record, appends a new value to a random partition of the other
 // topic, committing the outputs and the group's offsets in one
-// transaction.
+// transaction. Every few seconds the session is closed and made anew, as
+// a restarted consumer would be: it resumes from the offsets its
+// transactions committed.
 func laPipeline(t *testing.T, ctx context.Context, brokers []string, group, from, to string, rec *laRecorder) {
 	rnd := rand.New(rand.NewPCG(uint64(len(group)), uint64(group[len(group)-1])))
+	n := 0
+	for ctx.Err() == nil {
+		if !laSession(t, ctx, brokers, group, from, to, rec, rnd, &n) {
+			return
+		}
+	}
+}
+
+// laSession runs one session of a pipeline for a few seconds; false when
+// the session failed the test.
+func laSession(t *testing.T, ctx context.Context, brokers []string, group, from, to string, rec *laRecorder, rnd *rand.Rand, n *int) bool {
 	sess, err := kgo.NewGroupTransactSession(
 		kgo.SeedBrokers(brokers...),
 		kgo.TransactionalID("la-"+group),
@@ -171,11 +185,12 @@ func laPipeline(t *testing.T, ctx context.Context, brokers []string, group, from
 	)
 	if err != nil {
 		t.Error(err)
-		return
+		return false
 	}
 	defer sess.Close()
-	for n := 0; ctx.Err() == nil; n++ {
-		txn := txncheck.Txn{ID: fmt.Sprintf("%s-%d", group, n), Producer: "la-" + group, Group: group, Start: time.Now()}
+	restart := time.Now().Add(4 * time.Second)
+	for ; ctx.Err() == nil && time.Now().Before(restart); *n++ {
+		txn := txncheck.Txn{ID: fmt.Sprintf("%s-%d", group, *n), Producer: "la-" + group, Group: group, Start: time.Now()}
 		pollCtx, cancelPoll := context.WithTimeout(ctx, time.Second)
 		fetches := sess.PollRecords(pollCtx, 50)
 		cancelPoll()
@@ -185,7 +200,7 @@ func laPipeline(t *testing.T, ctx context.Context, brokers []string, group, from
 		}
 		if err := sess.Begin(); err != nil {
 			t.Errorf("%s: begin: %v", group, err)
-			return
+			return false
 		}
 		opCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		var mu sync.Mutex
@@ -226,7 +241,7 @@ func laPipeline(t *testing.T, ctx context.Context, brokers []string, group, from
 			rec.add(txn)
 			if err != nil {
 				t.Errorf("%s: the session did not recover: %v", group, err)
-				return
+				return false
 			}
 			continue
 		}
@@ -238,6 +253,7 @@ func laPipeline(t *testing.T, ctx context.Context, brokers []string, group, from
 		}
 		rec.add(txn)
 	}
+	return true
 }
 
 // laReader reads every partition from its start, assigned, until ctx ends.
@@ -456,5 +472,69 @@ func TestKafkaTransactionsListAppendUnderLeaderKills(t *testing.T) {
 	}
 	if r.Stats.Committed == 0 || r.Stats.Aborted == 0 || r.Stats.WR == 0 || r.Stats.Observations == 0 {
 		t.Fatalf("the history lacks a part of the workload: %+v", r.Stats)
+	}
+}
+
+var (
+	faultyOnce   sync.Once
+	faultyBinary string
+	faultyErr    error
+)
+
+// buildFaulty builds, once, the waggle binary with the waggle_faults tag:
+// a broker that has the bug WAGGLE_FAULT names (kafka/faults_on.go).
+func buildFaulty(t *testing.T) string {
+	faultyOnce.Do(func() {
+		faultyBinary = waggleBinary + "-faults"
+		args := []string{"build", "-tags", "waggle_faults", "-o", faultyBinary}
+		if raceBuild {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, "../cmd/waggle")...).CombinedOutput()
+		if err != nil {
+			faultyErr = fmt.Errorf("build with waggle_faults: %v\n%s", err, out)
+		}
+	})
+	if faultyErr != nil {
+		t.Fatal(faultyErr)
+	}
+	return faultyBinary
+}
+
+// TestListAppendCatchesBrokenBrokers runs the workload, without faults of
+// the cluster, on brokers broken on purpose, one bug each, and requires
+// the checker to report the anomaly the bug makes. A checker that passes
+// a healthy broker proves little until it fails a broken one.
+func TestListAppendCatchesBrokenBrokers(t *testing.T) {
+	bugs := []struct {
+		fault string
+		want  []txncheck.Kind // at least one of them
+	}{
+		// read_committed fetches served as read_uncommitted: open and
+		// aborted transactions' records reach committed readers.
+		{"fetch-uncommitted", []txncheck.Kind{txncheck.AbortedRead, txncheck.IntermediateRead}},
+		// One commit in 20 written as an abort, answered as a commit.
+		{"commit-aborts", []txncheck.Kind{txncheck.Lost}},
+		// One transactional offset commit in two stored one behind: a
+		// restarted session consumes that record again.
+		{"txn-offset-behind", []txncheck.Kind{txncheck.DoubleConsume}},
+		// One fetch answer in 40 leaves out its first batch.
+		{"fetch-skip-batch", []txncheck.Kind{txncheck.Skip, txncheck.MissedConsume}},
+		// One produce answer in 50 names the wrong offset.
+		{"produce-offset-off-by-one", []txncheck.Kind{txncheck.InconsistentOffset}},
+	}
+	binary := buildFaulty(t)
+	for _, bug := range bugs {
+		t.Run(bug.fault, func(t *testing.T) {
+			r := runListAppend(t, listAppend{run: 15 * time.Second, writers: 4,
+				binary: binary, env: []string{"WAGGLE_FAULT=" + bug.fault}})
+			found := 0
+			for _, k := range bug.want {
+				found += r.Counts[k]
+			}
+			if found == 0 {
+				t.Fatalf("the checker missed %s: none of %q reported\n%s", bug.fault, bug.want, r)
+			}
+		})
 	}
 }

@@ -142,6 +142,9 @@ func (c *conn) producePartition(topic string, rp kmsg.ProduceRequestTopicPartiti
 			return
 		}
 		out.BaseOffset = res.BaseOffset
+		if faulty("produce-offset-off-by-one", 50) {
+			out.BaseOffset++
+		}
 		out.LogStartOffset = res.LogStart
 		out.LogAppendTime = -1 // CreateTime topics
 	}

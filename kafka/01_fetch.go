@@ -148,7 +148,8 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest, byID map[[16]byte]broker.TopicI
 					break
 				}
 				limit := min(int(rp.PartitionMaxBytes), max(budget-size, 0))
-				log, err := tb.ReadPartition(name, rp.Partition, rp.FetchOffset, max(limit, 1), req.IsolationLevel == readCommitted)
+				committedOnly := req.IsolationLevel == readCommitted && !faulty("fetch-uncommitted", 1)
+				log, err := tb.ReadPartition(name, rp.Partition, rp.FetchOffset, max(limit, 1), committedOnly)
 				if err != nil {
 					p.ErrorCode = errCode(err)
 					break
@@ -175,7 +176,10 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest, byID map[[16]byte]broker.TopicI
 				if limit <= 0 && size > 0 {
 					break
 				}
-				for _, b := range log.Batches {
+				for i, b := range log.Batches {
+					if i == 0 && len(log.Batches) > 1 && faulty("fetch-skip-batch", 40) {
+						continue
+					}
 					p.RecordBatches = append(p.RecordBatches, b...)
 				}
 				size += len(p.RecordBatches)

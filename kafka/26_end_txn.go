@@ -21,7 +21,8 @@ func handleEndTxn(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	case !c.s.topic(req.TransactionalID).IsLeader():
 		resp.ErrorCode = kerr.NotCoordinator.Code
 	default:
-		o, err := c.s.topic(req.TransactionalID).EndTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit)
+		commit := req.Commit && !faulty("commit-aborts", 20)
+		o, err := c.s.topic(req.TransactionalID).EndTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, commit)
 		if err != nil {
 			resp.ErrorCode = txnCallCode(err)
 			break

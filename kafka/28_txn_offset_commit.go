@@ -37,6 +37,9 @@ func handleTxnOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
 			o := command.OffsetCommit{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch}
+			if o.Offset > 0 && faulty("txn-offset-behind", 2) {
+				o.Offset--
+			}
 			if rp.Metadata != nil {
 				o.Metadata = *rp.Metadata
 			}

@@ -58,10 +58,12 @@ const (
 	// opposite orders in two partitions. Kafka orders a partition by when
 	// each produce arrived, not by commit.
 	WriteCycle Kind = "G0 write cycle (allowed)"
-	// GSingle: a cycle with exactly one read-write edge: a transaction that
-	// saw another's effect through one partition but not its write to
-	// another. A poll reads each partition at its own position.
-	GSingle Kind = "G-single (allowed)"
+	// GSingle: a cycle with exactly one read-write edge: a transaction
+	// read a partition's prefix that lacks a write of one that came before
+	// it, by real time or through what it read elsewhere. Consumers lag,
+	// and a poll reads each partition at its own position, so Kafka allows
+	// these stale reads.
+	GSingle Kind = "G-single stale read (allowed)"
 )
 
 var forbidden = []Kind{Lost, Duplicate, InconsistentOffset, UnknownValue, Partial, AbortedRead, IntermediateRead,
@@ -243,7 +245,7 @@ func (c *checker) checkRead(who string, o Observation) {
 	if !c.visible[w.txn] {
 		c.r.add(AbortedRead, "%s read %q of %s %s at %s offset %d", who, o.Value, t.Outcome, t.ID, o.Partition, o.Offset)
 	} else if !t.EndCalled.IsZero() && o.At.Before(t.EndCalled) {
-		c.r.add(IntermediateRead, "%s read %q of %s %v before it asked to commit", who, o.Value, t.ID, t.EndCalled.Sub(o.At).Round(time.Millisecond))
+		c.r.add(IntermediateRead, "%s read %q of %s %v before it asked to commit", who, o.Value, t.ID, t.EndCalled.Sub(o.At).Round(time.Microsecond))
 	}
 }
 
