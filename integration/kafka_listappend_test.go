@@ -1,16 +1,20 @@
 package integration
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,14 +29,14 @@ import (
 // two topics, two consume-transform-produce pipelines (one per direction)
 // move values between the topics in transactions that also commit their
 // group offsets, and plain readers of both isolation levels read every
-// partition, all while the nemesis kill -9s the raft leader. txncheck
+// partition, all while the nemesis kills, cuts off and pauses nodes. txncheck
 // turns the history into a dependency graph and looks for every anomaly
 // Kafka's transactions forbid.
 
 // listAppend configures one run of the workload.
 type listAppend struct {
 	run     time.Duration // how long the writers run
-	kills   bool          // kill -9 the leader every few seconds
+	faults  bool          // the nemesis: a cluster fault every few seconds
 	binary  string        // the waggle binary; the package's when empty
 	env     []string      // more environment for every node
 	writers int
@@ -225,6 +229,10 @@ func laSession(t *testing.T, ctx context.Context, brokers []string, group, from,
 				}
 			})
 		})
+		// EndCalled must bound every write of the transaction (the
+		// checker's write order relies on it); End would flush too, but
+		// only after the stamp.
+		_ = sess.Client().Flush(opCtx) // a failure shows in End
 		txn.EndCalled = time.Now()
 		committed, err := sess.End(opCtx, kgo.TryCommit)
 		wg.Wait()
@@ -384,10 +392,45 @@ func laDrain(ctx context.Context, brokers []string, ends kadm.ListedOffsets) (*t
 	return rd, nil
 }
 
-// runListAppend runs the workload on a fresh three-node cluster, every
-// client seeded with all three nodes, and checks the history.
-func runListAppend(t *testing.T, cfg listAppend) *txncheck.Report {
-	c := newCluster(t, 3)
+// laNemesis is the workload's cycle of faults, each healed before it
+// returns: the raft leader is every transaction's and group's coordinator,
+// so most hit it.
+var laNemesis = []struct {
+	name   string
+	inject func(*cluster, *links)
+}{
+	{"kill -9 leader", func(c *cluster, _ *links) { // restarted once another leads
+		l := c.leader()
+		l.kill9()
+		waitFor(c.t, 30*time.Second, func() error { _, err := c.findLeader(); return err })
+		l.start()
+	}},
+	{"partition leader 3 s", func(c *cluster, l *links) { // cut off from both followers
+		l.isolate(c, c.leader().id)
+		time.Sleep(3 * time.Second)
+		l.heal()
+	}},
+	{"SIGSTOP leader 2 s", func(c *cluster, _ *links) {
+		l := c.leader()
+		l.cmd.Process.Signal(syscall.SIGSTOP)
+		time.Sleep(2 * time.Second)
+		l.cmd.Process.Signal(syscall.SIGCONT)
+	}},
+	{"kill -9 all nodes", func(c *cluster, _ *links) {
+		for _, n := range c.live() {
+			n.kill9()
+		}
+		for _, n := range c.nodes {
+			n.start()
+		}
+	}},
+}
+
+// runListAppend runs the workload on a fresh three-node cluster whose
+// raft links can be cut, every client seeded with all three nodes, and
+// checks the history.
+func runListAppend(t *testing.T, cfg listAppend) (*txncheck.History, *txncheck.Report) {
+	c, links := newPartitionableCluster(t, 3)
 	for _, n := range c.nodes {
 		n.binary, n.extraEnv = cfg.binary, cfg.env
 	}
@@ -419,22 +462,20 @@ func runListAppend(t *testing.T, cfg listAppend) *txncheck.Report {
 		})
 	}
 
-	kills := 0
+	faults := map[string]int{}
 	deadline := time.Now().Add(cfg.run)
-	for time.Now().Before(deadline) {
-		time.Sleep(min(6*time.Second, time.Until(deadline)))
-		if !cfg.kills || time.Until(deadline) < 3*time.Second {
+	for round := 0; time.Now().Before(deadline); round++ {
+		time.Sleep(min(5*time.Second, time.Until(deadline)))
+		if !cfg.faults || time.Until(deadline) < 5*time.Second {
 			continue
 		}
-		victim := c.leader()
-		victim.kill9()
-		kills++
+		fault := laNemesis[round%len(laNemesis)]
+		fault.inject(c, links)
+		faults[fault.name]++
 		waitFor(t, 30*time.Second, func() error {
 			_, err := c.findLeader()
 			return err
 		})
-		time.Sleep(time.Second)
-		victim.start()
 	}
 	committedBefore := rec.count(txncheck.Committed)
 	stop()
@@ -454,20 +495,38 @@ func runListAppend(t *testing.T, cfg listAppend) *txncheck.Report {
 	}
 	h.Final, h.GroupOffsets = laFinal(t, brokers)
 	r := txncheck.Check(h)
-	t.Logf("%d leader kills in %v; %s", kills, cfg.run, r)
-	return r
+	t.Logf("faults in %v: %v; %s", cfg.run, faults, r)
+	return h, r
 }
 
-// TestKafkaTransactionsListAppendUnderLeaderKills runs the workload
-// through leader kills and requires no anomaly Kafka forbids.
+// saveHistory writes h as JSON (a txncheck.History) where a failed run's
+// history can be checked again: WAGGLE_TEST_LOG_DIR, or the temporary
+// directory.
+func saveHistory(t *testing.T, h *txncheck.History) {
+	dir := cmp.Or(os.Getenv("WAGGLE_TEST_LOG_DIR"), os.TempDir())
+	b, err := json.Marshal(h)
+	if err == nil {
+		path := filepath.Join(dir, fmt.Sprintf("listappend-history-%d.json", time.Now().Unix()))
+		if err = os.WriteFile(path, b, 0o644); err == nil {
+			t.Logf("history saved in %s (%d bytes)", path, len(b))
+		}
+	}
+	if err != nil {
+		t.Logf("saving the history: %v", err)
+	}
+}
+
+// TestKafkaTransactionsListAppendUnderFaults runs the workload through the
+// nemesis and requires no anomaly Kafka forbids.
 // WAGGLE_LISTAPPEND_SECONDS runs it longer (CI: 60).
-func TestKafkaTransactionsListAppendUnderLeaderKills(t *testing.T) {
+func TestKafkaTransactionsListAppendUnderFaults(t *testing.T) {
 	seconds := 60
 	if s, err := strconv.Atoi(os.Getenv("WAGGLE_LISTAPPEND_SECONDS")); err == nil {
 		seconds = s
 	}
-	r := runListAppend(t, listAppend{run: time.Duration(seconds) * time.Second, kills: true, writers: 4})
+	h, r := runListAppend(t, listAppend{run: time.Duration(seconds) * time.Second, faults: true, writers: 4})
 	if n := r.Forbidden(); n > 0 {
+		saveHistory(t, h)
 		t.Fatalf("%d anomalies Kafka's transactions forbid:\n%s", n, r)
 	}
 	if r.Stats.Committed == 0 || r.Stats.Aborted == 0 || r.Stats.WR == 0 || r.Stats.Observations == 0 {
@@ -526,7 +585,7 @@ func TestListAppendCatchesBrokenBrokers(t *testing.T) {
 	binary := buildFaulty(t)
 	for _, bug := range bugs {
 		t.Run(bug.fault, func(t *testing.T) {
-			r := runListAppend(t, listAppend{run: 15 * time.Second, writers: 4,
+			_, r := runListAppend(t, listAppend{run: 15 * time.Second, writers: 4,
 				binary: binary, env: []string{"WAGGLE_FAULT=" + bug.fault}})
 			found := 0
 			for _, k := range bug.want {

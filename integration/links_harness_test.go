@@ -27,13 +27,19 @@ func linkKey(a, b int) [2]int { return [2]int{min(a, b), max(a, b)} }
 // through proxies the returned links can cut and heal.
 func startPartitionableCluster(t testing.TB, size int, extra ...string) (*cluster, *links) {
 	t.Helper()
+	c, l := newPartitionableCluster(t, size)
+	c.start(extra...)
+	return c, l
+}
+
+// newPartitionableCluster prepares such a cluster without starting it.
+func newPartitionableCluster(t testing.TB, size int) (*cluster, *links) {
 	l := &links{t: t, cut: map[[2]int]bool{}, conns: map[[2]int]map[net.Conn]bool{}}
 	c := newCluster(t, size)
 	for _, n := range c.nodes {
 		n.raftAddr = freeAddrOn(t, nodeIP(n.id))
 		n.raftAdvertise = l.proxy(n.id, n.raftAddr)
 	}
-	c.start(extra...)
 	return c, l
 }
 

@@ -99,6 +99,25 @@ func TestCheckFindsEachAnomaly(t *testing.T) {
 			txn(h, "T4").Reads = []Observation{obs(pA, 0, "a2", 31), obs(pA, 1, "a1", 31)}
 			h.Readers = nil
 		}, []Kind{WriteOrder}},
+		{"a long transaction spans a producer's next two", func(h *History) {
+			// L writes to a before A and to b after B: offset order and
+			// process order form a cycle, yet every write came after its
+			// transaction began and before it asked to commit.
+			*h = History{
+				Txns: []Txn{
+					{ID: "L", Producer: "p9", Start: at(0), EndCalled: at(100), End: at(101), Outcome: Committed,
+						Writes: []Write{put(pA, "l1", 0), put(pB, "l2", 1)}},
+					{ID: "A", Producer: "p1", Start: at(10), EndCalled: at(20), End: at(21), Outcome: Committed,
+						Writes: []Write{put(pA, "a1", 1)}},
+					{ID: "B", Producer: "p1", Start: at(30), EndCalled: at(40), End: at(41), Outcome: Committed,
+						Writes: []Write{put(pB, "b1", 0)}},
+				},
+				Final: map[Partition][]Record{
+					pA: {rec(pA, 0, "l1"), rec(pA, 1, "a1")},
+					pB: {rec(pB, 0, "b1"), rec(pB, 1, "l2")},
+				},
+			}
+		}, nil},
 		{"reader passed over a record", func(h *History) {
 			h.Readers[0].Seen = h.Readers[0].Seen[1:]
 		}, []Kind{Skip}},
