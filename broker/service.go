@@ -61,6 +61,10 @@ type Service struct {
 	caughtUpIndex uint64 // the last log index when this node was first asked in that term
 }
 
+// SetClock sets the clock this node stamps commands with while it leads
+// (time.Now until set); set it before serving.
+func (s *Service) SetClock(now func() time.Time) { s.now = now }
+
 // LeaderCaughtUp reports whether this node leads and has applied every
 // entry its log held when it took the lead. A new leader's log holds every
 // committed entry, but it may not have applied them yet: until then its

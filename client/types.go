@@ -161,6 +161,9 @@ type Member struct {
 	DiskUsedBytes  *uint64 `json:"diskUsedBytes"`
 	DiskTotalBytes *uint64 `json:"diskTotalBytes"`
 	MemoryBytes    *uint64 `json:"memoryBytes"`
+	// ClockOffsetMs is how far the member's wall clock is from the
+	// voters' median; nil when unknown.
+	ClockOffsetMs *int64 `json:"clockOffsetMs"`
 	// Groups is the member's view of each raft group (absent with one).
 	Groups []RaftGroup `json:"groups"`
 }

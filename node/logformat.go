@@ -20,6 +20,11 @@ type peerHealth struct {
 	LogFormat command.LogFormat `json:"logFormat"`
 	// Groups lists the member's raft groups when it runs several.
 	Groups []json.RawMessage `json:"groups"`
+	// Clock is the member's wall clock when it answered (absent from
+	// binaries older than the voters' median clock).
+	Clock *struct {
+		WallMs int64 `json:"wallMs"`
+	} `json:"clock"`
 
 	status int // the HTTP status of the answer
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/broker/httpapi"
+	"github.com/waggle-mq/waggle/clock"
 	"github.com/waggle-mq/waggle/kafka"
 	"github.com/waggle-mq/waggle/metrics"
 	"github.com/waggle-mq/waggle/raftgroups"
@@ -102,6 +103,10 @@ type Config struct {
 	// Nil: raftnode's check in this process (waggle serve runs it in a
 	// child process, which a panic in a library cannot take down).
 	VerifyDataDir func(dir string) error
+	// WallClock is this node's wall clock; nil: time.Now. Tests shift it
+	// to play a node whose clock is wrong (the leader stamps the voters'
+	// median, package clock).
+	WallClock func() time.Time
 }
 
 // Node is a running waggle node. Start one, then Close it (or Wait for
@@ -259,8 +264,10 @@ func (n *Node) start() error {
 	n.startPprof()
 
 	m := metrics.New()
+	clk := clock.New(cfg.WallClock)
 	newService := func(node *raftnode.Node, st *store.Store) *broker.Service {
 		svc := broker.New(n.id, node, st)
+		svc.SetClock(clk.Now)
 		svc.Metrics = m
 		svc.KafkaRetentionMs = cfg.KafkaRetention.Milliseconds()
 		return svc
@@ -285,6 +292,8 @@ func (n *Node) start() error {
 	}
 	set := n.set
 	groups, forwarding := joinGroups(set, peerClient, scheme)
+	n.wg.Go(func() { askPeersTheTime(n.ctx, svc, clk, peerClient, scheme, time.Second, log) })
+	m.Register(clockOffsetGauge(clk))
 	observe(n.ctx, &n.wg, m, n.raft, n.st, svc, mapAll(set.All(), func(g *raftgroups.Group) *broker.Service { return g.Svc }))
 	for _, g := range set.All() {
 		n.wg.Go(func() { g.Svc.RunMaintenance(n.ctx, time.Second, groupLog(log, set, g)) })
@@ -315,7 +324,7 @@ func (n *Node) start() error {
 		markFull(full)
 	}, log)
 	n.srv = &http.Server{Handler: httpapi.New(svc, log, httpapi.Options{Metrics: m, PeerTLS: peerTLS, Auth: cfg.Auth, Version: cfg.Version,
-		KafkaGroups: n.ks.DescribeGroup, DiskUsage: func() (uint64, uint64, error) { return diskUsage(cfg.DataDir) },
+		KafkaGroups: n.ks.DescribeGroup, Clock: clk, DiskUsage: func() (uint64, uint64, error) { return diskUsage(cfg.DataDir) },
 		RaftGroups: groupHealth(set), Groups: mapAll(groups, func(s *broker.Service) httpapi.Broker { return s }),
 		Forwarding: mapAll(forwarding, func(s *broker.Service) httpapi.Broker { return s })}), ReadHeaderTimeout: 10 * time.Second}
 	n.wg.Go(func() { n.failed <- n.srv.Serve(n.ln) })

@@ -131,6 +131,20 @@ type memberJSON struct {
 	// Groups is the member's view of each raft group, as its /health
 	// lists them (absent with a single group, or when unreachable).
 	Groups []raftGroupJSON `json:"groups,omitempty"`
+	// ClockOffsetMs is how far the member's wall clock is from the
+	// voters' median, as its /health says; null when unknown.
+	ClockOffsetMs *int64 `json:"clockOffsetMs"`
+}
+
+// clockJSON is this node's wall clock beside the voters'. WallMs is read
+// as the answer is made: peers estimate this node's clock from it.
+// OffsetMs is how far the wall clock is from the lower median of the
+// voters' clocks (what this node stamps while it leads), over Peers
+// recent answers from other voters.
+type clockJSON struct {
+	WallMs   int64 `json:"wallMs"`
+	OffsetMs int64 `json:"offsetMs"`
+	Peers    int   `json:"peers"`
 }
 
 type clusterJSON struct {
@@ -195,6 +209,9 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 			mj.Version, mj.UptimeSeconds = peer.Version, ptr(peer.UptimeSeconds)
 			mj.resourcesJSON = peer.resourcesJSON
 			mj.Groups = peer.Groups
+			if peer.Clock != nil {
+				mj.ClockOffsetMs = ptr(peer.Clock.OffsetMs)
+			}
 			if mj.LogFormat == nil {
 				mj.LogFormat = ptr(max(peer.LogFormat, 1))
 			}
@@ -407,6 +424,8 @@ type healthJSON struct {
 	// Groups lists each raft group on this node, group 0 (the one Raft
 	// describes) first; absent when the cluster has only group 0.
 	Groups []raftGroupJSON `json:"groups,omitempty"`
+	// Clock is absent from binaries older than the voters' median clock.
+	Clock *clockJSON `json:"clock,omitempty"`
 }
 
 // raftGroupsJSON reports this node's raft groups (nil: only group 0).
@@ -487,8 +506,11 @@ type raftJSON struct {
 // health answers 200 while this node knows a leader, 503 otherwise, so a
 // load balancer stops sending to a node cut off from the cluster.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	wall := s.clock.Wall()
+	offset, peers := s.clock.Offset()
 	h := s.svc.Health()
 	out := healthJSON{
+		Clock:  &clockJSON{WallMs: wall.UnixMilli(), OffsetMs: offset.Milliseconds(), Peers: peers},
 		Status: "healthy",
 		NodeID: json.Number(h.NodeID),
 		Raft: raftJSON{Role: h.Role, LeaderAddr: h.LeaderRaft, LeaderHTTP: h.LeaderHTTP, Term: h.Term,

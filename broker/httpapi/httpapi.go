@@ -6,6 +6,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/clock"
 	"github.com/waggle-mq/waggle/metrics"
 	"github.com/waggle-mq/waggle/router"
 )
@@ -50,6 +52,7 @@ type Server struct {
 	kafkaGroups   func(string) (broker.KafkaGroup, bool) // Options.KafkaGroups
 	diskUsage     func() (used, total uint64, err error) // Options.DiskUsage
 	raftGroups    func() []broker.Health                 // Options.RaftGroups
+	clock         *clock.Cluster                         // Options.Clock
 	route         router.Table[Broker]                   // Options.Groups and Forwarding (placement.go)
 }
 
@@ -83,6 +86,10 @@ type Options struct {
 	// brokers whose writes reach the group's leader from any node
 	// (broker.Service.Forwarding). Nil: one group.
 	Groups, Forwarding []Broker
+	// Clock is the node's estimate of the voters' clocks, whose wall
+	// clock /health reports so peers can estimate this node's; nil: the
+	// wall clock alone, no offset.
+	Clock *clock.Cluster
 }
 
 // New returns the HTTP API over svc (a *broker.Service outside tests).
@@ -92,7 +99,7 @@ func New(svc Broker, log *slog.Logger, opts Options) *Server {
 	}
 	s := &Server{svc: svc, mux: http.NewServeMux(), log: log, metrics: opts.Metrics, peers: newPeerLinks(opts.PeerTLS), auth: opts.Auth,
 		inFlight: semaphore.NewWeighted(opts.InFlightBytes), version: opts.Version, started: time.Now(),
-		kafkaGroups: opts.KafkaGroups, diskUsage: opts.DiskUsage, raftGroups: opts.RaftGroups,
+		kafkaGroups: opts.KafkaGroups, diskUsage: opts.DiskUsage, raftGroups: opts.RaftGroups, clock: cmp.Or(opts.Clock, clock.New(nil)),
 		route: router.NewTable(svc, opts.Groups, opts.Forwarding)}
 	s.routes()
 	return s

@@ -249,7 +249,7 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 				fmt.Fprintln(c.OutOrStdout(), cl.NotAMember)
 			}
 			fmt.Fprintf(c.OutOrStdout(), "raft log format written: %d\n", max(cl.LogFormat, 1)) // 0: a node older than formats
-			t.row("NODE", "STATE", "ROLE", "VOTER", "TERM", "APPLIED", "LAG", "VERSION", "UPTIME", "DISK", "MEM", "HTTP", "KAFKA", "RAFT", "READS FORMAT")
+			t.row("NODE", "STATE", "ROLE", "VOTER", "TERM", "APPLIED", "LAG", "VERSION", "UPTIME", "DISK", "MEM", "CLOCK", "HTTP", "KAFKA", "RAFT", "READS FORMAT")
 			var unreachable []string
 			for _, m := range cl.Members {
 				state, uptime := cmp.Or(m.State, "-"), "-"
@@ -267,7 +267,7 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 					voter = "yes"
 				}
 				t.row(m.ID, state, cmp.Or(m.Role, "-"), voter, orDash(m.Term), orDash(m.Applied), orDash(m.Lag), cmp.Or(m.Version, "-"), uptime,
-					diskShare(m.DiskUsedBytes, m.DiskTotalBytes), bytesOrDash(m.MemoryBytes), m.HTTPAddr, m.KafkaAddr, m.RaftAddr, orDash(m.LogFormat))
+					diskShare(m.DiskUsedBytes, m.DiskTotalBytes), bytesOrDash(m.MemoryBytes), clockOffset(m.ClockOffsetMs), m.HTTPAddr, m.KafkaAddr, m.RaftAddr, orDash(m.LogFormat))
 			}
 			// Below the members table: which members could not be asked,
 			// then the raft groups.
@@ -409,6 +409,15 @@ func humanBytes(b uint64) string {
 		v, unit = v/1024, unit+1
 	}
 	return fmt.Sprintf("%.1f %ciB", v, "KMGTP"[unit])
+}
+
+// clockOffset shows a member's clock offset from the voters' median in
+// seconds, signed ("+600.0s"), or "-" when unknown.
+func clockOffset(ms *int64) string {
+	if ms == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%+.1fs", float64(*ms)/1000)
 }
 
 func orDash[T any](v *T) string {

@@ -175,6 +175,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		Version:        version,
 		Logger:         slog.New(handler),
 		VerifyDataDir:  verifyDataDir,
+		WallClock:      faultyWallClock(),
 	})
 }
 
