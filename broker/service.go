@@ -34,6 +34,8 @@ type Service struct {
 	KafkaRetentionMs int64
 	// now stamps commands on the leader; tests may replace it.
 	now func() time.Time
+	// startIndex is the last index of the raft log when the node started.
+	startIndex uint64
 
 	storageFull atomic.Bool // set by the node's disk watch (SetStorageFull)
 
@@ -86,10 +88,16 @@ func (s *Service) LeaderCaughtUp() bool {
 	return s.node.FSM.AppliedIndex() >= index
 }
 
+// ServesReads reports whether this node has applied every entry its raft
+// log held when it started. Before a restart it may have applied (and
+// served) all of them; after a machine crash its store can come back far
+// behind its log, and reads from it meanwhile would go back in time.
+func (s *Service) ServesReads() bool { return s.node.FSM.AppliedIndex() >= s.startIndex }
+
 // New returns the service over a started raft node and its store.
 func New(nodeID string, node *raftnode.Node, st *store.Store) *Service {
 	return &Service{nodeID: nodeID, node: node, store: st, ApplyTimeout: 10 * time.Second, now: time.Now,
-		KafkaRetentionMs: command.DefaultKafkaRetentionMs}
+		KafkaRetentionMs: command.DefaultKafkaRetentionMs, startIndex: node.Raft.LastIndex()}
 }
 
 // SetStorageFull marks this node's disk as below (or back above) its

@@ -168,7 +168,66 @@ func notApplied(err error) bool {
 }
 
 func TestChaos(t *testing.T) {
-	seconds := 90
+	runChaos(t, 90, nil, processFaults)
+}
+
+// chaosFault is one kind of fault the nemesis injects, healed before
+// inject returns.
+type chaosFault struct {
+	name   string
+	inject func()
+}
+
+// processFaults are the faults of processes and links: kill -9, SIGSTOP
+// and partitions. pushed counts acknowledged pushes, so a fault can wait
+// for writes to flow again.
+func processFaults(c *cluster, links *links, pushed *atomic.Int64) []chaosFault {
+	return []chaosFault{
+		{"kill -9 leader", func() { // restarted once writes flow again
+			before := pushed.Load()
+			l := c.leader()
+			l.kill9()
+			waitProgress(pushed, before, 20*time.Second)
+			l.start()
+		}},
+		{"SIGSTOP leader 2 s", func() {
+			l := c.leader()
+			l.cmd.Process.Signal(syscall.SIGSTOP)
+			time.Sleep(2 * time.Second)
+			l.cmd.Process.Signal(syscall.SIGCONT)
+		}},
+		{"kill -9 follower", func() { // restarted after 1 s
+			f := c.followers()[0]
+			f.kill9()
+			time.Sleep(time.Second)
+			f.start()
+		}},
+		{"kill -9 all nodes", func() {
+			for _, n := range c.live() {
+				n.kill9()
+			}
+			for _, n := range c.nodes {
+				n.start()
+			}
+		}},
+		{"partition leader 3 s", func() { // cut off from both followers
+			links.isolate(c, c.leader().id)
+			time.Sleep(3 * time.Second)
+			links.heal()
+		}},
+		{"partition follower 3 s", func() {
+			links.isolate(c, c.followers()[0].id)
+			time.Sleep(3 * time.Second)
+			links.heal()
+		}},
+	}
+}
+
+// runChaos runs the chaos workload on three nodes for seconds
+// (WAGGLE_CHAOS_SECONDS overrides it; WAGGLE_CHAOS_GROUPS sets
+// --data-groups) under the faults nemesis returns, then checks every
+// answer. prepare, when set, adjusts the nodes before they first start.
+func runChaos(t *testing.T, seconds int, prepare func(*cluster), nemesisOf func(*cluster, *links, *atomic.Int64) []chaosFault) {
 	if v, err := strconv.Atoi(os.Getenv("WAGGLE_CHAOS_SECONDS")); err == nil && v > 0 {
 		seconds = v
 	}
@@ -176,7 +235,11 @@ func TestChaos(t *testing.T) {
 	if g := os.Getenv("WAGGLE_CHAOS_GROUPS"); g != "" {
 		extra = []string{"--data-groups", g}
 	}
-	c, links := startPartitionableCluster(t, 3, extra...)
+	c, links := newPartitionableCluster(t, 3)
+	if prepare != nil {
+		prepare(c)
+	}
+	c.start(extra...)
 	h := &history{}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -399,48 +462,7 @@ func TestChaos(t *testing.T) {
 	calmEnd := time.Now()
 	var maxGap time.Duration
 	deadline := time.Now().Add(time.Duration(seconds) * time.Second)
-	nemesis := []struct {
-		name   string
-		inject func()
-	}{
-		{"kill -9 leader", func() { // restarted once writes flow again
-			before := pushed.Load()
-			l := c.leader()
-			l.kill9()
-			waitProgress(&pushed, before, 20*time.Second)
-			l.start()
-		}},
-		{"SIGSTOP leader 2 s", func() {
-			l := c.leader()
-			l.cmd.Process.Signal(syscall.SIGSTOP)
-			time.Sleep(2 * time.Second)
-			l.cmd.Process.Signal(syscall.SIGCONT)
-		}},
-		{"kill -9 follower", func() { // restarted after 1 s
-			f := c.followers()[0]
-			f.kill9()
-			time.Sleep(time.Second)
-			f.start()
-		}},
-		{"kill -9 all nodes", func() {
-			for _, n := range c.live() {
-				n.kill9()
-			}
-			for _, n := range c.nodes {
-				n.start()
-			}
-		}},
-		{"partition leader 3 s", func() { // cut off from both followers
-			links.isolate(c, c.leader().id)
-			time.Sleep(3 * time.Second)
-			links.heal()
-		}},
-		{"partition follower 3 s", func() {
-			links.isolate(c, c.followers()[0].id)
-			time.Sleep(3 * time.Second)
-			links.heal()
-		}},
-	}
+	nemesis := nemesisOf(c, links, &pushed)
 	for round := 0; time.Now().Before(deadline); round++ {
 		time.Sleep(1500 * time.Millisecond)
 		fault := nemesis[round%len(nemesis)]

@@ -85,6 +85,9 @@ func Open(dir string, logger ...Logger) (*Store, error) {
 		log = logger[0]
 		opts = opts.WithLogger(log)
 	}
+	if err := removeEmptyLogs(dir); err != nil {
+		return nil, err
+	}
 	db, err := badger.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("open badger at %s: %w", dir, err)
@@ -1136,6 +1139,9 @@ func Verify(dir string) error {
 // every segment record up to each stream's committed end and checks it
 // (Stream.Verify): the whole data, for waggle verify on demand.
 func VerifyApplied(dir string, segments bool) (applied uint64, err error) {
+	if err := removeEmptyLogs(dir); err != nil {
+		return 0, err
+	}
 	db, err := badger.Open(badger.DefaultOptions(dir).WithLoggingLevel(badger.ERROR).WithDetectConflicts(false))
 	if err != nil {
 		return 0, fmt.Errorf("open badger at %s: %w", dir, err)
@@ -1177,4 +1183,28 @@ func (t *Tx) KeysByFamily() (map[byte]int, error) {
 		return true, nil
 	})
 	return out, err
+}
+
+// removeEmptyLogs deletes badger's memtable and value logs (*.mem,
+// *.vlog) that hold no bytes. Badger creates each and sizes it, and its
+// writes are not fsynced (the raft log is the durable copy), so after a
+// machine crash one may come back empty; badger then refuses to open
+// ("Create a new file") although the file held nothing it had synced.
+// Values are small here (under badger's value threshold), so no table
+// points into a value log.
+func removeEmptyLogs(dir string) error {
+	for _, pattern := range []string{"*.mem", "*.vlog"} {
+		logs, err := filepath.Glob(filepath.Join(dir, pattern))
+		if err != nil {
+			return err
+		}
+		for _, path := range logs {
+			if fi, err := os.Stat(path); err == nil && fi.Size() == 0 {
+				if err := os.Remove(path); err != nil {
+					return fmt.Errorf("remove the empty badger log %s: %w", path, err)
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -49,6 +49,8 @@ var _ Broker = (*fakeBroker)(nil)
 
 func (f *fakeBroker) called(method string) bool { return slices.Contains(f.calls, method) }
 
+func (f *fakeBroker) ServesReads() bool { return true }
+
 func (f *fakeBroker) IsLeader() bool {
 	f.calls = append(f.calls, "IsLeader")
 	return !f.follower

@@ -257,7 +257,29 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (release func(), 
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isStateRead(r) && !s.svc.ServesReads() {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "catching_up",
+			"this node is applying the raft log it held when it started; until then its state may be older than what it served before")
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// isStateRead reports whether r reads queues, groups, KV or messages from
+// this node's applied state (GETs under /api/, and fetch). Cluster status
+// (so an operator sees the node catch up) and the OpenAPI document are
+// answered meanwhile.
+func isStateRead(r *http.Request) bool {
+	switch {
+	case r.URL.Path == "/api/v1/fetch":
+		return true
+	case r.Method != http.MethodGet || !strings.HasPrefix(r.URL.Path, "/api/"):
+		return false
+	}
+	return !strings.HasPrefix(r.URL.Path, "/api/v1/cluster") && r.URL.Path != "/api/v1/openapi.json"
+}
 
 type errorBody struct {
 	Error string `json:"error"`

@@ -18,6 +18,9 @@ import (
 type Broker interface {
 	// Leadership, membership and the node (cluster.go, backup.go).
 	IsLeader() bool
+	// ServesReads is false while the node re-applies the log it held at
+	// start (reads would go back in time).
+	ServesReads() bool
 	AwaitLeaderHTTPAddr(ctx context.Context) (addr string, local bool, err error)
 	NodeID() string
 	Health() broker.Health
