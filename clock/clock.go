@@ -75,8 +75,22 @@ func (c *Cluster) Forget(peer string) {
 // estimates of its peers' clocks: with an even count the earlier of the
 // middle two, since a clock read late makes things end late, never early.
 func (c *Cluster) Now() time.Time {
-	now := time.Now()        // the monotonic reading estimates move on by
-	own := c.wall().Round(0) // compared by wall reading, like the estimates
+	_, median, _ := c.estimate()
+	return median
+}
+
+// Offset is how far this node's wall clock is from Now (positive: ahead),
+// and how many peers' estimates Now used.
+func (c *Cluster) Offset() (offset time.Duration, peers int) {
+	own, median, peers := c.estimate()
+	return own.Sub(median), peers
+}
+
+// estimate reads this node's wall clock once and returns it, the lower
+// median Now answers, and how many fresh peer estimates went into it.
+func (c *Cluster) estimate() (own, median time.Time, peers int) {
+	now := time.Now()       // the monotonic reading estimates move on by
+	own = c.wall().Round(0) // compared by wall reading, like the estimates
 	c.mu.Lock()
 	clocks := make([]time.Time, 0, len(c.peers)+1)
 	clocks = append(clocks, own)
@@ -86,23 +100,6 @@ func (c *Cluster) Now() time.Time {
 		}
 	}
 	c.mu.Unlock()
-	if len(clocks) == 1 {
-		return own
-	}
 	slices.SortFunc(clocks, func(a, b time.Time) int { return a.Compare(b) })
-	return clocks[(len(clocks)-1)/2]
-}
-
-// Offset is how far this node's wall clock is from Now (positive: ahead),
-// and how many peers' estimates Now used.
-func (c *Cluster) Offset() (offset time.Duration, peers int) {
-	now := time.Now()
-	c.mu.Lock()
-	for _, s := range c.peers {
-		if now.Sub(s.at) <= MaxAge {
-			peers++
-		}
-	}
-	c.mu.Unlock()
-	return c.wall().Sub(c.Now()), peers
+	return own, clocks[(len(clocks)-1)/2], len(clocks) - 1
 }

@@ -40,7 +40,6 @@ type FS struct {
 
 	mu      sync.Mutex
 	pending map[inode]*pending // files written since their last fsync
-	synced  atomic.Int64       // fsyncs that made writes durable
 }
 
 // inode names a backing file whatever its path: fsync covers the inode,
@@ -195,9 +194,6 @@ func (f *FS) unmount() error {
 	return nil
 }
 
-// Synced is how many fsyncs found writes to make durable.
-func (f *FS) Synced() int64 { return f.synced.Load() }
-
 // change says what a change to a file does, for its undo record: it
 // writes [from, to), or it sets the size to newSize (when resize).
 type change struct {
@@ -335,7 +331,6 @@ func (f *FS) forget(fd int, sync func() syscall.Errno) syscall.Errno {
 	if p == nil || n == 0 {
 		return 0
 	}
-	f.synced.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p.mu.Lock()
