@@ -147,6 +147,14 @@ type clockJSON struct {
 	Peers    int   `json:"peers"`
 }
 
+// clockJSON reads this node's clock beside the voters', as /health and
+// its own row of /api/v1/cluster report it.
+func (s *Server) clockJSON() *clockJSON {
+	wall := s.clock.Wall()
+	offset, peers := s.clock.Offset()
+	return &clockJSON{WallMs: wall.UnixMilli(), OffsetMs: offset.Milliseconds(), Peers: peers}
+}
+
 type clusterJSON struct {
 	Leader *json.Number `json:"leader"`
 	// LogFormat is the format the cluster writes: raised by the leader
@@ -190,6 +198,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 			mj.LogFormat = ptr(uint32(command.MaxLogFormat))
 			mj.resourcesJSON = s.resources()
 			mj.Groups = s.raftGroupsJSON()
+			mj.ClockOffsetMs = ptr(s.clockJSON().OffsetMs)
 			continue
 		}
 		if m.HTTPAddr == "" {
@@ -506,11 +515,9 @@ type raftJSON struct {
 // health answers 200 while this node knows a leader, 503 otherwise, so a
 // load balancer stops sending to a node cut off from the cluster.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	wall := s.clock.Wall()
-	offset, peers := s.clock.Offset()
 	h := s.svc.Health()
 	out := healthJSON{
-		Clock:  &clockJSON{WallMs: wall.UnixMilli(), OffsetMs: offset.Milliseconds(), Peers: peers},
+		Clock:  s.clockJSON(),
 		Status: "healthy",
 		NodeID: json.Number(h.NodeID),
 		Raft: raftJSON{Role: h.Role, LeaderAddr: h.LeaderRaft, LeaderHTTP: h.LeaderHTTP, Term: h.Term,
