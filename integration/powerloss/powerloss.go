@@ -40,6 +40,44 @@ type FS struct {
 
 	mu      sync.Mutex
 	pending map[inode]*pending // files written since their last fsync
+
+	fail atomic.Pointer[failure] // nil: no injected faults
+}
+
+// Op names the file operations Fail makes fail; combine them with |.
+type Op uint8
+
+const (
+	// OpWrite is write(2) (and fallocate, which grows a file).
+	OpWrite Op = 1 << iota
+	// OpFsync is fsync(2) and fdatasync(2).
+	OpFsync
+)
+
+// failure is what Fail set.
+type failure struct {
+	ops   Op
+	match func(path string) bool
+}
+
+// Fail has the operations ops on every file whose path, relative to the
+// mount point, match says yes to answer EIO from now on, as a failing
+// disk does, until Clear. A failed write changes nothing; a failed fsync
+// makes nothing durable (the file's unsynced changes stay undoable by
+// PowerOff), and both are refused without reaching the backing file.
+// match is asked about the file's path at the time of the call (a file
+// renamed since it was opened is asked about by its new name).
+func (f *FS) Fail(ops Op, match func(path string) bool) {
+	f.fail.Store(&failure{ops: ops, match: match})
+}
+
+// Clear ends the faults Fail set: the disk works again.
+func (f *FS) Clear() { f.fail.Store(nil) }
+
+// failing says whether op on the file of node n must answer EIO.
+func (f *FS) failing(op Op, n *fs.Inode) bool {
+	fl := f.fail.Load()
+	return fl != nil && fl.ops&op != 0 && n != nil && fl.match(n.Path(nil))
 }
 
 // inode names a backing file whatever its path: fsync covers the inode,
@@ -396,7 +434,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 func (n *node) wrap(fh fs.FileHandle) fs.FileHandle {
 	lf := fh.(*fs.LoopbackFile)
 	fd, _ := lf.PassthroughFd()
-	return &file{lf: lf, fd: fd, fs: n.fs}
+	return &file{lf: lf, fd: fd, fs: n.fs, in: n.EmbeddedInode()}
 }
 
 // Setattr without an open file (truncate(2) by path) opens one to record
@@ -414,7 +452,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			return fs.ToErrno(err)
 		}
 		defer g.Close()
-		f := &file{lf: fs.NewLoopbackFileFromOS(g), fd: int(g.Fd()), fs: n.fs}
+		f := &file{lf: fs.NewLoopbackFileFromOS(g), fd: int(g.Fd()), fs: n.fs, in: n.EmbeddedInode()}
 		return f.Setattr(ctx, in, out)
 	}
 	return n.LoopbackNode.Setattr(ctx, fh, in, out)
@@ -446,6 +484,7 @@ type file struct {
 	lf *fs.LoopbackFile
 	fd int
 	fs *FS
+	in *fs.Inode // the file's node, for its path (see Fail)
 }
 
 var (
@@ -468,6 +507,9 @@ func (f *file) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult
 }
 
 func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	if f.fs.failing(OpWrite, f.in) {
+		return 0, syscall.EIO
+	}
 	var n uint32
 	errno := f.fs.record(f.fd, change{from: off, to: off + int64(len(data))}, func() syscall.Errno {
 		var errno syscall.Errno
@@ -478,6 +520,9 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 }
 
 func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	if f.fs.failing(OpFsync, f.in) {
+		return syscall.EIO
+	}
 	return f.fs.forget(f.fd, func() syscall.Errno { return f.lf.Fsync(ctx, flags) })
 }
 
@@ -512,6 +557,9 @@ func (f *file) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOu
 // which the undo record of an extension covers); modes that punch or
 // zero ranges are refused, and callers fall back.
 func (f *file) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	if f.fs.failing(OpWrite, f.in) {
+		return syscall.EIO
+	}
 	switch mode {
 	case 0:
 		return f.fs.record(f.fd, change{resize: true, newSize: int64(off + size), grow: true}, func() syscall.Errno { return f.lf.Allocate(ctx, off, size, mode) })

@@ -2,8 +2,11 @@ package powerloss
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -140,5 +143,63 @@ func TestPowerOffUndoesATruncationOfASparseFile(t *testing.T) {
 	}
 	if loss.Bytes > 4<<20 {
 		t.Errorf("the undo record held %d bytes of a file with 8 bytes of data", loss.Bytes)
+	}
+}
+
+// Fail makes writes and fsyncs of the files it matches answer EIO, and
+// only those; a failed fsync makes nothing durable, and Clear ends it.
+func TestFailAnswersEIOOnMatchingFilesUntilClear(t *testing.T) {
+	f, backing, mnt := mount(t)
+	bad, good := filepath.Join(mnt, "dir", "bad.log"), filepath.Join(mnt, "good.log")
+	if err := os.Mkdir(filepath.Join(mnt, "dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, bad, []byte("synced."), 0, true)
+	g, err := os.OpenFile(bad, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	var asked []string
+	f.Fail(OpFsync, func(path string) bool {
+		asked = append(asked, path)
+		return path == "dir/bad.log"
+	})
+	if _, err := g.WriteAt([]byte("unsynced"), 7); err != nil {
+		t.Fatalf("a write with only fsync failing: %v", err)
+	}
+	if err := g.Sync(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("fsync of a failing file: %v, want EIO", err)
+	}
+	write(t, good, []byte("fine"), 0, true) // another file syncs
+	if !slices.Contains(asked, "dir/bad.log") {
+		t.Errorf("match was asked about %q, not the file's path relative to the mount", asked)
+	}
+
+	f.Fail(OpWrite, func(path string) bool { return strings.HasSuffix(path, "bad.log") })
+	if _, err := g.WriteAt([]byte("X"), 0); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("write of a failing file: %v, want EIO", err)
+	}
+	if err := g.Sync(); err != nil {
+		t.Fatalf("fsync with only writes failing: %v", err)
+	}
+	if got, _ := os.ReadFile(bad); string(got) != "synced.unsynced" {
+		t.Fatalf("after a failed write the file holds %q", got)
+	}
+	f.Fail(OpWrite|OpFsync, func(string) bool { return true })
+	if _, err := g.WriteAt([]byte("lost"), 15); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("write with both failing: %v", err)
+	}
+	f.Clear()
+	if _, err := g.WriteAt([]byte("+after"), 15); err != nil {
+		t.Fatalf("write after Clear: %v", err)
+	}
+	if _, err := f.PowerOff(); err != nil {
+		t.Fatal(err)
+	}
+	// The fsync that failed made nothing durable; the one that worked
+	// (with only writes failing) did; the write after Clear was never synced.
+	if got, _ := os.ReadFile(filepath.Join(backing, "dir", "bad.log")); string(got) != "synced.unsynced" {
+		t.Errorf("after the power loss: %q, want %q", got, "synced.unsynced")
 	}
 }
