@@ -58,12 +58,16 @@ func asGroupTopics(ts []kmsg.OffsetFetchRequestTopic) []kmsg.OffsetFetchRequestG
 }
 
 // fetchGroupOffsets answers the requested partitions (all committed ones
-// when topics is nil). With requireStable (KIP-447) a partition whose
+// when topics is nil), once this coordinator has loaded every commit
+// acknowledged before it (offsetsLoaded). With requireStable (KIP-447) a partition whose
 // offset a transaction in progress has staged answers
 // UNSTABLE_OFFSET_COMMIT, and the consumer asks again.
 func (c *conn) fetchGroupOffsets(group string, topics []kmsg.OffsetFetchRequestGroupTopic, requireStable bool) ([]kmsg.OffsetFetchResponseGroupTopic, int16) {
 	if _, coordinating := c.coordinator(group); !coordinating {
 		return nil, kerr.NotCoordinator.Code
+	}
+	if !c.s.offsetsLoaded() {
+		return nil, kerr.CoordinatorLoadInProgress.Code // retriable
 	}
 	committed, err := c.s.groupOffsets(group)
 	if err != nil {

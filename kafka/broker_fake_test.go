@@ -58,6 +58,10 @@ type fakeBroker struct {
 	behind     map[string]broker.TopicInfo
 	catchUpErr error
 	catchUps   int
+
+	// applying is a new leader still applying the log it took the lead
+	// with (LeaderCaughtUp false).
+	applying bool
 }
 
 type producedCall struct {
@@ -110,7 +114,11 @@ func (f *fakeBroker) LeaderWithID() (addr, id string) {
 	return "", f.leaderID
 }
 
-func (f *fakeBroker) LeaderCaughtUp() bool { return true }
+func (f *fakeBroker) LeaderCaughtUp() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.applying
+}
 
 func (f *fakeBroker) TopicDefaults() broker.TopicInfo { return broker.TopicInfo{} }
 func (f *fakeBroker) Now() time.Time                  { return time.UnixMilli(1_700_000_000_000) }

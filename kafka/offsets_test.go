@@ -199,7 +199,8 @@ func TestOffsetFetchAgainstTheFake(t *testing.T) {
 	}
 }
 
-// TestOffsetFetchRefusals: a follower is not the coordinator, a broker
+// TestOffsetFetchRefusals: a follower is not the coordinator, a new
+// leader still applying its log is COORDINATOR_LOAD_IN_PROGRESS, a broker
 // failure is UNKNOWN_SERVER_ERROR, a group the principal may not read is
 // GROUP_AUTHORIZATION_FAILED.
 func TestOffsetFetchRefusals(t *testing.T) {
@@ -211,6 +212,11 @@ func TestOffsetFetchRefusals(t *testing.T) {
 	}{
 		{"follower", func(f *fakeBroker) { f.leaderID = "2" }, nil, kerr.NotCoordinator.Code},
 		{"broker fails", func(f *fakeBroker) { f.groupsErr = errors.New("disk") }, nil, kerr.UnknownServerError.Code},
+		// Regression: a new leader answered the offsets of its store
+		// while still applying the log it took the lead with, older
+		// than commits the old leader acknowledged, and the group's
+		// members consumed those records a second time.
+		{"new leader still applying", func(f *fakeBroker) { f.applying = true }, nil, kerr.CoordinatorLoadInProgress.Code},
 		{"group denied", nil, &auth.Principal{Name: "c", Role: auth.ReadOnly, Groups: []string{"app-*"}}, kerr.GroupAuthorizationFailed.Code},
 		{"group allowed", nil, &auth.Principal{Name: "c", Role: auth.ReadOnly, Groups: []string{"g*"}}, 0},
 	} {

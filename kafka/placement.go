@@ -79,6 +79,34 @@ func (s *Server) groupOffsets(group string) ([]command.OffsetCommit, error) {
 	return fromEveryGroup(s, func(b Broker) ([]command.OffsetCommit, error) { return b.GroupOffsets(group) })
 }
 
+// offsetsLoaded reports whether this node's stores hold every offset of
+// group acknowledged so far, so that an OffsetFetch answered from them
+// cannot go back to an older commit (its members would consume those
+// records again). Every raft group it leads must have applied the log it
+// took the lead with (a new leader's store may lag its log), and with
+// several raft groups every other one must have caught up with its leader,
+// since offsets live beside their topics. Until then the coordinator is
+// "loading" (Kafka's COORDINATOR_LOAD_IN_PROGRESS while it reads
+// __consumer_offsets after a failover).
+func (s *Server) offsetsLoaded() bool {
+	for _, b := range s.everyGroup() {
+		if b.IsLeader() {
+			if !b.LeaderCaughtUp() {
+				return false
+			}
+			continue
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, broker.CatchUpWait)
+		err := b.CatchUp(ctx)
+		cancel()
+		if err != nil {
+			s.log.Debug("kafka: offsets not loaded", "err", err)
+			return false
+		}
+	}
+	return true
+}
+
 // offsetGroups lists the consumer groups with offsets in any group.
 func (s *Server) offsetGroups() ([]string, error) {
 	names, err := fromEveryGroup(s, Broker.OffsetGroups)

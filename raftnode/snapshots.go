@@ -73,7 +73,36 @@ func newSnapshotStore(base string, retain int, logger hclog.Logger) (*snapshotSt
 	if err != nil {
 		return nil, err
 	}
-	return &snapshotStore{FileSnapshotStore: fs, dir: filepath.Join(base, "snapshots"), logger: logger}, nil
+	dir := filepath.Join(base, "snapshots")
+	if err := removeUnfinishedSnapshots(dir, logger); err != nil {
+		return nil, err
+	}
+	return &snapshotStore{FileSnapshotStore: fs, dir: dir, logger: logger}, nil
+}
+
+// unfinishedSuffix ends the directory raft's file snapshot store writes a
+// snapshot into until the snapshot is complete and renamed.
+const unfinishedSuffix = ".tmp"
+
+// removeUnfinishedSnapshots deletes the snapshots a crash left half
+// written. Raft never lists or reaps them, and their links hold segment
+// files (and the disk space of segments retention has dropped) for ever.
+// Nothing writes a snapshot while the store opens.
+func removeUnfinishedSnapshots(dir string, logger hclog.Logger) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("listing snapshots: %w", err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() || filepath.Ext(e.Name()) != unfinishedSuffix {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("removing unfinished snapshot: %w", err)
+		}
+		logger.Info("removed a snapshot left unfinished by a crash", "dir", e.Name())
+	}
+	return nil
 }
 
 // Create implements raft.SnapshotStore.
@@ -84,7 +113,7 @@ func (s *snapshotStore) Create(version raft.SnapshotVersion, index, term uint64,
 		return nil, err
 	}
 	// raft's sink writes into <id>.tmp and renames it to <id> on Close.
-	return &linkingSink{SnapshotSink: sink, dir: filepath.Join(s.dir, sink.ID()+".tmp"), store: s, index: index}, nil
+	return &linkingSink{SnapshotSink: sink, dir: filepath.Join(s.dir, sink.ID()+unfinishedSuffix), store: s, index: index}, nil
 }
 
 // removeWholeUpTo removes the snapshots up to index that have no segment

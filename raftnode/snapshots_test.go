@@ -245,3 +245,39 @@ func TestSnapshotReceivedWholeGoesOnceANewerOwnOneExists(t *testing.T) {
 		t.Fatal("the node's own snapshot, a newer one or one received split (no copy) was removed")
 	}
 }
+
+// Regression: a node killed while writing a snapshot left <id>.tmp behind
+// with links to segment files; raft never lists or reaps it, so the links
+// held disk space for ever. Opening the store removes it, and keeps
+// finished snapshots.
+func TestUnfinishedSnapshotsAreRemovedAtOpen(t *testing.T) {
+	src := newFSM(t)
+	src.ApplyBatch(logs(1, randomPush(1000, "q", 0, 50)))
+	base := t.TempDir()
+	snaps, err := newSnapshotStore(base, 5, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := persistSnapshot(t, src, snaps, 10)
+	sink, err := snaps.Create(raft.SnapshotVersionMax, 20, 1, raft.Configuration{}, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sink.Write([]byte("half a snapshot")); err != nil { // never closed: the crash
+		t.Fatal(err)
+	}
+	unfinished := sink.(*linkingSink).dir
+	if _, err := os.Stat(unfinished); err != nil {
+		t.Fatalf("no unfinished snapshot to remove: %v", err)
+	}
+
+	if _, err := newSnapshotStore(base, 5, hclog.NewNullLogger()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(unfinished); !os.IsNotExist(err) {
+		t.Fatalf("unfinished snapshot %s still there after open (%v)", filepath.Base(unfinished), err)
+	}
+	if _, err := os.Stat(filepath.Join(snaps.dir, done)); err != nil {
+		t.Fatalf("finished snapshot gone: %v", err)
+	}
+}

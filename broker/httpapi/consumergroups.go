@@ -102,6 +102,15 @@ func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) {
 // getGroup answers one group's cursors and lag per partition, and its
 // Kafka membership. It runs on the leader, which holds the membership.
 func (s *Server) getGroup(w http.ResponseWriter, r *http.Request) {
+	if !s.b(r).LeaderCaughtUp() {
+		// A new leader may not have applied commits the old one
+		// acknowledged: its answer could show a committed offset
+		// going back.
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "catching_up",
+			"this node has just become the leader and is still applying the raft log; its committed offsets may be older than acknowledged ones")
+		return
+	}
 	name := r.PathValue("group")
 	g, err := s.groupJSON(name)
 	if s.kafkaGroups != nil {

@@ -34,6 +34,7 @@ type fakeBroker struct {
 	follower   bool   // IsLeader answers !follower
 	leaderAddr string // on a follower, AwaitLeaderHTTPAddr's answer; "" is no leader known
 	wonLocally bool   // on a follower, AwaitLeaderHTTPAddr answers that this node became the leader
+	applying   bool   // LeaderCaughtUp answers !applying
 
 	tokens map[string]auth.Principal // TokenPrincipal; a token not in it is unknown
 
@@ -43,6 +44,7 @@ type fakeBroker struct {
 	ack         func(group string, acks []broker.AckRequest) ([]command.AckResult, error)
 	leaseOwner  func(leaseID string) (group, queue string, found bool, err error)
 	extendLease func(leaseID string, seconds int64) (command.ExtendLeaseResult, error)
+	cursors     map[string][]broker.Cursor // GroupPartitions by group
 }
 
 var _ Broker = (*fakeBroker)(nil)
@@ -50,6 +52,8 @@ var _ Broker = (*fakeBroker)(nil)
 func (f *fakeBroker) called(method string) bool { return slices.Contains(f.calls, method) }
 
 func (f *fakeBroker) ServesReads() bool { return true }
+
+func (f *fakeBroker) LeaderCaughtUp() bool { return !f.applying }
 
 func (f *fakeBroker) IsLeader() bool {
 	f.calls = append(f.calls, "IsLeader")
@@ -129,6 +133,11 @@ func (f *fakeBroker) ExtendLease(leaseID string, seconds int64) (command.ExtendL
 		return command.ExtendLeaseResult{}, nil
 	}
 	return f.extendLease(leaseID, seconds)
+}
+
+func (f *fakeBroker) GroupPartitions(group string) ([]broker.Cursor, error) {
+	f.calls = append(f.calls, "GroupPartitions")
+	return f.cursors[group], nil
 }
 
 // newTestServer is the HTTP API over f.

@@ -398,3 +398,25 @@ func TestFollowerForwardsToTheLeader(t *testing.T) {
 		t.Errorf("the follower pushed itself: %v", f.calls)
 	}
 }
+
+// Regression: the chaos test's sampler saw a group's committed offset go
+// back, read from a leader elected a moment before that had not applied
+// the commits the old leader acknowledged. Such a leader answers 503
+// catching_up until it has.
+func TestGroupReadOnANewLeaderStillApplyingIsRefused(t *testing.T) {
+	cursors := map[string][]broker.Cursor{"g": {{Queue: "q", Partition: "0", Committed: 7}}}
+	f := &fakeBroker{applying: true, cursors: cursors}
+	rec := do(newTestServer(f, Options{}), "GET", "/api/v1/consumer-groups/g", "")
+	if rec.Code != 503 || rec.Header().Get("Retry-After") != "1" {
+		t.Fatalf("status %d, Retry-After %q: %s; want 503 and 1", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+	if e := errorOf(t, rec); e.Code != "catching_up" || f.called("GroupPartitions") {
+		t.Fatalf("answer %+v after calls %v, want catching_up before reading", e, f.calls)
+	}
+
+	f = &fakeBroker{cursors: cursors}
+	rec = do(newTestServer(f, Options{}), "GET", "/api/v1/consumer-groups/g", "")
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"offset":7`) {
+		t.Fatalf("caught-up leader: %d %s, want the committed offset 7", rec.Code, rec.Body)
+	}
+}

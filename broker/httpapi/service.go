@@ -21,6 +21,9 @@ type Broker interface {
 	// ServesReads is false while the node re-applies the log it held at
 	// start (reads would go back in time).
 	ServesReads() bool
+	// LeaderCaughtUp is false on a new leader still applying the log it
+	// took the lead with (its store may lag what the old leader served).
+	LeaderCaughtUp() bool
 	AwaitLeaderHTTPAddr(ctx context.Context) (addr string, local bool, err error)
 	NodeID() string
 	Health() broker.Health
