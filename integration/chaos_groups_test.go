@@ -22,6 +22,9 @@ type groupCheck struct {
 	violations  []string
 	assignments int
 	commits     []int64 // committed offsets in the order one replica showed them
+	// viewsRestarted counts the times that replica's data directory was
+	// wiped between two samples, so its view started over.
+	viewsRestarted int
 }
 
 // startGroupConsumers starts members consumers of topic in group; they
@@ -67,17 +70,28 @@ func (g *groupCheck) startGroupConsumers(c *cluster, wg *sync.WaitGroup, stop <-
 		}()
 	}
 	// One replica's view of the committed offset, sampled while it runs.
+	// A wiped replica starts its view over (it has no history to keep):
+	// samples are compared within one life of its data directory only, and
+	// a sample whose answer may have straddled a wipe is dropped.
 	watched := c.nodes[0]
+	lastLife := 0
 	untilStopped(wg, stop, func(int) {
 		time.Sleep(100 * time.Millisecond)
-		if off, ok := committedOffset(c, watched, group); ok {
-			g.mu.Lock()
-			if n := len(g.commits); n > 0 && off < g.commits[n-1] {
-				g.violations = append(g.violations, fmt.Sprintf("committed offset moved back from %d to %d on node %d", g.commits[n-1], off, watched.id))
-			}
-			g.commits = append(g.commits, off)
-			g.mu.Unlock()
+		life := c.wipesOf(watched.id)
+		off, ok := committedOffset(c, watched, group)
+		if !ok || c.wipesOf(watched.id) != life {
+			return
 		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if n := len(g.commits); n > 0 && life == lastLife && off < g.commits[n-1] {
+			g.violations = append(g.violations, fmt.Sprintf("committed offset moved back from %d to %d on node %d", g.commits[n-1], off, watched.id))
+		}
+		if life != lastLife {
+			g.viewsRestarted++
+		}
+		lastLife = life
+		g.commits = append(g.commits, off)
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -183,19 +184,8 @@ type chaosFault struct {
 // for writes to flow again.
 func processFaults(c *cluster, links *links, pushed *atomic.Int64) []chaosFault {
 	return []chaosFault{
-		{"kill -9 leader", func() { // restarted once writes flow again
-			before := pushed.Load()
-			l := c.leader()
-			l.kill9()
-			waitProgress(pushed, before, 20*time.Second)
-			l.start()
-		}},
-		{"SIGSTOP leader 2 s", func() {
-			l := c.leader()
-			l.cmd.Process.Signal(syscall.SIGSTOP)
-			time.Sleep(2 * time.Second)
-			l.cmd.Process.Signal(syscall.SIGCONT)
-		}},
+		{"kill -9 leader", func() { killUntilWritesFlow(pushed, c.leader()) }},
+		{"SIGSTOP leader 2 s", func() { pauseLeader(c, 2*time.Second) }},
 		{"kill -9 follower", func() { // restarted after 1 s
 			f := c.followers()[0]
 			f.kill9()
@@ -223,11 +213,52 @@ func processFaults(c *cluster, links *links, pushed *atomic.Int64) []chaosFault 
 	}
 }
 
+// killUntilWritesFlow kills nodes with -9 together and starts them again
+// once a push was acknowledged after the kill (or 20 s passed).
+func killUntilWritesFlow(pushed *atomic.Int64, nodes ...*node) {
+	before := pushed.Load()
+	for _, n := range nodes {
+		n.kill9()
+	}
+	waitProgress(pushed, before, 20*time.Second)
+	for _, n := range nodes {
+		n.start()
+	}
+}
+
+// pauseLeader stops the leader's process (SIGSTOP) for d, then lets it go on.
+func pauseLeader(c *cluster, d time.Duration) {
+	l := c.leader()
+	l.cmd.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(d)
+	l.cmd.Process.Signal(syscall.SIGCONT)
+}
+
 // runChaos runs the chaos workload on three nodes for seconds
 // (WAGGLE_CHAOS_SECONDS overrides it; WAGGLE_CHAOS_GROUPS sets
 // --data-groups) under the faults nemesis returns, then checks every
 // answer. prepare, when set, adjusts the nodes before they first start.
 func runChaos(t *testing.T, seconds int, prepare func(*cluster), nemesisOf func(*cluster, *links, *atomic.Int64) []chaosFault) {
+	runChaosOn(t, chaosRun{nodes: 3, seconds: seconds, prepare: prepare, nemesis: nemesisOf})
+}
+
+// chaosRun describes one run of the chaos workload.
+type chaosRun struct {
+	nodes   int            // cluster size
+	seconds int            // the faulty part; WAGGLE_CHAOS_SECONDS overrides it
+	prepare func(*cluster) // adjusts the nodes before they first start (may be nil)
+	// nemesis returns the faults, injected in turn (each at least once),
+	// each healed before the next; pushed counts acknowledged pushes.
+	nemesis func(c *cluster, links *links, pushed *atomic.Int64) []chaosFault
+	// maxUnavailable, when set, fails the run if no push was acknowledged
+	// for longer than it during the faulty part (a liveness bound).
+	maxUnavailable time.Duration
+}
+
+// runChaosOn runs the chaos workload on run.nodes nodes under run's
+// nemesis, heals, checks every answer and returns the cluster.
+func runChaosOn(t *testing.T, run chaosRun) *cluster {
+	seconds := run.seconds
 	if v, err := strconv.Atoi(os.Getenv("WAGGLE_CHAOS_SECONDS")); err == nil && v > 0 {
 		seconds = v
 	}
@@ -235,9 +266,9 @@ func runChaos(t *testing.T, seconds int, prepare func(*cluster), nemesisOf func(
 	if g := os.Getenv("WAGGLE_CHAOS_GROUPS"); g != "" {
 		extra = []string{"--data-groups", g}
 	}
-	c, links := newPartitionableCluster(t, 3)
-	if prepare != nil {
-		prepare(c)
+	c, links := newPartitionableCluster(t, run.nodes)
+	if run.prepare != nil {
+		run.prepare(c)
 	}
 	c.start(extra...)
 	h := &history{}
@@ -362,7 +393,7 @@ func runChaos(t *testing.T, seconds int, prepare func(*cluster), nemesisOf func(
 
 	// A KV counter: every acknowledged incr must count, and no more than
 	// the acknowledged plus the unknown ones may (no lost or phantom write).
-	var incrOK, incrInfo atomic.Int64
+	var incrOK, incrFail, incrInfo atomic.Int64
 	untilStopped(&wg, stop, func(i int) {
 		var out struct{ OK bool }
 		status, open := untilAnswered(c, "/api/v1/kv", fmt.Sprint("incr-", i), map[string]any{"operations": []map[string]any{{"op": "incr", "ns": "chaos", "key": "counter", "forever": true}}}, &out)
@@ -372,6 +403,8 @@ func runChaos(t *testing.T, seconds int, prepare func(*cluster), nemesisOf func(
 			incrInfo.Add(1)
 		case status == http.StatusOK && out.OK:
 			incrOK.Add(1)
+		default:
+			incrFail.Add(1)
 		}
 	})
 
@@ -461,27 +494,47 @@ func runChaos(t *testing.T, seconds int, prepare func(*cluster), nemesisOf func(
 	time.Sleep(time.Duration(seconds) * time.Second / 4)
 	calmEnd := time.Now()
 	var maxGap time.Duration
+	faultTook := map[string]time.Duration{} // the longest injection (fault and heal) of each kind
 	deadline := time.Now().Add(time.Duration(seconds) * time.Second)
-	nemesis := nemesisOf(c, links, &pushed)
-	for round := 0; time.Now().Before(deadline); round++ {
+	nemesis := run.nemesis(c, links, &pushed)
+	for round := 0; time.Now().Before(deadline) || round < len(nemesis); round++ {
 		time.Sleep(1500 * time.Millisecond)
 		fault := nemesis[round%len(nemesis)]
 		start := time.Now()
 		fault.inject()
 		faults[fault.name]++
+		healed := time.Now()
+		faultTook[fault.name] = max(faultTook[fault.name], healed.Sub(start))
+		if err := c.healed(links); err != nil {
+			t.Errorf("after %q: %v", fault.name, err)
+			break
+		}
 		waitProgress(&pushed, pushed.Load(), 30*time.Second)
 		gap := time.Since(start)
 		maxGap = max(maxGap, gap)
-		if gap > 8*time.Second {
-			t.Logf("slow recovery: %s at %s took %v\n%s", fault.name, start.Format("15:04:05.000"), gap.Round(time.Millisecond), c.diagnose())
+		if time.Since(healed) > 8*time.Second {
+			t.Logf("slow recovery: %s at %s took %v, %v after it healed\n%s", fault.name, start.Format("15:04:05.000"), gap.Round(time.Millisecond),
+				time.Since(healed).Round(time.Millisecond), c.diagnose())
 		}
 	}
 	faultEnd := time.Now()
 	close(stop)
 	wg.Wait()
+	unavailable := pushClock.longestGap(calmEnd, faultEnd)
 	t.Logf("throughput without faults: %.0f pushes/s, %.0f Kafka records/s; with faults: %.0f pushes/s, %.0f Kafka records/s; longest stretch without an acknowledged push %v",
 		pushClock.rate(runStart, calmEnd), kafkaClock.rate(runStart, calmEnd), pushClock.rate(calmEnd, faultEnd), kafkaClock.rate(calmEnd, faultEnd),
-		pushClock.longestGap(calmEnd, faultEnd).Round(time.Millisecond))
+		unavailable.Round(time.Millisecond))
+	if run.maxUnavailable > 0 && unavailable > run.maxUnavailable {
+		t.Errorf("no push acknowledged for %v during the faults (bound %v)", unavailable.Round(time.Millisecond), run.maxUnavailable)
+	}
+	var injected []string
+	for _, f := range nemesis {
+		if took, ok := faultTook[f.name]; ok {
+			injected = append(injected, fmt.Sprintf("%s ×%d (longest %v)", f.name, faults[f.name], took.Round(100*time.Millisecond)))
+			delete(faultTook, f.name)
+		}
+	}
+	t.Logf("faults injected in %v: %s", faultEnd.Sub(calmEnd).Round(time.Second), strings.Join(injected, "; "))
 
 	// Heal and read back from the leader.
 	l := c.leader()
@@ -617,8 +670,8 @@ func runChaos(t *testing.T, seconds int, prepare func(*cluster), nemesisOf func(
 	for _, v := range groups.check(final) {
 		t.Errorf("Kafka group: %s", v)
 	}
-	t.Logf("Kafka group: 2 members, %d assignments, %d records consumed, final committed offset %d, %d commit samples",
-		groups.assignments, len(groups.consumed), final, len(groups.commits))
+	t.Logf("Kafka group: 2 members, %d assignments, %d records consumed, final committed offset %d, %d commit samples (node %d's view started over %d times, after wipes)",
+		groups.assignments, len(groups.consumed), final, len(groups.commits), c.nodes[0].id, groups.viewsRestarted)
 	kafkaLost, kafkaDup := 0, 0
 	for v := range kafkaAcked {
 		if seenK[v] == 0 {
@@ -643,6 +696,14 @@ func runChaos(t *testing.T, seconds int, prepare func(*cluster), nemesisOf func(
 		h.count("txn", opOK), h.count("txn", opFail), h.count("txn", opInfo), openCount("push"), openCount("once"), openCount("txn"), openCount("incr"), faults,
 		len(stored), lost, partial, doubleWinners, maxGap.Round(time.Millisecond), wipedIn.Round(time.Millisecond))
 	t.Log(report)
+	outcomes := func(kind string) string {
+		return fmt.Sprintf("%d / %d / %d", h.count(kind, opOK), h.count(kind, opFail), h.count(kind, opInfo))
+	}
+	t.Logf("operations ok / fail / info: push %s; once %s; txn %s; incr %d / %d / %d; register %d / - / %d; txn reads %d / %d partial / -; "+
+		"Kafka produce %d / %d / -, consumed by the group %d; tries whose outcome was open, retried under their key: push %d, once %d, txn %d, incr %d",
+		outcomes("push"), outcomes("once"), outcomes("txn"), incrOK.Load(), incrFail.Load(), incrInfo.Load(), len(reg.ops)-reg.infos, reg.infos,
+		txnReads.Load(), partialReads.Load(), len(kafkaAcked), kafkaFailed, len(groups.consumed), openCount("push"), openCount("once"), openCount("txn"), openCount("incr"))
+	return c
 }
 
 // checkWipedFollowerCatchesUp stops a follower, deletes its data directory
@@ -653,7 +714,7 @@ func runChaos(t *testing.T, seconds int, prepare func(*cluster), nemesisOf func(
 func checkWipedFollowerCatchesUp(t *testing.T, c *cluster, leaderRecs []fetchRecord) time.Duration {
 	t.Helper()
 	wiped := c.followers()[0]
-	wiped.wipe()
+	c.wipe(wiped)
 	start := time.Now()
 	wiped.start()
 	c.waitCaughtUp(wiped)

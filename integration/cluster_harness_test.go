@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -14,6 +15,9 @@ import (
 type cluster struct {
 	t     testing.TB
 	nodes []*node
+
+	mu    sync.Mutex
+	wipes map[int]int // data directories lost, per node id
 }
 
 // startCluster starts size nodes that bootstrap one cluster, with extra
@@ -65,13 +69,9 @@ func (c *cluster) kafkaAddrs() []string {
 func (c *cluster) waitRegistered(want int) {
 	c.t.Helper()
 	waitFor(c.t, 20*time.Second, func() error {
-		l, err := c.findLeader()
+		cl, err := c.members()
 		if err != nil {
 			return err
-		}
-		var cl clusterAnswer
-		if getJSON(c.t, l.url("/api/v1/cluster"), &cl) != http.StatusOK {
-			return errors.New("cluster listing failed")
 		}
 		if len(cl.Members) != want {
 			return fmt.Errorf("%d members, want %d", len(cl.Members), want)
@@ -244,4 +244,123 @@ func (c *cluster) diagnose() string {
 		b.WriteString(tail)
 	}
 	return b.String()
+}
+
+// wipe stops n and empties its data directory (a lost disk), and counts
+// it: a checker that follows one node's local view starts over after it.
+func (c *cluster) wipe(n *node) {
+	c.t.Helper()
+	n.wipe()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.wipes == nil {
+		c.wipes = map[int]int{}
+	}
+	c.wipes[n.id]++
+}
+
+// wipesOf is how many times node id's data directory was wiped.
+func (c *cluster) wipesOf(id int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.wipes[id]
+}
+
+// healed says what is still broken after a fault: a node not running, a
+// raft link still cut.
+func (c *cluster) healed(l *links) error {
+	var down []int
+	for _, n := range c.nodes {
+		if n.hasExited() {
+			down = append(down, n.id)
+		}
+	}
+	if len(down) > 0 {
+		return fmt.Errorf("nodes %v are not running", down)
+	}
+	if cut := l.cutNow(); len(cut) > 0 {
+		return fmt.Errorf("raft links %v are still cut", cut)
+	}
+	return nil
+}
+
+// joinArgs are n's serve flags with --join in place of --peers: started
+// empty, it waits to be added (POST /api/v1/cluster/nodes).
+func joinArgs(n *node) []string {
+	out := []string{"--join"}
+	for i := 0; i < len(n.args); i++ {
+		if n.args[i] == "--peers" {
+			i++ // and its value
+			continue
+		}
+		out = append(out, n.args[i])
+	}
+	return out
+}
+
+// members is the cluster as the current leader lists it.
+func (c *cluster) members() (clusterAnswer, error) {
+	var cl clusterAnswer
+	l, err := c.findLeader()
+	if err != nil {
+		return cl, err
+	}
+	if status := getJSON(c.t, l.url("/api/v1/cluster"), &cl); status != http.StatusOK {
+		return cl, fmt.Errorf("cluster listing on node %d: status %d", l.id, status)
+	}
+	return cl, nil
+}
+
+// removeNode removes node id from the raft configuration (DELETE
+// /api/v1/cluster/nodes/{id}, as `waggle cluster remove`), asking whichever
+// node leads again until the leader's listing no longer names it. Node id
+// may be the leader: it hands over and steps down.
+func (c *cluster) removeNode(id int) {
+	c.t.Helper()
+	waitFor(c.t, 60*time.Second, func() error {
+		l, err := c.findLeader()
+		if err != nil {
+			return err
+		}
+		switch status := do(c.t, http.MethodDelete, l.url(fmt.Sprintf("/api/v1/cluster/nodes/%d", id)), nil, nil); status {
+		case http.StatusOK, http.StatusNotFound: // removed, now or by an earlier try whose answer was lost
+		default:
+			return fmt.Errorf("remove node %d through node %d: status %d", id, l.id, status)
+		}
+		cl, err := c.members()
+		if err != nil {
+			return err
+		}
+		for _, m := range cl.Members {
+			if m.ID == id {
+				return fmt.Errorf("node %d is still listed", id)
+			}
+		}
+		return nil
+	})
+}
+
+// addVoter adds n, started with --join, as a voter (POST
+// /api/v1/cluster/nodes, as `waggle cluster add`) through whichever node
+// leads, until the leader lists it as a voter.
+func (c *cluster) addVoter(n *node) {
+	c.t.Helper()
+	waitFor(c.t, 90*time.Second, func() error {
+		cl, err := c.members()
+		if err != nil {
+			return err
+		}
+		for _, m := range cl.Members {
+			if m.ID == n.id && m.Voter {
+				return nil
+			}
+		}
+		l, err := c.findLeader()
+		if err != nil {
+			return err
+		}
+		var e errorAnswer
+		status := postJSON(c.t, l.url("/api/v1/cluster/nodes"), map[string]any{"id": n.id, "raftAddr": cmp.Or(n.raftAdvertise, n.raftAddr)}, &e)
+		return fmt.Errorf("add node %d through node %d: status %d %s", n.id, l.id, status, e.Code)
+	}, n.logTail)
 }

@@ -1,9 +1,12 @@
 package integration
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -101,13 +104,16 @@ func (l *links) forward(dst int, in net.Conn, target string) {
 
 // isolate cuts every raft link between node id and the others.
 func (l *links) isolate(c *cluster, id int) {
+	l.cutLinks(isolation(nodeIDs(c), id)...)
+}
+
+// cutLinks cuts the raft link between each pair of nodes, both ways, and
+// closes the connections open on it; the others stay as they are.
+func (l *links) cutLinks(pairs ...[2]int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, n := range c.nodes {
-		if n.id == id {
-			continue
-		}
-		key := linkKey(id, n.id)
+	for _, p := range pairs {
+		key := linkKey(p[0], p[1])
 		l.cut[key] = true
 		for conn := range l.conns[key] {
 			conn.Close() // the forwarder closes the other side
@@ -115,9 +121,85 @@ func (l *links) isolate(c *cluster, id int) {
 	}
 }
 
+// cutNow lists the links cut, in order.
+func (l *links) cutNow() [][2]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := slices.Collect(maps.Keys(l.cut))
+	slices.SortFunc(out, func(a, b [2]int) int { return cmp.Or(a[0]-b[0], a[1]-b[1]) })
+	return out
+}
+
 // heal restores every link.
 func (l *links) heal() {
 	l.mu.Lock()
 	l.cut = map[[2]int]bool{}
 	l.mu.Unlock()
+}
+
+// nodeIDs lists the ids of c's nodes.
+func nodeIDs(c *cluster) []int {
+	var ids []int
+	for _, n := range c.nodes {
+		ids = append(ids, n.id)
+	}
+	return ids
+}
+
+// The partition shapes Jepsen's nemeses use, as the links they cut among
+// the nodes all. Each is a set of pairs for cutLinks.
+
+// isolation cuts node id off from every other node.
+func isolation(all []int, id int) [][2]int { return split(all, []int{id}) }
+
+// split cuts every link between the nodes of side and the rest: two
+// components, side and the others (majority/minority when side is smaller
+// than half).
+func split(all, side []int) [][2]int {
+	var cut [][2]int
+	for _, a := range side {
+		for _, b := range all {
+			if !slices.Contains(side, b) {
+				cut = append(cut, linkKey(a, b))
+			}
+		}
+	}
+	return cut
+}
+
+// ring cuts every link but those between neighbours in order (the last
+// and the first are neighbours too): each node sees exactly two others,
+// and every node is in a majority of its own with them.
+func ring(order []int) [][2]int {
+	var cut [][2]int
+	for i, a := range order {
+		for j := i + 1; j < len(order); j++ {
+			if j != i+1 && !(i == 0 && j == len(order)-1) {
+				cut = append(cut, linkKey(a, order[j]))
+			}
+		}
+	}
+	return cut
+}
+
+// bridge splits order into two halves joined through its middle node,
+// which sees every other; the halves do not see each other. With five
+// nodes each half and the bridge is a majority.
+func bridge(order []int) [][2]int {
+	mid := len(order) / 2
+	return split(slices.Delete(slices.Clone(order), mid, mid+1), order[:mid])
+}
+
+// reach lists, for each node of all, the others it still has a link to
+// once cut is cut.
+func reach(all []int, cut [][2]int) map[int][]int {
+	out := map[int][]int{}
+	for _, a := range all {
+		for _, b := range all {
+			if a != b && !slices.Contains(cut, linkKey(a, b)) {
+				out[a] = append(out[a], b)
+			}
+		}
+	}
+	return out
 }
