@@ -158,6 +158,9 @@ func Start(cfg Config) (*Node, error) {
 		n.cfg.VerifyDataDir = verifyInProcess
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	// A failed write or fsync, or damage read back, ends the process
+	// (diskfault.go).
+	store.HandleFaults(faultStop(n.log, os.Exit))
 	if err := n.start(); err != nil {
 		n.release()
 		return nil, err
@@ -356,7 +359,12 @@ func (n *Node) checkGroupDirs() error {
 	for id := range uint32(max(n.cfg.DataGroups, 1)) {
 		dir := raftgroups.Dir(n.cfg.DataDir, id)
 		checked := time.Now()
-		err := n.cfg.VerifyDataDir(dir)
+		var err error
+		if found, ok := damageFound(dir); ok {
+			err = &DamageError{Detail: "found while the node ran: " + found}
+		} else {
+			err = n.cfg.VerifyDataDir(dir)
+		}
 		if err == nil {
 			n.log.Debug("start-up check passed", "dir", dir, "took", time.Since(checked).Round(time.Millisecond))
 			continue

@@ -3,6 +3,7 @@ package raftnode
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -30,6 +31,10 @@ import (
 type entryReader struct {
 	logs   raft.LogStore // the log on disk
 	recent raft.LogStore // the same through raft's cache of its newest entries
+	// walDir and stateDir name where a damaged entry lies and where the
+	// marker that has the next start repair the node goes (see
+	// store.ReportDamage).
+	walDir, stateDir string
 }
 
 // EntryData implements store.RaftLog: the entry's command, its checksum
@@ -48,10 +53,14 @@ func (r entryReader) EntryData(index uint64) ([]byte, error) {
 		return nil, err
 	}
 	data, err := command.Unseal(l.Data)
+	if err != nil {
+		// Never served: the node stops, and its next start repairs it.
+		return nil, store.ReportDamage(fmt.Errorf("raft log entry %d: %w", index, err), r.walDir, r.stateDir)
+	}
 	if shared {
 		data = bytes.Clone(data)
 	}
-	return data, err
+	return data, nil
 }
 
 // logHolder decides how far the raft log may be compacted: not past the
@@ -193,5 +202,5 @@ func (l *walLog) DeleteRange(min, max uint64) error {
 			}
 		}
 	}
-	return l.do(func(w *wal.WAL) error { return w.DeleteRange(min, max) })
+	return l.fault(l.do(func(w *wal.WAL) error { return w.DeleteRange(min, max) }), l.dir)
 }

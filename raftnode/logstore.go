@@ -17,6 +17,8 @@ import (
 	"github.com/hashicorp/raft-wal/migrate"
 	"github.com/hashicorp/raft-wal/types"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/waggle-mq/waggle/store"
 )
 
 // The raft log and raft's term and vote live in raft/wal, kept by
@@ -135,7 +137,7 @@ func (l *walLog) GetLog(index uint64, log *raft.Log) error {
 	} else if index < first {
 		return raft.ErrLogNotFound
 	}
-	return w.GetLog(index, log)
+	return l.fault(w.GetLog(index, log), l.dir) // raft panics on a failed read: say why first
 }
 
 // StoreLog implements raft.LogStore.
@@ -173,7 +175,19 @@ func (l *walLog) StoreLogs(logs []*raft.Log) error {
 	if err == nil && l.stored >= l.reopenAfter {
 		err = l.reopen()
 	}
-	return err
+	return l.fault(err, l.dir)
+}
+
+// fault hands err to the node's fault handler when it is a failed write
+// or fsync (or EIO) of the raft log, in file or directory where: raft
+// would answer a follower's next append by writing again after a failed
+// fsync, and panics when its term or vote cannot be saved. It returns
+// err.
+func (l *walLog) fault(err error, where string) error {
+	if err == nil {
+		return nil
+	}
+	return store.ReportDiskFault(err, where)
 }
 
 // walLog must say what raft-wal says of itself: raft wipes a monotonic
@@ -197,7 +211,7 @@ func (l *walLog) LastIndex() (uint64, error) {
 
 // Set implements raft.StableStore.
 func (l *walLog) Set(key, val []byte) error {
-	return l.do(func(w *wal.WAL) error { return w.Set(key, val) })
+	return l.fault(l.do(func(w *wal.WAL) error { return w.Set(key, val) }), filepath.Join(l.dir, walMetaFile))
 }
 
 // Get implements raft.StableStore.
@@ -207,7 +221,7 @@ func (l *walLog) Get(key []byte) ([]byte, error) {
 
 // SetUint64 implements raft.StableStore.
 func (l *walLog) SetUint64(key []byte, val uint64) error {
-	return l.do(func(w *wal.WAL) error { return w.SetUint64(key, val) })
+	return l.fault(l.do(func(w *wal.WAL) error { return w.SetUint64(key, val) }), filepath.Join(l.dir, walMetaFile))
 }
 
 // GetUint64 implements raft.StableStore.

@@ -167,7 +167,7 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open snapshots: %w", err)
 	}
-	snaps.log = entryReader{logs: logs, recent: cached}
+	snaps.log = entryReader{logs: logs, recent: cached, walDir: filepath.Join(dir, walDir), stateDir: st.Dir()}
 	st.SetRaftLog(snaps.log)
 	logs.holder = &logHolder{store: st, snaps: snaps, walDir: filepath.Join(dir, walDir), logger: cfg.Logger, slack: cmp.Or(cfg.LogHoldMiB<<20, defaultLogHoldSlack)}
 	sm, err := fsm.NewFSM(st)

@@ -270,7 +270,7 @@ func (l *linkingSink) Close() error {
 		}
 	}
 	if err := l.SnapshotSink.Close(); err != nil {
-		return err
+		return store.ReportDiskFault(err, l.dir) // its fsync failed, say
 	}
 	if l.adopted {
 		if err := l.store.removeWholeUpTo(l.index); err != nil {
@@ -305,7 +305,8 @@ func (l *linkingSink) writeSegmentList(segs []store.SnapshotSegment) error {
 	if err != nil {
 		return err
 	}
-	return writeFileSync(filepath.Join(l.dir, segmentListFile), b)
+	path := filepath.Join(l.dir, segmentListFile)
+	return store.ReportDiskFault(writeFileSync(path, b), path)
 }
 
 func writeFileSync(path string, b []byte) error {

@@ -68,6 +68,7 @@ type Dir struct {
 
 	mu      sync.Mutex
 	streams map[uint64]*Stream
+	onFault func(path string, err error) // see OnFault
 }
 
 // Open opens (creating it if needed) the directory of streams.
@@ -78,6 +79,13 @@ func Open(root string) (*Dir, error) {
 	return &Dir{root: root, streams: map[uint64]*Stream{}}, nil
 }
 
+// OnFault has fn called with each error a write or fsync of a segment
+// file answers, and each damaged record (ErrCorrupt) a read finds, with
+// the file's path, before the call that met it returns it: a node stops
+// on either rather than retry an fsync or serve a damaged record. Set it
+// before the first Stream call.
+func (d *Dir) OnFault(fn func(path string, err error)) { d.onFault = fn }
+
 // Root is the directory the streams live in.
 func (d *Dir) Root() string { return d.root }
 
@@ -87,7 +95,7 @@ func (d *Dir) Stream(id uint64) *Stream {
 	defer d.mu.Unlock()
 	s := d.streams[id]
 	if s == nil {
-		s = &Stream{dir: filepath.Join(d.root, strconv.FormatUint(id, 10))}
+		s = &Stream{dir: filepath.Join(d.root, strconv.FormatUint(id, 10)), onFault: d.onFault}
 		d.streams[id] = s
 	}
 	return s
@@ -201,7 +209,8 @@ type Info struct {
 // Stream is one queue's sequence of records. Appends come from one writer
 // (the state machine); reads may run concurrently with them.
 type Stream struct {
-	dir string
+	dir     string
+	onFault func(path string, err error) // nil: none (see Dir.OnFault)
 
 	mu     sync.Mutex
 	loaded bool
@@ -318,7 +327,7 @@ func (s *Stream) roll() error {
 		}
 		if s.active != nil {
 			if err := s.active.Sync(); err != nil {
-				return fmt.Errorf("segment: seal: %w", err)
+				return s.fault(s.active.Name(), fmt.Errorf("segment: seal: %w", err))
 			}
 			s.active.Close()
 			s.active = nil
@@ -357,7 +366,7 @@ func (s *Stream) flush() error {
 	}
 	at := int64(s.size) - int64(len(s.buf))
 	if _, err := s.active.WriteAt(s.buf, at); err != nil {
-		return fmt.Errorf("segment: write: %w", err)
+		return s.fault(s.active.Name(), fmt.Errorf("segment: write: %w", err))
 	}
 	s.buf = s.buf[:0]
 	return nil
@@ -381,7 +390,32 @@ func (s *Stream) Sync() error {
 	if s.active == nil {
 		return nil
 	}
-	return s.active.Sync()
+	if err := s.active.Sync(); err != nil {
+		return s.fault(s.active.Name(), fmt.Errorf("segment: %w", err))
+	}
+	return nil
+}
+
+// fault hands err, met in the file at path, to the fault handler, and
+// returns it.
+func (s *Stream) fault(path string, err error) error {
+	if s.onFault != nil {
+		s.onFault(path, err)
+	}
+	return err
+}
+
+// damaged reports the damaged record at pos (err is ErrCorrupt) to the
+// fault handler, naming its file and place, and returns it.
+func (s *Stream) damaged(pos uint64, err error) error {
+	s.mu.Lock()
+	path := s.dir
+	if i, ok := s.find(pos); ok {
+		path = s.path(s.bases[i])
+		err = fmt.Errorf("%w at byte %d of %s (stream position %d)", err, pos-s.bases[i], filepath.Base(path), pos)
+	}
+	s.mu.Unlock()
+	return s.fault(path, err)
 }
 
 func (s *Stream) close() {
@@ -450,6 +484,9 @@ func (s *Stream) Read(pos uint64, n uint32) ([]byte, error) {
 		if errors.Is(err, os.ErrClosed) && attempt < 3 {
 			continue
 		}
+		if errors.Is(err, ErrCorrupt) {
+			return nil, s.damaged(pos, err)
+		}
 		return b, err
 	}
 }
@@ -472,6 +509,9 @@ func (s *Stream) ReadRecord(pos uint64) ([]byte, error) {
 		b, err := s.readBytes(pos, 4)
 		if err == nil {
 			return s.Read(pos, binary.BigEndian.Uint32(b))
+		}
+		if errors.Is(err, ErrCorrupt) {
+			return nil, s.damaged(pos, err)
 		}
 		if !errors.Is(err, os.ErrClosed) || attempt == 3 {
 			return nil, err

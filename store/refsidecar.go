@@ -193,7 +193,7 @@ func writeSidecar(path string, stream, base uint64, refs []BatchRef, get func(k 
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return sidecarHeader{}, fmt.Errorf("write sidecar %s: %w", path, err)
+		return sidecarHeader{}, ReportDiskFault(fmt.Errorf("write sidecar %s: %w", path, err), path)
 	}
 	return readSidecarHeader(path)
 }

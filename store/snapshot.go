@@ -616,7 +616,7 @@ func SplitSnapshot(r io.Reader, state io.Writer, dir string) ([]SnapshotSegment,
 	}
 	for ; more && err == nil; sg, more, err = readSegmentHeader(br) {
 		if err := segment.WriteFile(filepath.Join(dir, sg.Path), br, sg.Size); err != nil {
-			return nil, err
+			return nil, ReportDiskFault(err, filepath.Join(dir, sg.Path))
 		}
 		segs = append(segs, sg)
 	}

@@ -98,6 +98,7 @@ func Open(dir string, logger ...Logger) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{dir: dir, db: db, segs: segs, refs: newRefData(segs), filters: newDedupFilters(db), dedup: newDedupIndex(filepath.Join(dir, dedupIndexDirName), log)}
+	segs.OnFault(s.segmentFault)
 	// Links of snapshots that were never written out (a crash meanwhile).
 	os.RemoveAll(filepath.Join(segs.Root(), pinDirName))
 	if err := s.recoverStreams(); err != nil {
