@@ -417,7 +417,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	return n.wrap(fh), fuseFlags, 0
+	return n.wrap(fh, n.EmbeddedInode()), fuseFlags, 0
 }
 
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
@@ -428,13 +428,14 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	return in, n.wrap(fh), fuseFlags, 0
+	return in, n.wrap(fh, in), fuseFlags, 0
 }
 
-func (n *node) wrap(fh fs.FileHandle) fs.FileHandle {
+// wrap makes fh, a file handle of in, one of ours.
+func (n *node) wrap(fh fs.FileHandle, in *fs.Inode) fs.FileHandle {
 	lf := fh.(*fs.LoopbackFile)
 	fd, _ := lf.PassthroughFd()
-	return &file{lf: lf, fd: fd, fs: n.fs, in: n.EmbeddedInode()}
+	return &file{lf: lf, fd: fd, fs: n.fs, in: in}
 }
 
 // Setattr without an open file (truncate(2) by path) opens one to record

@@ -154,12 +154,17 @@ func TestFailAnswersEIOOnMatchingFilesUntilClear(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(mnt, "dir"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	write(t, bad, []byte("synced."), 0, true)
-	g, err := os.OpenFile(bad, os.O_RDWR, 0)
+	g, err := os.OpenFile(bad, os.O_RDWR|os.O_CREATE, 0o644) // kept open from its creation
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close()
+	if _, err := g.WriteAt([]byte("synced."), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Sync(); err != nil {
+		t.Fatal(err)
+	}
 	var asked []string
 	f.Fail(OpFsync, func(path string) bool {
 		asked = append(asked, path)
