@@ -8,7 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // groupCheck follows franz-go group consumers through the chaos run:
@@ -25,6 +27,10 @@ type groupCheck struct {
 	// viewsRestarted counts the times that replica's data directory was
 	// wiped between two samples, so its view started over.
 	viewsRestarted int
+	commitsOK      int            // partitions committed, as the members' commits answered
+	commitErrs     map[string]int // failed commits by error
+	lastAdvance    time.Time      // when the sampled committed offset last went up
+	lastConsumed   time.Time      // when a member last consumed a record
 }
 
 // startGroupConsumers starts members consumers of topic in group; they
@@ -39,8 +45,25 @@ func (g *groupCheck) startGroupConsumers(c *cluster, wg *sync.WaitGroup, stop <-
 			g.assignments++
 			g.mu.Unlock()
 		}
+		committed := func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if err != nil {
+				g.commitFailed(err.Error())
+				return
+			}
+			for _, rt := range resp.Topics {
+				for _, rp := range rt.Partitions {
+					if rp.ErrorCode != 0 {
+						g.commitFailed(kerr.ErrorForCode(rp.ErrorCode).Error())
+					} else {
+						g.commitsOK++
+					}
+				}
+			}
+		}
 		cl := kafkaClient(c.t, brokers, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.AutoCommitInterval(500*time.Millisecond),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.AutoCommitInterval(500*time.Millisecond), kgo.AutoCommitCallback(committed),
 			kgo.OnPartitionsAssigned(reset), kgo.OnPartitionsRevoked(reset), kgo.OnPartitionsLost(reset))
 		wg.Add(1)
 		go func() {
@@ -49,7 +72,11 @@ func (g *groupCheck) startGroupConsumers(c *cluster, wg *sync.WaitGroup, stop <-
 				select {
 				case <-stop:
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					cl.CommitUncommittedOffsets(ctx)
+					if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+						g.mu.Lock()
+						g.commitFailed("final commit: " + err.Error())
+						g.mu.Unlock()
+					}
 					cancel()
 					return
 				default:
@@ -64,6 +91,7 @@ func (g *groupCheck) startGroupConsumers(c *cluster, wg *sync.WaitGroup, stop <-
 					}
 					last = r.Offset
 					g.consumed[r.Offset] = true
+					g.lastConsumed = time.Now()
 				}
 				g.mu.Unlock()
 			}
@@ -90,9 +118,27 @@ func (g *groupCheck) startGroupConsumers(c *cluster, wg *sync.WaitGroup, stop <-
 		if life != lastLife {
 			g.viewsRestarted++
 		}
+		if n := len(g.commits); n == 0 || off > g.commits[n-1] {
+			g.lastAdvance = time.Now()
+		}
 		lastLife = life
 		g.commits = append(g.commits, off)
 	})
+}
+
+// commitFailed counts a failed commit by its error; g.mu is held.
+func (g *groupCheck) commitFailed(why string) {
+	if g.commitErrs == nil {
+		g.commitErrs = map[string]int{}
+	}
+	g.commitErrs[why]++
+}
+
+// commitSummary says how the members' commits went.
+func (g *groupCheck) commitSummary() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return fmt.Sprintf("last record consumed at %s, partition commits ok %d, failed %v", g.lastConsumed.Format("15:04:05.000"), g.commitsOK, g.commitErrs)
 }
 
 // committedOffset is group's committed offset of partition 0 as n has

@@ -24,9 +24,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// The chaos test runs a workload against a 3-node cluster while a nemesis
-// injects faults, records every operation's outcome (ok, fail, or info:
-// unknown), heals, reads everything back and checks waggle's promises:
+// The chaos test runs a workload against a cluster (3 nodes in TestChaos,
+// 5 in TestChaosOnFiveNodes) while a nemesis injects faults, records every
+// operation's outcome (ok, fail, or info: unknown), heals, reads
+// everything back and checks waggle's promises:
 //
 //   - pushes with deterministic ids, retried until answered: no
 //     acknowledged write lost, no id stored twice, offsets gapless, and a
@@ -670,8 +671,9 @@ func runChaosOn(t *testing.T, run chaosRun) *cluster {
 	for _, v := range groups.check(final) {
 		t.Errorf("Kafka group: %s", v)
 	}
-	t.Logf("Kafka group: 2 members, %d assignments, %d records consumed, final committed offset %d, %d commit samples (node %d's view started over %d times, after wipes)",
-		groups.assignments, len(groups.consumed), final, len(groups.commits), c.nodes[0].id, groups.viewsRestarted)
+	t.Logf("Kafka group: 2 members, %d assignments, %d records consumed, final committed offset %d, %d commit samples (node %d's view started over %d times, after wipes; last went up at %s; the faults ended at %s); %s",
+		groups.assignments, len(groups.consumed), final, len(groups.commits), c.nodes[0].id, groups.viewsRestarted, groups.lastAdvance.Format("15:04:05.000"), faultEnd.Format("15:04:05.000"),
+		groups.commitSummary())
 	kafkaLost, kafkaDup := 0, 0
 	for v := range kafkaAcked {
 		if seenK[v] == 0 {
@@ -687,6 +689,12 @@ func runChaosOn(t *testing.T, run chaosRun) *cluster {
 		t.Errorf("Kafka: %d acknowledged records lost, %d stored twice", kafkaLost, kafkaDup)
 	}
 
+	// Every replica, replaced ones too, holds what the leader holds.
+	for _, n := range c.live() {
+		if n != l {
+			checkSameAsLeader(t, c, n, "node", recs)
+		}
+	}
 	wipedIn := checkWipedFollowerCatchesUp(t, c, recs)
 
 	report := fmt.Sprintf("reads during the run %d, partial %d; register %d ops (%d unknown, %d cas applied): %s; counter %d (incr ok %d, unknown %d); kafka acked %d / failed %d, stored %d, lost %d, dup %d; "+"chaos %ds: push ok %d / unknown %d; once ok %d / unknown %d; txn ok %d / fail %d / unknown %d; tries with an open outcome, retried under their key: push %d, once %d, txn %d, incr %d; faults %v; "+
@@ -719,23 +727,31 @@ func checkWipedFollowerCatchesUp(t *testing.T, c *cluster, leaderRecs []fetchRec
 	wiped.start()
 	c.waitCaughtUp(wiped)
 	took := time.Since(start)
-	got := wiped.fetchAll("chaos", "Default").Entries[0].Records
+	checkSameAsLeader(t, c, wiped, "wiped node", leaderRecs)
+	return took
+}
+
+// checkSameAsLeader requires that n, caught up with no write under way,
+// hold the leader's records of the chaos queue, in order, and the same
+// Kafka high watermarks. what names n in a failure.
+func checkSameAsLeader(t *testing.T, c *cluster, n *node, what string, leaderRecs []fetchRecord) {
+	t.Helper()
+	got := n.fetchAll("chaos", "Default").Entries[0].Records
 	if len(got) != len(leaderRecs) {
-		t.Fatalf("wiped node %d holds %d records of chaos after catching up, the leader %d", wiped.id, len(got), len(leaderRecs))
+		t.Fatalf("%s %d holds %d records of chaos after catching up, the leader %d", what, n.id, len(got), len(leaderRecs))
 	}
 	for i := range got {
 		if got[i].TransactionID != leaderRecs[i].TransactionID || got[i].Offset != leaderRecs[i].Offset {
-			t.Fatalf("wiped node %d, record %d: %s at %d, the leader has %s at %d", wiped.id, i,
+			t.Fatalf("%s %d, record %d: %s at %d, the leader has %s at %d", what, n.id, i,
 				got[i].TransactionID, got[i].Offset, leaderRecs[i].TransactionID, leaderRecs[i].Offset)
 		}
 	}
 	l := c.leader()
 	for _, topic := range []string{"chaos-k", "chaos-r"} {
-		if w, lw := highWatermark(t, wiped, topic), highWatermark(t, l, topic); w != lw {
-			t.Errorf("wiped node %d: %s high watermark %d, the leader's %d", wiped.id, topic, w, lw)
+		if w, lw := highWatermark(t, n, topic), highWatermark(t, l, topic); w != lw {
+			t.Errorf("%s %d: %s high watermark %d, the leader's %d", what, n.id, topic, w, lw)
 		}
 	}
-	return took
 }
 
 // ackClock records when operations were acknowledged.
