@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -165,8 +166,11 @@ func TestFailAnswersEIOOnMatchingFilesUntilClear(t *testing.T) {
 	if err := g.Sync(); err != nil {
 		t.Fatal(err)
 	}
+	var mu sync.Mutex // match runs on the file system's goroutines
 	var asked []string
 	f.Fail(OpFsync, func(path string) bool {
+		mu.Lock()
+		defer mu.Unlock()
 		asked = append(asked, path)
 		return path == "dir/bad.log"
 	})
@@ -177,6 +181,8 @@ func TestFailAnswersEIOOnMatchingFilesUntilClear(t *testing.T) {
 		t.Fatalf("fsync of a failing file: %v, want EIO", err)
 	}
 	write(t, good, []byte("fine"), 0, true) // another file syncs
+	mu.Lock()
+	defer mu.Unlock()
 	if !slices.Contains(asked, "dir/bad.log") {
 		t.Errorf("match was asked about %q, not the file's path relative to the mount", asked)
 	}
