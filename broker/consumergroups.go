@@ -273,3 +273,27 @@ type TopicPartitions struct {
 	Topic      string
 	Partitions []int32
 }
+
+// SaveClassicGroup records a classic Kafka group's generation (no members:
+// removes the record), answering once it is committed and applied. A
+// cluster below log format 6 answers command.ErrLogFormatTooOld, and a
+// record larger than command.MaxClassicGroupBytes ErrInvalid: the group
+// is then coordinated without one.
+func (s *Service) SaveClassicGroup(g store.ClassicGroup) error {
+	cmd := &command.SaveClassicGroupCommand{Group: g}
+	if n := len(cmd.Encode()); n > command.MaxClassicGroupBytes {
+		return fmt.Errorf("%w: classic group %q takes %d bytes to record, more than %d", ErrInvalid, g.Name, n, command.MaxClassicGroupBytes)
+	}
+	_, err := apply(s, cmd)
+	return err
+}
+
+// ClassicGroup answers a classic Kafka group's recorded generation from
+// this node's store.
+func (s *Service) ClassicGroup(name string) (g store.ClassicGroup, found bool, err error) {
+	err = s.store.View(func(tx *store.Tx) error {
+		g, found, err = tx.ClassicGroup(name)
+		return err
+	})
+	return g, found, err
+}

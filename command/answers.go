@@ -48,3 +48,4 @@ func (*KeyedCommand) answers(KeyedResult)                   {}
 func (*PruneRequestsCommand) answers(int)                   {} // outcomes forgotten
 func (*SeedIDsCommand) answers(uint64)                      {} // the id counter after it
 func (*PreferLeaderCommand) answers(any)                    {}
+func (*SaveClassicGroupCommand) answers(any)                {}

@@ -107,3 +107,20 @@ type laterCommand struct{}
 
 func (laterCommand) Encode() []byte   { return []byte{200} }
 func (laterCommand) since() LogFormat { return MaxLogFormat + 1 }
+
+func TestSaveClassicGroupRoundTrip(t *testing.T) {
+	c := SaveClassicGroupCommand{Group: store.ClassicGroup{Name: "g", ProtocolType: "consumer", Protocol: "cooperative-sticky",
+		Generation: 7, Leader: "m1", Members: []store.ClassicMember{
+			{ID: "m1", ClientID: "c", ClientHost: "/127.0.0.1", SessionTimeoutMs: 45_000, RebalanceTimeoutMs: 60_000,
+				Protocols:  []store.ClassicProtocol{{Name: "cooperative-sticky", Metadata: []byte{0, 3}}, {Name: "range", Metadata: []byte{}}},
+				Assignment: []byte{9, 9}},
+			{ID: "i-1", InstanceID: "i", Protocols: []store.ClassicProtocol{{Name: "cooperative-sticky", Metadata: []byte{1}}}, Assignment: []byte{}},
+		}}}
+	got, err := decodeSaveClassicGroup(c.Encode()[1:])
+	if err != nil || !reflect.DeepEqual(*got, c) {
+		t.Fatalf("round trip of %+v: %+v, %v", c, got, err)
+	}
+	if _, err := EncodeAs(&c, LogFormat5); !errors.Is(err, ErrLogFormatTooOld) {
+		t.Fatalf("proposed at format 5: %v, want ErrLogFormatTooOld", err)
+	}
+}

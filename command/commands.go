@@ -64,6 +64,8 @@ const (
 	// Raft groups (seedids.go), log format 2.
 	CmdSeedIDs      CommandType = 40
 	CmdPreferLeader CommandType = 41
+	// Classic consumer groups' membership (classicgroups.go), log format 6.
+	CmdSaveClassicGroup CommandType = 42
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.

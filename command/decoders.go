@@ -69,6 +69,7 @@ func init() {
 	registerCodec(CmdPruneRequests, decodePruneRequests)
 	registerCodec(CmdSeedIDs, decodeSeedIDs)
 	registerCodec(CmdPreferLeader, decodePreferLeader)
+	registerCodec(CmdSaveClassicGroup, decodeSaveClassicGroup)
 }
 
 // KnownCommand reports whether this binary decodes command type t.

@@ -46,9 +46,13 @@ const (
 	// (store.BatchRef) instead of a copy. A node of format 4 could not
 	// read the refs, nor the snapshots that carry their batches.
 	LogFormat5 LogFormat = 5
+	// LogFormat6 adds SaveClassicGroup (42): classic Kafka consumer
+	// groups' membership is recorded, and deleting a group's offsets
+	// removes it.
+	LogFormat6 LogFormat = 6
 
 	// MaxLogFormat is the newest format this binary reads and writes.
-	MaxLogFormat = LogFormat5
+	MaxLogFormat = LogFormat6
 )
 
 // Command is an entry the leader proposes.

@@ -284,6 +284,7 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 	h.one((&command.PruneRequestsCommand{NowMs: later, Limit: command.MaxPruneLimit}).Encode())
 	h.one((&command.SeedIDsCommand{Base: 1 << 44}).Encode())
 	h.one((&command.PreferLeaderCommand{Group: 1, Node: "2"}).Encode())
+	h.one((&command.SaveClassicGroupCommand{Group: store.ClassicGroup{Name: "g", Generation: 1, Members: []store.ClassicMember{{ID: "m"}}}}).Encode())
 	for {
 		r := h.one((&command.TickCommand{NowMs: later, Limit: 1000}).Encode()).(command.TickResult)
 		if r.PrunedKV < 1000 && r.Fired < 1000 {

@@ -48,6 +48,7 @@ func (p *Processor) deleteOffsets(tx *store.Tx, meta *store.Meta, c *command.Del
 	if c.All {
 		existed, err := tx.DeleteGroup(c.Group, meta.NextID)
 		must(err)
+		must(tx.DeleteClassicGroup(c.Group)) // from log format 6; none before
 		meta.NextID++
 		if existed {
 			n = 1
@@ -73,4 +74,12 @@ func (p *Processor) deleteOffsets(tx *store.Tx, meta *store.Meta, c *command.Del
 		n++
 	}
 	return n
+}
+
+// saveClassicGroup records a classic Kafka group's generation, or removes
+// the record of an emptied group (store.Tx.SaveClassicGroup keeps the
+// newest generation).
+func (p *Processor) saveClassicGroup(tx *store.Tx, _ *store.Meta, c *command.SaveClassicGroupCommand) any {
+	must(tx.SaveClassicGroup(c.Group))
+	return nil
 }

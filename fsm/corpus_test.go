@@ -207,7 +207,27 @@ func corpusScenario() []corpusEntry {
 			{Queue: "orders", Partition: "p2", TransactionID: "m-3", MessageID: [16]byte{0xa, 0x43}, Payload: []byte(`{"m":3}`)},
 		}}},
 		{"f5-push-in-log-retried", &command.PushCommand{NowMs: later + 17_000_014, Items: []command.PushItem{msg("m-2", 0x44, `{"m":2}`), msg("m-4", 0x45, `{"m":4}`)}}},
+		// Format 6: classic Kafka groups' membership is recorded; a save
+		// of an older generation landing late changes nothing, and
+		// deleting a group removes its record.
+		{"f6-set-log-format", &command.SetLogFormatCommand{Format: command.LogFormat6}},
+		{"f6-save-classic-group", &command.SaveClassicGroupCommand{Group: classicGroup("workers", 3, "w-1", "w-2")}},
+		{"f6-save-classic-group-late", &command.SaveClassicGroupCommand{Group: classicGroup("workers", 2, "w-1")}},
+		{"f6-save-classic-group-gone", &command.SaveClassicGroupCommand{Group: classicGroup("gone", 1, "x-1")}},
+		{"f6-delete-group-gone", &command.DeleteOffsetsCommand{Group: "gone", All: true}},
 	}
+}
+
+// classicGroup is generation gen of a classic group of the given members,
+// the first leading.
+func classicGroup(name string, gen int32, members ...string) store.ClassicGroup {
+	g := store.ClassicGroup{Name: name, ProtocolType: "consumer", Protocol: "range", Generation: gen, Leader: members[0]}
+	for _, m := range members {
+		g.Members = append(g.Members, store.ClassicMember{ID: m, ClientID: "client", ClientHost: "/10.0.0.9",
+			SessionTimeoutMs: 45_000, RebalanceTimeoutMs: 60_000,
+			Protocols: []store.ClassicProtocol{{Name: "range", Metadata: []byte("subscription of " + m)}}, Assignment: []byte("assignment of " + m)})
+	}
+	return g
 }
 
 // corpusJobsPartitionID and corpusDeadLetterID are the ids the scenario
@@ -239,6 +259,9 @@ func corpusFor(t *testing.T, f command.LogFormat) (names []string, entries [][]b
 		}
 		if strings.HasPrefix(e.name, "f5-") && f < command.LogFormat5 {
 			continue // batches kept in the raft log, from format 5
+		}
+		if strings.HasPrefix(e.name, "f6-") && f < command.LogFormat6 {
+			continue // classic groups recorded, from format 6
 		}
 		b, err := command.EncodeAs(e.cmd, f)
 		if err != nil {

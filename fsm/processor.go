@@ -137,6 +137,7 @@ func init() {
 	register(command.CmdPruneRequests, func(c *command.PruneRequestsCommand) int64 { return c.NowMs }, (*Processor).pruneRequests)
 	register(command.CmdSeedIDs, nil, (*Processor).seedIDs)
 	register(command.CmdPreferLeader, nil, (*Processor).preferLeader)
+	register(command.CmdSaveClassicGroup, nil, (*Processor).saveClassicGroup)
 }
 
 func (p *Processor) pruneDedup(tx *store.Tx, meta *store.Meta, c *command.PruneDedupCommand) command.PruneDedupResult {

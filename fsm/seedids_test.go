@@ -73,3 +73,26 @@ func TestFSM_PreferLeader(t *testing.T) {
 		t.Fatalf("preference %q after it was cleared", node)
 	}
 }
+
+// A classic group's record is kept at its newest generation and goes when
+// the group is deleted (DeleteGroups, or an HTTP group delete).
+func TestFSM_ClassicGroupRecordGoesWithTheGroup(t *testing.T) {
+	f := newFSM(t)
+	record := func() (store.ClassicGroup, bool) {
+		var g store.ClassicGroup
+		var found bool
+		if err := f.store.View(func(tx *store.Tx) (err error) { g, found, err = tx.ClassicGroup("workers"); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return g, found
+	}
+	f.ApplyBatch(logs(1, (&command.SaveClassicGroupCommand{Group: classicGroup("workers", 3, "w-1", "w-2")}).Encode(),
+		(&command.SaveClassicGroupCommand{Group: classicGroup("workers", 2, "w-1")}).Encode()))
+	if g, found := record(); !found || g.Generation != 3 || len(g.Members) != 2 {
+		t.Fatalf("record %+v (found %v), want generation 3 of two members", g, found)
+	}
+	f.ApplyBatch(logs(3, (&command.DeleteOffsetsCommand{Group: "workers", All: true}).Encode()))
+	if g, found := record(); found {
+		t.Fatalf("record %+v left after the group was deleted", g)
+	}
+}

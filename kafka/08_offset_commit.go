@@ -27,7 +27,9 @@ func handleOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	case !coordinating:
 		code = kerr.NotCoordinator.Code
 	default:
-		code = co.checkOffsetCommit(req.Group, req.MemberID, req.InstanceID, generation, req.Version)
+		if code = co.load(req.Group); code == 0 {
+			code = co.checkOffsetCommit(req.Group, req.MemberID, req.InstanceID, generation, req.Version)
+		}
 	}
 	// A partition refused on its own (metadata over Kafka's default
 	// offset.metadata.max.bytes, a name no topic can have) is answered

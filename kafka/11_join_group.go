@@ -1,9 +1,6 @@
 package kafka
 
-import (
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
-)
+import "github.com/twmb/franz-go/pkg/kmsg"
 
 func init() { register(kmsg.JoinGroup.Int16(), 0, 9, handleJoinGroup) }
 
@@ -11,10 +8,10 @@ func init() { register(kmsg.JoinGroup.Int16(), 0, 9, handleJoinGroup) }
 // rejoined, or the rebalance timeout passed).
 func handleJoinGroup(c *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.JoinGroupRequest)
-	co, coordinating := c.coordinator(req.Group)
-	if !coordinating {
+	co, code := c.classic(req.Group)
+	if code != 0 {
 		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
-		resp.ErrorCode, resp.MemberID = kerr.NotCoordinator.Code, req.MemberID
+		resp.ErrorCode, resp.MemberID = code, req.MemberID
 		return ready(resp, nil)
 	}
 	return co.join(req, c.clientID, c.nc.RemoteAddr().String()), nil

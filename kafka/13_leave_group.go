@@ -1,18 +1,15 @@
 package kafka
 
-import (
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
-)
+import "github.com/twmb/franz-go/pkg/kmsg"
 
 func init() { register(kmsg.LeaveGroup.Int16(), 0, 5, answerNow(handleLeaveGroup)) }
 
 func handleLeaveGroup(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.LeaveGroupRequest)
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
-	co, coordinating := c.coordinator(req.Group)
-	if !coordinating {
-		resp.ErrorCode = kerr.NotCoordinator.Code
+	co, code := c.classic(req.Group)
+	if code != 0 {
+		resp.ErrorCode = code
 		return resp, nil
 	}
 	if req.Version < 3 {

@@ -1,9 +1,6 @@
 package kafka
 
-import (
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
-)
+import "github.com/twmb/franz-go/pkg/kmsg"
 
 func init() { register(kmsg.SyncGroup.Int16(), 0, 5, handleSyncGroup) }
 
@@ -11,10 +8,10 @@ func init() { register(kmsg.SyncGroup.Int16(), 0, 5, handleSyncGroup) }
 // the assignment.
 func handleSyncGroup(c *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.SyncGroupRequest)
-	co, coordinating := c.coordinator(req.Group)
-	if !coordinating {
+	co, code := c.classic(req.Group)
+	if code != 0 {
 		resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
-		resp.ErrorCode = kerr.NotCoordinator.Code
+		resp.ErrorCode = code
 		return ready(resp, nil)
 	}
 	return co.syncGroup(req), nil

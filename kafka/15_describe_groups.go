@@ -23,6 +23,10 @@ func handleDescribeGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}
+		if g.ErrorCode = co.load(name); g.ErrorCode != 0 {
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
 		v, _ := co.describe(name) // a snapshot: safe to read without the lock
 		g.State, g.ProtocolType, g.Protocol = v.state, v.protocolType, v.protocol
 		for _, m := range v.members {

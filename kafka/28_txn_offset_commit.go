@@ -31,7 +31,9 @@ func handleTxnOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	case !coordinating:
 		code = kerr.NotCoordinator.Code
 	case req.Version >= 3 && req.Generation >= 0:
-		code = co.checkCommit(req.Group, req.MemberID, req.InstanceID, req.Generation)
+		if code = co.load(req.Group); code == 0 {
+			code = co.checkCommit(req.Group, req.MemberID, req.InstanceID, req.Generation)
+		}
 	}
 	var offsets []command.OffsetCommit
 	for _, rt := range req.Topics {

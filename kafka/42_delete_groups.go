@@ -39,6 +39,9 @@ func handleDeleteGroups(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 // describe before it would let a join slip in between.
 func deleteGroup(c *conn, name string) int16 {
 	co, _ := c.coordinator(name)
+	if code := co.load(name); code != 0 { // a recorded group's members count
+		return code
+	}
 	inMemory, empty := co.forget(name)
 	if !empty {
 		return kerr.NonEmptyGroup.Code

@@ -57,6 +57,10 @@ type Broker interface {
 	DeleteOffsets(group string, all bool, offsets []command.OffsetCommit) (int, error)
 	OffsetGroups() ([]string, error)
 
+	// Classic consumer groups' recorded membership (classic_record.go).
+	ClassicGroup(name string) (store.ClassicGroup, bool, error)
+	SaveClassicGroup(g store.ClassicGroup) error
+
 	// Transactions (KIP-98).
 	InitTxnProducer(id string, timeoutMs int32, producerID int64, epoch int16) (command.TxnProducerResult, error)
 	AddToTxn(id string, producerID int64, epoch int16, parts []store.TxnPartition, groups []string) (command.AddToTxnResult, error)

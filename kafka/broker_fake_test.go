@@ -62,6 +62,13 @@ type fakeBroker struct {
 	// applying is a new leader still applying the log it took the lead
 	// with (LeaderCaughtUp false).
 	applying bool
+
+	// classic holds recorded classic groups; saveErr fails their saves;
+	// a save waits for saveGate when it is set, after telling saving.
+	classic  map[string]store.ClassicGroup
+	saveErr  error
+	saveGate chan struct{}
+	saving   chan store.ClassicGroup
 }
 
 type producedCall struct {
@@ -118,6 +125,37 @@ func (f *fakeBroker) LeaderCaughtUp() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return !f.applying
+}
+
+func (f *fakeBroker) ClassicGroup(name string) (store.ClassicGroup, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g, found := f.classic[name]
+	return g, found, nil
+}
+
+func (f *fakeBroker) SaveClassicGroup(g store.ClassicGroup) error {
+	if f.saveGate != nil {
+		f.saving <- g
+		<-f.saveGate
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.saveErr != nil {
+		return f.saveErr
+	}
+	if old, found := f.classic[g.Name]; found && old.Generation > g.Generation {
+		return nil
+	}
+	if f.classic == nil {
+		f.classic = map[string]store.ClassicGroup{}
+	}
+	if len(g.Members) == 0 {
+		delete(f.classic, g.Name)
+	} else {
+		f.classic[g.Name] = g
+	}
+	return nil
 }
 
 func (f *fakeBroker) TopicDefaults() broker.TopicInfo { return broker.TopicInfo{} }

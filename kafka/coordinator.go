@@ -73,6 +73,12 @@ type group struct {
 	timer        *time.Timer       // ends the join phase, or a stalled sync phase
 	graceHold    bool              // the join phase waits out the failover grace (failover.go)
 	joinVersions map[string]int16  // JoinGroup version each waiter asked with
+	// Recording (classic_record.go): the generation last recorded (0:
+	// none), whether the current one's record is being written, and
+	// when recording a stable generation was last tried.
+	recorded      int32
+	saving        bool
+	lastRecordTry time.Time
 }
 
 // coordinator holds every group this node coordinates: classic groups in
@@ -94,10 +100,15 @@ type coordinator struct {
 	// replicated trace of members before this leader; nil counts every
 	// group as having some.
 	hasOffsets func(group string) bool
+	// records keeps classic groups' generations (classic_record.go); nil:
+	// membership is not recorded. loaded holds the groups whose record
+	// was read in this term.
+	records classicRecords
+	loaded  map[string]bool
 }
 
 func newCoordinator() *coordinator {
-	return &coordinator{groups: map[string]*group{}, consumers: map[string]*cgroup{},
+	return &coordinator{groups: map[string]*group{}, consumers: map[string]*cgroup{}, loaded: map[string]bool{},
 		consumerCfg: DefaultConsumerGroupConfig(), now: time.Now}
 }
 
@@ -149,6 +160,7 @@ func (co *coordinator) forgetAll() {
 	}
 	co.groups = map[string]*group{}
 	co.consumers = map[string]*cgroup{}
+	co.loaded = map[string]bool{}
 }
 
 // parked reports whether the member waits for a JoinGroup or SyncGroup answer.
@@ -219,8 +231,7 @@ func (g *group) remove(id string) {
 // empties the group.
 func (g *group) membershipChanged(co *coordinator) {
 	if len(g.members) == 0 {
-		g.stopTimer()
-		g.state, g.leader, g.protocol = stateEmpty, "", ""
+		g.emptied(co)
 		return
 	}
 	switch g.state {
@@ -235,7 +246,7 @@ func (g *group) membershipChanged(co *coordinator) {
 // join again within the longest rebalance timeout (or delay, for a group
 // forming from empty).
 func (g *group) startRebalance(co *coordinator, delay time.Duration) {
-	g.state, g.graceHold = statePreparing, false
+	g.state, g.graceHold, g.saving = statePreparing, false, false
 	for _, m := range g.members {
 		m.rejoined = false
 		m.answerSync(syncAnswer{code: kerr.RebalanceInProgress.Code})
@@ -281,7 +292,7 @@ func (g *group) completeJoin(co *coordinator) {
 		}
 	}
 	if len(g.members) == 0 {
-		g.state, g.leader, g.protocol = stateEmpty, "", ""
+		g.emptied(co)
 		return
 	}
 	if g.members[g.leader] == nil {
@@ -561,17 +572,14 @@ func (co *coordinator) syncGroup(req *kmsg.SyncGroupRequest) reply {
 	}
 	m.lastSeen = time.Now()
 	resp.ProtocolType, resp.Protocol = kmsg.StringPtr(g.protocolType), kmsg.StringPtr(g.protocol)
-	if g.state == stateCompleting && req.MemberID == g.leader {
+	if g.state == stateCompleting && req.MemberID == g.leader && !g.saving {
 		for _, a := range req.GroupAssignment {
 			if am := g.members[a.MemberID]; am != nil {
 				am.assignment = a.MemberAssignment
 			}
 		}
 		g.stopTimer()
-		g.state = stateStable
-		for _, om := range g.members {
-			om.answerSync(syncAnswer{assignment: om.assignment})
-		}
+		g.assigned(co) // stable now, or once the generation is recorded
 	}
 	if g.state == stateStable {
 		a := syncAnswer{assignment: m.assignment}
@@ -603,13 +611,15 @@ func (co *coordinator) heartbeat(group, memberID string, instanceID *string, gen
 	if g == nil || g.members[memberID] == nil {
 		return kerr.UnknownMemberID.Code
 	}
-	g.members[memberID].lastSeen = time.Now()
+	now := time.Now()
+	g.members[memberID].lastSeen = now
 	switch {
 	case g.state == statePreparing:
 		return kerr.RebalanceInProgress.Code
 	case generation != g.generation:
 		return kerr.IllegalGeneration.Code
 	}
+	g.recordIfMissing(co, now)
 	return 0
 }
 

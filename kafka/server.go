@@ -121,9 +121,10 @@ func New(svc Broker, cfg Config, log *slog.Logger) *Server {
 	}
 	srv := &Server{svc: svc, cfg: cfg, log: log, sessions: newFetchSessions(), inFlight: semaphore.NewWeighted(cfg.InFlightBytes),
 		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}, route: router.NewTable(svc, cfg.Groups, cfg.Forwarding)}
-	for range srv.route.Groups() {
+	for g := range srv.route.Groups() {
 		co := newCoordinator()
 		co.consumerCfg = cfg.ConsumerGroups
+		co.records = srv.group(uint32(g))
 		co.hasOffsets = func(group string) bool {
 			offsets, err := srv.groupOffsets(group)
 			return err != nil || len(offsets) > 0 // unsure: held

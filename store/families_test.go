@@ -15,6 +15,7 @@ func TestKeyFamiliesAreDistinct(t *testing.T) {
 		"txn": familyTxn, "txnProducer": familyTxnProducer, "openTxn": familyOpenTxn, "abortedTxn": familyAbortedTxn, "txnGroup": familyTxnGroup, "txnDue": familyTxnDue,
 		"compactState": familyCompactState, "compactIndexed": familyCompactIndexed, "keyIndex": familyKeyIndex,
 		"request": familyRequest, "requestDue": familyRequestDue,
+		"leaderPref": familyLeaderPref, "classicGroup": familyClassicGroup,
 	}
 	owner := map[byte]string{}
 	for name, b := range families {

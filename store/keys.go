@@ -37,6 +37,7 @@ import (
 //	0x18–0x1D: Kafka transactions, see txn.go
 //	0x30–0x32: log compaction, see compact.go
 //	0x33: the chosen leaders of raft groups, see leaders.go
+//	0x34: classic Kafka consumer groups' membership, see classicgroups.go
 //
 // Badger keys are at most 65,000 bytes and a transactionId may be 65,535,
 // so ids longer than maxRawIDKey are keyed by their SHA-256 in their own
