@@ -156,7 +156,7 @@ func (s *Service) proposeRemote(cmd command.Command) (any, error) {
 	}
 	entry, err := command.EncodeAs(cmd, s.node.FSM.LogFormat())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUpgradeInProgress, err)
+		return nil, fmt.Errorf("%w: %w", ErrUpgradeInProgress, err)
 	}
 	url := s.remote.scheme + "://" + addr + ApplyPath + "?group=" + strconv.FormatUint(uint64(s.group), 10)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(entry))

@@ -60,7 +60,7 @@ func applyFor[R any](ctx context.Context, s *Service, cmd command.Answering[R]) 
 	var zero R
 	inner, err := command.EncodeAs(cmd, s.node.FSM.LogFormat())
 	if err != nil {
-		return zero, fmt.Errorf("%w: %v", ErrUpgradeInProgress, err)
+		return zero, fmt.Errorf("%w: %w", ErrUpgradeInProgress, err)
 	}
 	window := s.RequestWindow
 	if window <= 0 {

@@ -85,3 +85,25 @@ func TestMaintenancePrunesRequestOutcomes(t *testing.T) {
 		t.Fatal("the outcome outlived its window and a prune")
 	}
 }
+
+// Regression: a cluster below log format 6 refused a classic group's
+// record with ErrUpgradeInProgress wrapping ErrLogFormatTooOld as text, so
+// the coordinator took the refusal for an unknown outcome and started a
+// new generation after every SyncGroup of a rolling upgrade. Both must
+// match.
+func TestClassicGroupRecordWaitsForLogFormat6(t *testing.T) {
+	s := startService(t)
+	g := store.ClassicGroup{Name: "g", Generation: 2, Leader: "m", Members: []store.ClassicMember{{ID: "m", Assignment: []byte("a")}}}
+	if err := s.SaveClassicGroup(g); !errors.Is(err, command.ErrLogFormatTooOld) || !errors.Is(err, ErrUpgradeInProgress) {
+		t.Fatalf("a record at log format 1: %v, want ErrLogFormatTooOld and ErrUpgradeInProgress", err)
+	}
+	if err := s.RaiseLogFormat(command.LogFormat6); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveClassicGroup(g); err != nil {
+		t.Fatal(err)
+	}
+	if got, found, err := s.ClassicGroup("g"); err != nil || !found || got.Generation != 2 || string(got.Members[0].Assignment) != "a" {
+		t.Fatalf("read back %+v, %v, %v", got, found, err)
+	}
+}

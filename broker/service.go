@@ -175,7 +175,7 @@ func (s *Service) proposeLeading(cmd command.Command) func() (any, error) {
 func (s *Service) proposeNow(cmd command.Command) func() (any, error) {
 	entry, err := command.EncodeAs(cmd, s.node.FSM.LogFormat())
 	if err != nil {
-		return func() (any, error) { return nil, fmt.Errorf("%w: %v", ErrUpgradeInProgress, err) }
+		return func() (any, error) { return nil, fmt.Errorf("%w: %w", ErrUpgradeInProgress, err) }
 	}
 	f := s.proposeEntry(entry)
 	return func() (any, error) {
