@@ -106,9 +106,7 @@ func (s *Server) getGroup(w http.ResponseWriter, r *http.Request) {
 		// A new leader may not have applied commits the old one
 		// acknowledged: its answer could show a committed offset
 		// going back.
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "catching_up",
-			"this node has just become the leader and is still applying the raft log; its committed offsets may be older than acknowledged ones")
+		catchingUp(w, "this node has just become the leader and is still applying the raft log; its committed offsets may be older than acknowledged ones")
 		return
 	}
 	name := r.PathValue("group")

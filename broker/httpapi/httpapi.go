@@ -259,9 +259,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (release func(), 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isStateRead(r) && !s.svc.ServesReads() {
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "catching_up",
-			"this node is applying the raft log it held when it started; until then its state may be older than what it served before")
+		catchingUp(w, "this node is applying the raft log it held when it started; until then its state may be older than what it served before")
 		return
 	}
 	s.mux.ServeHTTP(w, r)
@@ -294,6 +292,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, errorBody{Error: msg, Code: code})
+}
+
+// catchingUp answers 503 catching_up: this node's state may be older than
+// what was acknowledged, so a read here could go back in time.
+func catchingUp(w http.ResponseWriter, msg string) {
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, "catching_up", msg)
 }
 
 // writeBrokerError maps a broker error to a status and code.
