@@ -138,17 +138,38 @@ func (r *refData) fromLog(ref BatchRef) ([]byte, error) { return batchFromLog(r.
 
 // batchFromLog reads the batch a ref names from the raft log.
 func batchFromLog(log RaftLog, ref BatchRef) ([]byte, error) {
-	if log == nil {
+	var e logReader
+	e.log = log
+	return e.batch(ref)
+}
+
+// logReader reads batches from the raft log for a pass over refs in
+// order, keeping the entry it read last: the refs of one wide push (up to
+// a thousand partitions of a queue, each a ref of its own) all name one
+// entry, which would otherwise be read from the log once for each.
+type logReader struct {
+	log   RaftLog
+	index uint64
+	data  []byte // entry index's data; nil: none read yet
+}
+
+// batch reads the batch ref names, in bytes shared with the next call's
+// for the same entry: the caller must not change them.
+func (e *logReader) batch(ref BatchRef) ([]byte, error) {
+	if e.log == nil {
 		return nil, errors.New("store: a batch kept in the raft log, and no raft log to read it from")
 	}
-	data, err := log.EntryData(ref.Index)
-	if err != nil {
-		return nil, fmt.Errorf("raft entry %d: %w", ref.Index, err)
+	if e.data == nil || e.index != ref.Index {
+		data, err := e.log.EntryData(ref.Index)
+		if err != nil {
+			return nil, fmt.Errorf("raft entry %d: %w", ref.Index, err)
+		}
+		e.index, e.data = ref.Index, data
 	}
-	if uint64(ref.At)+uint64(ref.Length) > uint64(len(data)) {
-		return nil, fmt.Errorf("raft entry %d holds %d bytes, a batch is at [%d, +%d): %w", ref.Index, len(data), ref.At, ref.Length, segment.ErrCorrupt)
+	if uint64(ref.At)+uint64(ref.Length) > uint64(len(e.data)) {
+		return nil, fmt.Errorf("raft entry %d holds %d bytes, a batch is at [%d, +%d): %w", ref.Index, len(e.data), ref.At, ref.Length, segment.ErrCorrupt)
 	}
-	return data[ref.At : ref.At+ref.Length], nil
+	return e.data[ref.At : ref.At+ref.Length : ref.At+ref.Length], nil
 }
 
 // appendBatchRef appends a ref to b as kindBatchRef.
@@ -467,11 +488,17 @@ func (s *Store) Relocate(pin segmentRefs) error {
 	if err != nil {
 		return err
 	}
+	have, err := openSidecarScan(path, old)
+	if err != nil {
+		return err
+	}
+	defer have.Close()
+	fromLog := logReader{log: s.refs.log}
 	h, err := writeSidecar(path, pin.Stream, pin.Base, refs, func(k int, r BatchRef) ([]byte, error) {
 		if uint32(k) < old.Count {
-			return readSidecarBatch(path, old, uint32(k))
+			return have.next(r)
 		}
-		return s.refs.fromLog(r)
+		return fromLog.batch(r)
 	})
 	if err != nil {
 		return err

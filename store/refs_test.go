@@ -18,11 +18,13 @@ import (
 type memRaftLog struct {
 	mu      sync.Mutex
 	entries map[uint64][]byte
+	reads   int // EntryData calls
 }
 
 func (m *memRaftLog) EntryData(index uint64) ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.reads++
 	if d, ok := m.entries[index]; ok {
 		return bytes.Clone(d), nil
 	}
@@ -305,4 +307,77 @@ func TestMessageRefsReadPayloadsFromTheEntry(t *testing.T) {
 	}
 	log.dropBelow(math.MaxUint64)
 	check()
+}
+
+// A wide push names one raft entry from a ref in each partition it
+// reaches; copying its segment to a sidecar, and a snapshot that builds
+// the sidecar from the log, read that entry once, not once a partition.
+func TestWidePushRefsReadTheirEntryOnce(t *testing.T) {
+	s := openTest(t)
+	log := &memRaftLog{entries: map[uint64][]byte{}}
+	s.SetRaftLog(log)
+	q := Queue{ID: 3, Name: "wide"}
+	const partitions = 50
+	putQueue(t, s, q, partitions, 1)
+	entry := randomPayload(16)
+	var payloads [][]byte
+	write(t, s, func(tx *Tx) error {
+		for p := range partitions {
+			m := Message{TimestampMs: 500, TransactionID: fmt.Sprintf("tx-%d", p)}
+			m.ID[0] = byte(p + 1)
+			m.Payload = []byte(fmt.Sprintf(`"%x"`, randomPayload(24)))
+			at := uint32(len(entry))
+			entry = append(append(entry, m.Payload...), randomPayload(3)...)
+			payloads = append(payloads, m.Payload)
+			if err := tx.PutMessageRefs(q, uint64(1+p), []Message{m}, 9, []uint32{at}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	log.entries[9] = entry
+	check := func(s *Store) {
+		t.Helper()
+		err := s.View(func(tx *Tx) error {
+			for p := range partitions {
+				es, err := tx.Entries(uint64(1+p), 0, math.MaxInt, 10)
+				if err != nil {
+					return err
+				}
+				if len(es) != 1 || es[0].Message == nil || !bytes.Equal(es[0].Message.Payload, payloads[p]) {
+					t.Fatalf("partition %d: %d entries, want its one message", p, len(es))
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A snapshot builds the open segment's sidecar from the log.
+	log.reads = 0
+	stream := snapshotOf(t, s)
+	if log.reads != 1 {
+		t.Fatalf("the snapshot read the entry %d times for %d refs, want once", log.reads, partitions)
+	}
+	other := openTest(t)
+	if err := other.Restore(bytes.NewReader(stream)); err != nil {
+		t.Fatal(err)
+	}
+	check(other)
+
+	hold, err := s.LogHold()
+	if err != nil || hold.Pin == nil {
+		t.Fatalf("hold %+v (%v): want the entry held", hold, err)
+	}
+	log.reads = 0
+	if err := s.Relocate(*hold.Pin); err != nil {
+		t.Fatal(err)
+	}
+	if log.reads != 1 {
+		t.Fatalf("relocating read the entry %d times for %d refs, want once", log.reads, partitions)
+	}
+	log.dropBelow(math.MaxUint64)
+	check(s)
 }

@@ -118,6 +118,76 @@ func readSidecarBatch(path string, h sidecarHeader, k uint32) ([]byte, error) {
 	return b[:n], nil
 }
 
+// sidecarScan reads a sidecar's batches in order from one open file, the
+// table and the batches each through a buffer, checking that every batch
+// is where the table says and that its CRC holds.
+type sidecarScan struct {
+	path  string
+	h     sidecarHeader
+	f     *os.File
+	table *bufio.Reader
+	data  *bufio.Reader
+	k     uint32 // the batch next reads
+	pos   uint64 // where batch k begins
+	buf   []byte
+}
+
+// openSidecarScan opens the sidecar at path, whose header is h, for reading
+// its batches in order. With h the zero value (no sidecar) it opens
+// nothing, and next fails.
+func openSidecarScan(path string, h sidecarHeader) (*sidecarScan, error) {
+	sc := &sidecarScan{path: path, h: h}
+	if h.Count == 0 {
+		return sc, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	first := uint64(sidecarHeaderBytes + sidecarSlotBytes*uint64(h.Count))
+	sc.f, sc.pos = f, first
+	sc.table = bufio.NewReaderSize(io.NewSectionReader(f, sidecarHeaderBytes, int64(first-sidecarHeaderBytes)), 64<<10)
+	sc.data = bufio.NewReaderSize(io.NewSectionReader(f, int64(first), 1<<62), 1<<20)
+	return sc, nil
+}
+
+// next reads the sidecar's next batch, which must be ref's, in bytes
+// shared with the next call: the caller must not change them.
+func (sc *sidecarScan) next(ref BatchRef) ([]byte, error) {
+	if sc.k >= sc.h.Count {
+		return nil, fmt.Errorf("sidecar %s holds %d batches, not %d", sc.path, sc.h.Count, sc.k+1)
+	}
+	var slot [sidecarSlotBytes]byte
+	if _, err := io.ReadFull(sc.table, slot[:]); err != nil {
+		return nil, fmt.Errorf("sidecar %s: %w: %v", sc.path, segment.ErrCorrupt, err)
+	}
+	pos, n := beUint64(slot[:]), binary.BigEndian.Uint32(slot[8:])
+	if pos != sc.pos || n != ref.Length || n > segment.MaxRecord {
+		return nil, fmt.Errorf("sidecar %s batch %d: at %d for %d bytes, expected %d for %d: %w", sc.path, sc.k, pos, n, sc.pos, ref.Length, segment.ErrCorrupt)
+	}
+	if cap(sc.buf) < int(n)+4 {
+		sc.buf = make([]byte, n+4)
+	}
+	b := sc.buf[:n+4]
+	if _, err := io.ReadFull(sc.data, b); err != nil {
+		return nil, fmt.Errorf("sidecar %s: %w: %v", sc.path, segment.ErrCorrupt, err)
+	}
+	if crc32.Checksum(b[:n], castagnoliTable) != binary.BigEndian.Uint32(b[n:]) {
+		return nil, fmt.Errorf("sidecar %s batch %d: %w", sc.path, sc.k, segment.ErrCorrupt)
+	}
+	sc.k++
+	sc.pos += uint64(n) + 4
+	return b[:n:n], nil
+}
+
+// Close closes the sidecar's file.
+func (sc *sidecarScan) Close() error {
+	if sc.f == nil {
+		return nil
+	}
+	return sc.f.Close()
+}
+
 // scanRefs lists the refs of the segment file at path (which begins at
 // base) up to stop, in ordinal order.
 func scanRefs(path string, base, stop uint64) ([]BatchRef, error) {

@@ -368,12 +368,18 @@ func (r *sectionReader) buildSidecar(side SnapshotSegment, segSize uint64) *io.P
 			if n := sidecarSize(refs); n != side.Size {
 				return fmt.Errorf("snapshot: the refs of segment %d of stream %d name a sidecar of %d bytes, its records say %d: %w", side.Base, side.Stream, n, side.Size, segment.ErrCorrupt)
 			}
-			have, _ := readSidecarHeader(local)
+			h, _ := readSidecarHeader(local)
+			have, err := openSidecarScan(local, h)
+			if err != nil {
+				return err
+			}
+			defer have.Close()
+			fromLog := logReader{log: r.log}
 			return encodeSidecar(pw, side.Stream, side.Base, refs, func(k int, ref BatchRef) ([]byte, error) {
-				if uint32(k) < have.Count {
-					return readSidecarBatch(local, have, uint32(k))
+				if uint32(k) < h.Count {
+					return have.next(ref)
 				}
-				return batchFromLog(r.log, ref)
+				return fromLog.batch(ref)
 			})
 		}()
 		pw.CloseWithError(err)
