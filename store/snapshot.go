@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/pb"
+	"github.com/dgraph-io/ristretto/v2/z"
 
 	"github.com/waggle-mq/waggle/segment"
 )
@@ -497,16 +499,8 @@ func (s *Store) RestoreLinking(r io.Reader, files SegmentFiles) (err error) {
 			err = lerr
 		}
 	}()
-	if err := s.db.DropAll(); err != nil {
-		return fmt.Errorf("restore: drop old state: %w", err)
-	}
-	wb := s.db.NewWriteBatch()
-	defer wb.Cancel()
-	if err := readKeys(br, wb.Set); err != nil {
+	if err := s.restoreKeys(br); err != nil {
 		return fmt.Errorf("restore: %w", err)
-	}
-	if err := wb.Flush(); err != nil {
-		return fmt.Errorf("restore: write: %w", err)
 	}
 	keep := map[uint64][]uint64{}
 	for version >= 2 {
@@ -538,7 +532,47 @@ func (s *Store) RestoreLinking(r io.Reader, files SegmentFiles) (err error) {
 	return s.loadDedupIndex()
 }
 
-func readField(br *bufio.Reader) ([]byte, error) {
+// restoreKeys replaces every key in badger with the key section br holds.
+// The keys come in badger's order (a snapshot writes them from an
+// iterator), so badger's stream writer builds its tables from them
+// directly: no write-ahead log, memtables or compactions, which cost
+// several times as much for the millions of keys of a million partitions.
+// A section out of order fails the restore.
+func (s *Store) restoreKeys(br *bufio.Reader) error {
+	sw := s.db.NewStreamWriter()
+	defer sw.Cancel()                    // unblocks badger's writes after a failure
+	if err := sw.Prepare(); err != nil { // drops every key
+		return fmt.Errorf("drop old state: %w", err)
+	}
+	buf := z.NewBuffer(restoreBufferBytes+restoreBufferBytes/4, "waggle.restore")
+	defer buf.Release()
+	err := readKeys(br, func(k, v []byte) error {
+		badger.KVToBuffer(&pb.KV{Key: k, Value: v, Version: 1}, buf)
+		if buf.LenNoPadding() < restoreBufferBytes {
+			return nil
+		}
+		err := sw.Write(buf)
+		buf.Reset()
+		return err
+	})
+	if err == nil {
+		err = sw.Write(buf)
+	}
+	if err == nil {
+		err = sw.Flush()
+	}
+	return err
+}
+
+// restoreBufferBytes is how many bytes of keys and values restoreKeys
+// hands badger at a time.
+const restoreBufferBytes = 16 << 20
+
+func readField(br *bufio.Reader) ([]byte, error) { return readFieldInto(br, nil) }
+
+// readFieldInto reads a field as countingWriter.field writes it, into buf
+// when it is large enough.
+func readFieldInto(br *bufio.Reader, buf []byte) ([]byte, error) {
 	n, err := binary.ReadUvarint(br)
 	if err != nil {
 		return nil, err
@@ -546,7 +580,10 @@ func readField(br *bufio.Reader) ([]byte, error) {
 	if n > maxSnapshotField {
 		return nil, errors.New("field larger than any waggle writes: corrupt snapshot")
 	}
-	b := make([]byte, n)
+	if uint64(cap(buf)) < n {
+		buf = make([]byte, n)
+	}
+	b := buf[:n]
 	_, err = io.ReadFull(br, b)
 	return b, err
 }
@@ -636,23 +673,26 @@ func SplitSnapshot(r io.Reader, state io.Writer, dir string) ([]SnapshotSegment,
 func linkName(stream, base uint64) string { return fmt.Sprintf("%d-%d.seg", stream, base) }
 
 // readKeys reads the key section of a snapshot stream, calling fn with
-// each key and value, up to the empty key that ends it.
+// each key and value in turn, in bytes that are fn's only until it
+// returns (they are read into the same two buffers each time).
 func readKeys(br *bufio.Reader, fn func(k, v []byte) error) error {
+	var kb, vb []byte
 	for {
-		k, err := readField(br)
+		k, err := readFieldInto(br, kb)
 		if err != nil {
 			return fmt.Errorf("key: %w", err)
 		}
 		if len(k) == 0 {
 			return nil
 		}
-		v, err := readField(br)
+		v, err := readFieldInto(br, vb)
 		if err != nil {
 			return fmt.Errorf("value: %w", err)
 		}
 		if err := fn(k, v); err != nil {
 			return err
 		}
+		kb, vb = k, v
 	}
 }
 
