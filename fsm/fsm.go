@@ -30,10 +30,14 @@ type FSM struct {
 
 	mu   sync.Mutex // guards meta between the apply and restore paths
 	meta store.Meta
-	// logFormat mirrors meta's log format for LogFormat, which every
-	// proposal asks: reading it must not wait for a batch being applied
+	// logFormat, appliedIndex and clockMs mirror meta for LogFormat,
+	// which every proposal asks, and for AppliedIndex and ClockMs, which
+	// health checks and waits for a follower to catch up ask: reading them
+	// must not wait for a batch being applied, or a snapshot restored,
 	// under mu.
-	logFormat atomic.Uint32
+	logFormat    atomic.Uint32
+	appliedIndex atomic.Uint64
+	clockMs      atomic.Int64
 
 	signalMu sync.Mutex
 	signals  map[uint64]chan struct{} // partition id -> closed on its next append
@@ -139,23 +143,17 @@ func (f *FSM) LogFormat() command.LogFormat { return command.LogFormat(f.logForm
 func (f *FSM) setMeta(m store.Meta) {
 	f.meta = m
 	f.logFormat.Store(uint32(effectiveLogFormat(m)))
+	f.appliedIndex.Store(m.AppliedIndex)
+	f.clockMs.Store(m.ClockMs)
 }
 
 // AppliedIndex is the last raft index whose effects are in the store.
-func (f *FSM) AppliedIndex() uint64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.meta.AppliedIndex
-}
+func (f *FSM) AppliedIndex() uint64 { return f.appliedIndex.Load() }
 
 // ClockMs is the replicated clock (Unix ms) as of the last applied entry:
 // the latest time a leader stamped into one. Timers, leases and dedup
 // windows expire by it.
-func (f *FSM) ClockMs() int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.meta.ClockMs
-}
+func (f *FSM) ClockMs() int64 { return f.clockMs.Load() }
 
 // Apply implements raft.FSM.
 func (f *FSM) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }

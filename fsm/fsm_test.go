@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -144,6 +145,26 @@ func TestReplicatedClockNeverGoesBackwards(t *testing.T) {
 	})
 	if len(msgs) != 3 || msgs[2].Message.TimestampMs != t0+2*hourMs {
 		t.Fatalf("messages %+v: want 3, the last stamped with the replicated clock", msgs)
+	}
+}
+
+// The applied index and the clock answer while a batch is being applied
+// (or a snapshot restored) under the apply lock: a health check must not
+// wait for either.
+func TestAppliedIndexAnswersDuringAnApply(t *testing.T) {
+	f := newFSM(t)
+	f.ApplyBatch(logs(1, push(hourMs, item("q", "p", "x", 1))))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	answered := make(chan [2]int64, 1)
+	go func() { answered <- [2]int64{int64(f.AppliedIndex()), f.ClockMs()} }()
+	select {
+	case got := <-answered:
+		if got != [2]int64{1, hourMs} {
+			t.Fatalf("applied index and clock %v, want [1 %d]", got, hourMs)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("AppliedIndex and ClockMs wait for the apply lock")
 	}
 }
 
