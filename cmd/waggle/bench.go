@@ -159,7 +159,7 @@ func newBenchCmd(o *clientOptions) *cobra.Command {
 
 func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 	var push, compressible, keep, keyed bool
-	var batch, clients, size, messages int
+	var batch, clients, size, messages, partitions int
 	var queue string
 	cmd := &cobra.Command{
 		Use:   "http --push",
@@ -169,8 +169,8 @@ func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 			if !push {
 				return errors.New("say what to measure: --push")
 			}
-			if batch < 1 || clients < 1 || size < 2 || messages < 1 {
-				return errors.New("--batch, --clients, --messages must be positive and --size at least 2")
+			if batch < 1 || clients < 1 || size < 2 || messages < 1 || partitions < 0 {
+				return errors.New("--batch, --clients, --messages must be positive, --size at least 2 and --partitions not negative")
 			}
 			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients, TLSClientConfig: o.tlsConfig()}, Timeout: 60 * time.Second}
 			base := client.New(o.server).BaseURL
@@ -208,7 +208,11 @@ func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 							if i > 0 {
 								body.WriteByte(',')
 							}
-							fmt.Fprintf(&body, `{"queue":%q,"partition":"p%d","transactionId":"bench-%d-%d","payload":%s}`, queue, w%8, nonce, first+i, src.JSON(size))
+							p := int64(w % 8)
+							if partitions > 0 {
+								p = (first + i) % int64(partitions)
+							}
+							fmt.Fprintf(&body, `{"queue":%q,"partition":"p%d","transactionId":"bench-%d-%d","payload":%s}`, queue, p, nonce, first+i, src.JSON(size))
 						}
 						body.WriteString(`]}`)
 						t0 := time.Now()
@@ -253,6 +257,7 @@ func newBenchHTTPCmd(o *clientOptions) *cobra.Command {
 	f.IntVar(&size, "size", 256, "payload bytes")
 	f.BoolVar(&compressible, "compressible", false, "repeat one byte instead of random, incompressible payloads")
 	f.IntVar(&messages, "messages", 200_000, "messages in all")
+	f.IntVar(&partitions, "partitions", 0, "spread message i over partition i mod N (0: each client pushes to one of 8)")
 	f.StringVar(&queue, "queue", "", "queue to push to (default: a throw-away queue, deleted afterwards)")
 	f.BoolVar(&keep, "keep", false, "keep the throw-away queue")
 	f.BoolVar(&keyed, "idempotency-keys", false, "send each push with an Idempotency-Key (its answer is recorded for 10 minutes)")
