@@ -172,6 +172,31 @@ func committedOffset(c *cluster, n *node, group string) (int64, bool) {
 	return 0, false
 }
 
+// chaosGroupCatchUp is how long a healed cluster's group may take to
+// commit to the end of its topic: a member dropped during the faults
+// rejoins (franz-go backs off up to its session timeout) and the group
+// rebalances first.
+const chaosGroupCatchUp = 60 * time.Second
+
+// waitCommitted waits until group's committed offset on n reaches end and
+// returns how long that took, or an error saying where it stopped.
+func (g *groupCheck) waitCommitted(c *cluster, n *node, group string, end int64, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	for {
+		off, ok := committedOffset(c, n, group)
+		if ok && off >= end {
+			return time.Since(start), nil
+		}
+		if time.Since(start) > timeout {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return 0, fmt.Errorf("committed offset %d (answered: %v) of %d after %v; %d records consumed, last at %s",
+				off, ok, end, timeout, len(g.consumed), g.lastConsumed.Format("15:04:05.000"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // check reports violations and offsets below the final committed one that
 // nobody consumed.
 func (g *groupCheck) check(final int64) []string {

@@ -422,8 +422,12 @@ func runChaosOn(t *testing.T, run chaosRun) *cluster {
 	producer := kafkaClient(t, brokers, kgo.DefaultProduceTopic("chaos-k"), kgo.RecordRetries(math.MaxInt32),
 		kgo.RecordDeliveryTimeout(60*time.Second), kgo.ProducerLinger(5*time.Millisecond))
 	createTopic(t, producer, "chaos-k", 1, nil)
+	// The group's members outlive the faults: once healed, they must
+	// consume and commit to the end of chaos-k.
 	groups := &groupCheck{consumed: map[int64]bool{}}
-	groups.startGroupConsumers(c, &wg, stop, "chaos-g", "chaos-k", 2)
+	groupStop := make(chan struct{})
+	var groupWG sync.WaitGroup
+	groups.startGroupConsumers(c, &groupWG, groupStop, "chaos-g", "chaos-k", 2)
 	var kmu sync.Mutex
 	kafkaAcked := map[string]bool{}
 	kafkaFailed := 0
@@ -541,6 +545,13 @@ func runChaosOn(t *testing.T, run chaosRun) *cluster {
 	l := c.leader()
 	for _, n := range c.live() {
 		c.waitCaughtUp(n)
+	}
+	hwK := highWatermark(t, l, "chaos-k")
+	groupCaughtUp, groupErr := groups.waitCommitted(c, l, "chaos-g", hwK, chaosGroupCatchUp)
+	close(groupStop)
+	groupWG.Wait()
+	if groupErr != nil {
+		t.Errorf("Kafka group after the faults: %v", groupErr)
 	}
 	recs := l.fetchAll("chaos", "Default").Entries[0].Records
 	stored := map[string]uint64{}
@@ -671,8 +682,8 @@ func runChaosOn(t *testing.T, run chaosRun) *cluster {
 	for _, v := range groups.check(final) {
 		t.Errorf("Kafka group: %s", v)
 	}
-	t.Logf("Kafka group: 2 members, %d assignments, %d records consumed, final committed offset %d, %d commit samples (node %d's view started over %d times, after wipes; last went up at %s; the faults ended at %s); %s",
-		groups.assignments, len(groups.consumed), final, len(groups.commits), c.nodes[0].id, groups.viewsRestarted, groups.lastAdvance.Format("15:04:05.000"), faultEnd.Format("15:04:05.000"),
+	t.Logf("Kafka group: 2 members, %d assignments, %d records consumed, final committed offset %d of %d, reached %v after the cluster healed; %d commit samples (node %d's view started over %d times, after wipes; last went up at %s; the faults ended at %s); %s",
+		groups.assignments, len(groups.consumed), final, hwK, groupCaughtUp.Round(time.Millisecond), len(groups.commits), c.nodes[0].id, groups.viewsRestarted, groups.lastAdvance.Format("15:04:05.000"), faultEnd.Format("15:04:05.000"),
 		groups.commitSummary())
 	kafkaLost, kafkaDup := 0, 0
 	for v := range kafkaAcked {

@@ -182,8 +182,9 @@ type soakProc struct {
 }
 
 type soakSample struct {
-	at  time.Duration // since the run started
-	rss int64
+	at   time.Duration // since the run started
+	rss  int64         // VmRSS: anonymous memory and mapped file pages
+	anon int64         // RssAnon: the process's own memory, without the page cache it maps
 }
 
 func newSoak(t *testing.T, seconds int, gb float64, partitions int) *soak {
@@ -701,7 +702,7 @@ func (s *soak) sampleProcs() {
 		}
 		p := s.procs[n.id]
 		if kb := procField(status, "VmRSS:"); kb > 0 {
-			p.rss = append(p.rss, soakSample{at: at, rss: kb << 10})
+			p.rss = append(p.rss, soakSample{at: at, rss: kb << 10, anon: procField(status, "RssAnon:") << 10})
 		}
 		if w := procField(io, "write_bytes:"); w > 0 {
 			p.written[pid] = w
@@ -1095,6 +1096,15 @@ func (s *soak) rssPeak(id int, from, to time.Duration) int64 {
 	return peak
 }
 
+// anonPeak is node id's highest sampled anonymous RSS.
+func (s *soak) anonPeak(id int) int64 {
+	var peak int64
+	for _, sm := range s.procs[id].rss {
+		peak = max(peak, sm.anon)
+	}
+	return peak
+}
+
 func (s *soak) diskRatio(id int) float64 {
 	return float64(s.finalUsed[id]) / float64(s.payloadAt)
 }
@@ -1129,8 +1139,8 @@ func (s *soak) report() {
 	for _, n := range s.c.nodes {
 		half := s.faultyEnd.Sub(s.start) / 2
 		u := s.finalDisk[n.id]
-		row(fmt.Sprintf("node %d", n.id), fmt.Sprintf("peak RSS %s (first half %s, second %s); data dir %s = %.2f× payload (peak during run %.2f×; by part, hard links in each: state %s, raft log %s, snapshots %s); wrote %s = %.2f× payload",
-			mib(s.rssPeak(n.id, 0, time.Hour*1000)), mib(s.rssPeak(n.id, 0, half)), mib(s.rssPeak(n.id, half, time.Hour*1000)),
+		row(fmt.Sprintf("node %d", n.id), fmt.Sprintf("peak RSS %s (first half %s, second %s; anonymous at most %s); data dir %s = %.2f× payload (peak during run %.2f×; by part, hard links in each: state %s, raft log %s, snapshots %s); wrote %s = %.2f× payload",
+			mib(s.rssPeak(n.id, 0, time.Hour*1000)), mib(s.rssPeak(n.id, 0, half)), mib(s.rssPeak(n.id, half, time.Hour*1000)), mib(s.anonPeak(n.id)),
 			gib(s.finalUsed[n.id]), s.diskRatio(n.id), s.peakDisk[n.id], gib(u.allocated["state"]), gib(u.allocated["raft log"]), gib(u.allocated["raft snapshots"]),
 			gib(s.written[n.id]), s.writeAmp(n.id)))
 	}
