@@ -466,11 +466,24 @@ func (s *Stream) Truncate(end uint64) error {
 	}
 	if n := len(s.bases); n > 0 && s.end() > end {
 		s.size = end - s.bases[n-1]
-		if err := os.Truncate(s.path(s.bases[n-1]), int64(s.size)); err != nil {
-			return fmt.Errorf("segment: %w", err)
+		if err := cutFile(s.path(s.bases[n-1]), s.size); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// cutFile replaces the file at path with a copy of its first size bytes.
+// It never truncates the file in place: a snapshot may hold a hard link of
+// it and need the bytes past size (a node that lost power restores that
+// snapshot after the cut, which badger's older head asked for).
+func cutFile(path string, size uint64) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("segment: %w", err)
+	}
+	defer f.Close()
+	return replaceFile(path, f, size)
 }
 
 // Read returns the body of the record at pos whose body is n bytes long,
@@ -833,7 +846,7 @@ func (s *Stream) install(path string, size uint64, r io.Reader, from string, kee
 	local, err := os.Stat(path)
 	keep := keepLonger && !link && err == nil && uint64(local.Size()) >= size
 	if !link && !keep {
-		return WriteFile(path, r, size)
+		return replaceFile(path, r, size)
 	}
 	if _, err := io.CopyN(io.Discard, r, int64(size)); err != nil {
 		return fmt.Errorf("segment: install: %w", err)
@@ -849,6 +862,39 @@ func (s *Stream) install(path string, size uint64, r io.Reader, from string, kee
 	}
 	if err := os.Link(from, path); err != nil {
 		return fmt.Errorf("segment: install: %w", err)
+	}
+	return syncDir(s.dir)
+}
+
+// replaceFile writes size bytes from r to a new file and renames it to
+// path. The file path named before is never written: it may be the very
+// file r reads from, a hard link of it in the snapshot being restored (a
+// node restoring its own snapshot after it lost unsynced data), which
+// truncating in place would empty under the reader.
+func replaceFile(path string, r io.Reader, size uint64) error {
+	tmp := path + ".tmp"
+	if err := WriteFile(tmp, r, size); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("segment: install: %w", err)
+	}
+	// The rename too must outlive a power loss: undone, path would name
+	// the file it replaced, whose bytes the snapshot no longer vouches for.
+	return syncDir(filepath.Dir(path))
+}
+
+// syncDir fsyncs directory dir, making the names in it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("segment: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("segment: sync %s: %w", dir, err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -204,6 +205,42 @@ func TestDropBeforeAndInstall(t *testing.T) {
 	checkAll(t, s2, kept)
 	if e2, _ := s2.End(); e2 != end {
 		t.Fatalf("installed stream ends at %d, want %d", e2, end)
+	}
+}
+
+// A node restoring its own snapshot reads a sidecar through the
+// snapshot's hard link of the very file it installs into; installing
+// replaces the file, it never empties the one being read.
+func TestInstallNeverEmptiesTheFileItReads(t *testing.T) {
+	d, _ := Open(t.TempDir())
+	s := d.Stream(4)
+	appendN(t, s, 10, 512)
+	s.Flush()
+	segs, _ := s.Segments()
+	path := s.SidecarPath(segs[0].Base)
+	want := make([]byte, 4096)
+	for i := range want {
+		want[i] = byte(rand.IntN(256))
+	}
+	if err := os.WriteFile(path, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "snapshot-link.ref")
+	if err := os.Link(path, link); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.Open(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	// No file of exactly this size is offered, so the bytes are written.
+	if err := s.InstallSidecar(segs[0].Base, uint64(len(want)), src, ""); err != nil {
+		t.Fatalf("installing from a link of the file itself: %v", err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("installed %d bytes (%v), want the %d the sidecar held", len(got), err, len(want))
 	}
 }
 
