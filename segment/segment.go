@@ -863,7 +863,7 @@ func (s *Stream) install(path string, size uint64, r io.Reader, from string, kee
 	if err := os.Link(from, path); err != nil {
 		return fmt.Errorf("segment: install: %w", err)
 	}
-	return syncDir(s.dir)
+	return SyncDir(s.dir)
 }
 
 // replaceFile writes size bytes from r to a new file and renames it to
@@ -883,11 +883,11 @@ func replaceFile(path string, r io.Reader, size uint64) error {
 	}
 	// The rename too must outlive a power loss: undone, path would name
 	// the file it replaced, whose bytes the snapshot no longer vouches for.
-	return syncDir(filepath.Dir(path))
+	return SyncDir(filepath.Dir(path))
 }
 
-// syncDir fsyncs directory dir, making the names in it durable.
-func syncDir(dir string) error {
+// SyncDir fsyncs directory dir, making the names in it durable.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("segment: %w", err)

@@ -3,7 +3,6 @@ package store
 import (
 	"bufio"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -259,20 +258,11 @@ func writeSidecar(path string, stream, base uint64, refs []BatchRef, get func(k 
 		err = os.Rename(tmp, path)
 	}
 	if err == nil {
-		err = syncDirOf(path)
+		err = segment.SyncDir(filepath.Dir(path))
 	}
 	if err != nil {
 		os.Remove(tmp)
 		return sidecarHeader{}, ReportDiskFault(fmt.Errorf("write sidecar %s: %w", path, err), path)
 	}
 	return readSidecarHeader(path)
-}
-
-func syncDirOf(path string) error {
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return errors.Join(d.Sync())
 }
