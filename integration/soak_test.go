@@ -1,11 +1,13 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"math"
@@ -152,6 +154,8 @@ type soak struct {
 
 	// faults and measurements
 	faults     map[string]int
+	injecting  atomic.Value // string: the fault injected last
+	profiles   string       // WAGGLE_SOAK_PROFILES: a directory for heap profiles
 	catchUps   []soakCatchUp
 	procs      map[int]*soakProc // node id -> its processes' samples
 	procMu     sync.Mutex
@@ -179,6 +183,8 @@ type soakCatchUp struct {
 type soakProc struct {
 	rss     []soakSample
 	written map[int]int64 // pid -> write_bytes last seen
+	pprof   string        // the node's --pprof-addr when WAGGLE_SOAK_PROFILES is set
+	profAt  int64         // anonymous memory at the last heap profile taken
 }
 
 type soakSample struct {
@@ -196,8 +202,14 @@ func newSoak(t *testing.T, seconds int, gb float64, partitions int) *soak {
 		peakDisk: map[int]float64{}, written: map[int]int64{}}
 	s.c, s.links = newPartitionableCluster(t, 3)
 	logsOutsideDataDirs(t)(s.c)
+	s.profiles = os.Getenv("WAGGLE_SOAK_PROFILES")
 	for _, n := range s.c.nodes {
-		s.procs[n.id] = &soakProc{written: map[int]int64{}}
+		p := &soakProc{written: map[int]int64{}}
+		if s.profiles != "" {
+			p.pprof = freeAddr(t)
+			n.ownArgs = append(n.ownArgs, "--pprof-addr", p.pprof)
+		}
+		s.procs[n.id] = p
 	}
 	s.c.start()
 	return s
@@ -238,6 +250,7 @@ func (s *soak) run() {
 		before := s.progress.Load()
 		fault.inject()
 		s.faults[fault.name]++
+		s.injecting.Store(fault.name)
 		if err := s.c.healed(s.links); err != nil {
 			t.Errorf("after %q: %v", fault.name, err)
 			break
@@ -702,12 +715,51 @@ func (s *soak) sampleProcs() {
 		}
 		p := s.procs[n.id]
 		if kb := procField(status, "VmRSS:"); kb > 0 {
-			p.rss = append(p.rss, soakSample{at: at, rss: kb << 10, anon: procField(status, "RssAnon:") << 10})
+			anon := procField(status, "RssAnon:") << 10
+			p.rss = append(p.rss, soakSample{at: at, rss: kb << 10, anon: anon})
+			if p.pprof != "" && anon >= soakProfileFrom && anon >= p.profAt+soakProfileStep {
+				p.profAt = anon
+				go s.saveHeapProfile(n.id, p.pprof, at, anon)
+			}
 		}
 		if w := procField(io, "write_bytes:"); w > 0 {
 			p.written[pid] = w
 		}
 	}
+}
+
+// Heap profiles under WAGGLE_SOAK_PROFILES: one each time a node's
+// anonymous memory passes a new high, from soakProfileFrom on, in steps of
+// soakProfileStep.
+const (
+	soakProfileFrom = 512 << 20
+	soakProfileStep = 64 << 20
+)
+
+// saveHeapProfile writes node id's heap profile into the WAGGLE_SOAK_PROFILES
+// directory, named by the time into the run and the anonymous memory that
+// prompted it, with the fault last injected.
+func (s *soak) saveHeapProfile(id int, addr string, at time.Duration, anon int64) {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/heap")
+	if err != nil {
+		s.t.Logf("node %d: heap profile: %v", id, err)
+		return
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return
+	}
+	name := fmt.Sprintf("node%d-%04ds-%dMiB-%s.heap", id, int(at.Seconds()), anon>>20, strings.ReplaceAll(s.lastFault(), " ", "-"))
+	if err := os.WriteFile(filepath.Join(s.profiles, name), body, 0o644); err != nil {
+		s.t.Logf("node %d: heap profile: %v", id, err)
+	}
+}
+
+// lastFault names the fault injected last, or "none".
+func (s *soak) lastFault() string {
+	name, _ := s.injecting.Load().(string)
+	return cmp.Or(name, "none")
 }
 
 // servePIDs maps the data directory of each running `waggle serve` to its
