@@ -1137,6 +1137,27 @@ func (s *soak) checkBounds() {
 	}
 }
 
+// leaseLost is the line hashicorp/raft logs when a leader has not heard
+// from a quorum within its lease and steps down.
+const leaseLost = "failed to contact quorum of nodes, stepping down"
+
+// leaseLosses counts the step-downs in every node's log over the run. A
+// leader stopped by SIGSTOP steps down once it runs again; the others
+// happened to a leader that was running, from a stall long enough to let
+// its lease run out.
+func (s *soak) leaseLosses() int {
+	total := 0
+	for _, n := range s.c.nodes {
+		raw, err := os.ReadFile(n.logPath)
+		if err != nil {
+			s.t.Logf("node %d: %v", n.id, err)
+			continue
+		}
+		total += strings.Count(string(raw), leaseLost)
+	}
+	return total
+}
+
 // rssPeak is node id's highest sampled RSS in [from, to).
 func (s *soak) rssPeak(id int, from, to time.Duration) int64 {
 	var peak int64
@@ -1197,6 +1218,8 @@ func (s *soak) report() {
 			gib(s.written[n.id]), s.writeAmp(n.id)))
 	}
 	row("whole-cluster restart (stop, start, all caught up)", s.restart.Round(time.Millisecond).String())
+	row("leader lost its lease", fmt.Sprintf("%d times, of which the leader stopped by SIGSTOP: about %d (raft logs \"%s\")",
+		s.leaseLosses(), s.faults["SIGSTOP leader 2 s"], leaseLost))
 	for _, cu := range s.catchUps {
 		row(fmt.Sprintf("wiped node %d caught up", cu.node), fmt.Sprintf("%v for %s stored (%.0f MB/s; bound %v)",
 			cu.took.Round(time.Millisecond), gib(cu.bytes), float64(cu.bytes)/1e6/cu.took.Seconds(), s.catchUpBound(cu.bytes)))
