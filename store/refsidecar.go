@@ -103,7 +103,7 @@ func readSidecarBatch(path string, h sidecarHeader, k uint32) ([]byte, error) {
 	if _, err := f.ReadAt(slot, sidecarHeaderBytes+int64(k)*sidecarSlotBytes); err != nil {
 		return nil, fmt.Errorf("sidecar %s: %w: %v", path, segment.ErrCorrupt, err)
 	}
-	pos, n := beUint64(slot), binary.BigEndian.Uint32(slot[8:])
+	pos, n := sidecarSlot(slot)
 	if n > segment.MaxRecord {
 		return nil, fmt.Errorf("sidecar %s: %w", path, segment.ErrCorrupt)
 	}
@@ -111,10 +111,22 @@ func readSidecarBatch(path string, h sidecarHeader, k uint32) ([]byte, error) {
 	if _, err := f.ReadAt(b, int64(pos)); err != nil {
 		return nil, fmt.Errorf("sidecar %s: %w: %v", path, segment.ErrCorrupt, err)
 	}
+	return checkSidecarBatch(path, k, b)
+}
+
+// sidecarSlot reads a table slot: where its batch begins and its length.
+func sidecarSlot(slot []byte) (pos uint64, n uint32) {
+	return beUint64(slot), binary.BigEndian.Uint32(slot[8:])
+}
+
+// checkSidecarBatch checks batch k of the sidecar at path, read with the
+// CRC that follows it, and returns the batch without the CRC.
+func checkSidecarBatch(path string, k uint32, b []byte) ([]byte, error) {
+	n := len(b) - 4
 	if crc32.Checksum(b[:n], castagnoliTable) != binary.BigEndian.Uint32(b[n:]) {
 		return nil, fmt.Errorf("sidecar %s batch %d: %w", path, k, segment.ErrCorrupt)
 	}
-	return b[:n], nil
+	return b[:n:n], nil
 }
 
 // sidecarScan reads a sidecar's batches in order from one open file, the
@@ -160,7 +172,7 @@ func (sc *sidecarScan) next(ref BatchRef) ([]byte, error) {
 	if _, err := io.ReadFull(sc.table, slot[:]); err != nil {
 		return nil, fmt.Errorf("sidecar %s: %w: %v", sc.path, segment.ErrCorrupt, err)
 	}
-	pos, n := beUint64(slot[:]), binary.BigEndian.Uint32(slot[8:])
+	pos, n := sidecarSlot(slot[:])
 	if pos != sc.pos || n != ref.Length || n > segment.MaxRecord {
 		return nil, fmt.Errorf("sidecar %s batch %d: at %d for %d bytes, expected %d for %d: %w", sc.path, sc.k, pos, n, sc.pos, ref.Length, segment.ErrCorrupt)
 	}
@@ -171,12 +183,13 @@ func (sc *sidecarScan) next(ref BatchRef) ([]byte, error) {
 	if _, err := io.ReadFull(sc.data, b); err != nil {
 		return nil, fmt.Errorf("sidecar %s: %w: %v", sc.path, segment.ErrCorrupt, err)
 	}
-	if crc32.Checksum(b[:n], castagnoliTable) != binary.BigEndian.Uint32(b[n:]) {
-		return nil, fmt.Errorf("sidecar %s batch %d: %w", sc.path, sc.k, segment.ErrCorrupt)
+	batch, err := checkSidecarBatch(sc.path, sc.k, b)
+	if err != nil {
+		return nil, err
 	}
 	sc.k++
 	sc.pos += uint64(n) + 4
-	return b[:n:n], nil
+	return batch, nil
 }
 
 // Close closes the sidecar's file.
