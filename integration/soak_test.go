@@ -145,6 +145,7 @@ type soak struct {
 	pushMu                          sync.Mutex
 	pushed                          map[int64][]uint64 // request -> acknowledged offsets per item
 	pushUnknown                     map[int64]bool     // requests left unanswered
+	pushHow                         map[int64]soakPushHow
 	pushFailed                      []string
 	againOK, againWrong, againOpen  atomic.Int64
 	pushOpen                        atomic.Int64 // tries whose outcome was open, sent again under their key
@@ -155,7 +156,8 @@ type soak struct {
 	// faults and measurements
 	faults     map[string]int
 	injecting  atomic.Value // string: the fault injected last
-	profiles   string       // WAGGLE_SOAK_PROFILES: a directory for heap profiles
+	timeline   []soakFaultSpan
+	profiles   string // WAGGLE_SOAK_PROFILES: a directory for heap profiles
 	catchUps   []soakCatchUp
 	procs      map[int]*soakProc // node id -> its processes' samples
 	procMu     sync.Mutex
@@ -198,11 +200,14 @@ func newSoak(t *testing.T, seconds int, gb float64, partitions int) *soak {
 		t.Fatalf("WAGGLE_SOAK_PARTITIONS=%d: want a multiple of %d", partitions, soakPushItems)
 	}
 	s := &soak{t: t, seconds: seconds, target: int64(gb * (1 << 30)), partitions: partitions, stop: make(chan struct{}),
-		pushed: map[int64][]uint64{}, pushUnknown: map[int64]bool{}, faults: map[string]int{}, procs: map[int]*soakProc{},
+		pushed: map[int64][]uint64{}, pushUnknown: map[int64]bool{}, pushHow: map[int64]soakPushHow{}, faults: map[string]int{}, procs: map[int]*soakProc{},
 		peakDisk: map[int]float64{}, written: map[int]int64{}}
 	s.c, s.links = newPartitionableCluster(t, 3)
 	logsOutsideDataDirs(t)(s.c)
 	s.profiles = os.Getenv("WAGGLE_SOAK_PROFILES")
+	if s.profiles != "" {
+		t.Cleanup(s.keepLogs) // before the logs' directory goes
+	}
 	for _, n := range s.c.nodes {
 		p := &soakProc{written: map[int]int64{}}
 		if s.profiles != "" {
@@ -248,9 +253,10 @@ func (s *soak) run() {
 		}
 		began := time.Now()
 		before := s.progress.Load()
+		s.injecting.Store(fault.name)
 		fault.inject()
 		s.faults[fault.name]++
-		s.injecting.Store(fault.name)
+		s.timeline = append(s.timeline, soakFaultSpan{fault.name, began.Sub(s.start), time.Since(s.start)})
 		if err := s.c.healed(s.links); err != nil {
 			t.Errorf("after %q: %v", fault.name, err)
 			break
@@ -574,6 +580,13 @@ func (s *soak) pushOnce(r int64, src *payload.Source) {
 		s.pushFailed = append(s.pushFailed, fmt.Sprintf("push %d: %v", r, err))
 	default:
 		s.pushed[r] = offsets
+		how := soakPushHow{at: time.Since(s.start), open: open, fault: s.lastFault()}
+		for _, a := range out {
+			if a.Status == "duplicate" {
+				how.duplicate++
+			}
+		}
+		s.pushHow[r] = how
 		s.httpBytes.Add(int64(len(items) * soakItemBytes))
 		s.progress.Add(1)
 	}
@@ -754,6 +767,65 @@ func (s *soak) saveHeapProfile(id int, addr string, at time.Duration, anon int64
 	if err := os.WriteFile(filepath.Join(s.profiles, name), body, 0o644); err != nil {
 		s.t.Logf("node %d: heap profile: %v", id, err)
 	}
+}
+
+// soakPushHow is how a push was acknowledged, for explaining a loss.
+type soakPushHow struct {
+	at        time.Duration // into the run
+	open      int           // tries with an open outcome before the answer
+	duplicate int           // items answered duplicate (an earlier try applied)
+	fault     string        // the fault injected last by then
+}
+
+// soakFaultSpan is one fault's injection, from its start to its heal.
+type soakFaultSpan struct {
+	name       string
+	start, end time.Duration
+}
+
+// explainLoss reports push r, acknowledged and missing from partitions:
+// how and when it was acknowledged, the faults around then, and how far
+// each node's own state holds the first such partition (every node
+// answers fetch from what it applied).
+func (s *soak) explainLoss(r int64, partitions []string) {
+	how := s.pushHow[r]
+	var around []string
+	for _, f := range s.timeline {
+		if f.end >= how.at-30*time.Second && f.start <= how.at+30*time.Second {
+			around = append(around, fmt.Sprintf("%s %v–%v", f.name, f.start.Round(100*time.Millisecond), f.end.Round(100*time.Millisecond)))
+		}
+	}
+	var nodes []string
+	for _, n := range s.c.nodes {
+		var f fetchAnswer
+		status := postJSON(s.t, n.url("/api/v1/fetch"), map[string]any{"entries": []map[string]any{{"queue": soakWideQueue, "partition": partitions[0], "offset": 0}}}, &f)
+		if status != http.StatusOK || len(f.Entries) != 1 {
+			nodes = append(nodes, fmt.Sprintf("node %d: status %d", n.id, status))
+			continue
+		}
+		nodes = append(nodes, fmt.Sprintf("node %d: high watermark %d", n.id, f.Entries[0].HighWatermark))
+	}
+	s.t.Errorf("push %d: %d of %d messages missing (%s, …); acknowledged %v into the run after %d open tries, %d items answered duplicate, last fault %q; faults within 30 s: %s; %s on each node: %s",
+		r, len(partitions), soakPushItems, partitions[0], how.at.Round(100*time.Millisecond), how.open, how.duplicate, how.fault,
+		strings.Join(around, "; "), partitions[0], strings.Join(nodes, ", "))
+}
+
+// keepLogs copies the nodes' logs and the fault timeline into the
+// WAGGLE_SOAK_PROFILES directory when the run failed.
+func (s *soak) keepLogs() {
+	if !s.t.Failed() {
+		return
+	}
+	for _, n := range s.c.nodes {
+		if raw, err := os.ReadFile(n.logPath); err == nil {
+			os.WriteFile(filepath.Join(s.profiles, fmt.Sprintf("node%d.log", n.id)), raw, 0o644)
+		}
+	}
+	var b strings.Builder
+	for _, f := range s.timeline {
+		fmt.Fprintf(&b, "%v\t%v\t%s\n", f.start.Round(time.Millisecond), f.end.Round(time.Millisecond), f.name)
+	}
+	os.WriteFile(filepath.Join(s.profiles, "faults.tsv"), []byte(b.String()), 0o644)
 }
 
 // lastFault names the fault injected last, or "none".
@@ -1020,6 +1092,7 @@ func (s *soak) checkHTTP() {
 	requests := s.requests.Load()
 	began := time.Now()
 	var stored, missing, wrong, reached int
+	lacking := map[int64][]string{} // push -> partitions lacking its message
 	for b := range blocks {
 		for first := 0; first < soakPushItems; first += 100 {
 			var entries []map[string]any
@@ -1066,6 +1139,7 @@ func (s *soak) checkHTTP() {
 					expected++
 					if off, ok := at[soakTxn(r, j)]; !ok {
 						missing++
+						lacking[r] = append(lacking[r], e.Partition)
 						if missing < 10 {
 							t.Errorf("%s lacks acknowledged %s (offset %d)", e.Partition, soakTxn(r, j), offsets[j])
 						}
@@ -1083,6 +1157,9 @@ func (s *soak) checkHTTP() {
 	}
 	if reached != s.partitions {
 		t.Errorf("the pushes reached %d of %d partitions", reached, s.partitions)
+	}
+	for _, r := range slices.Sorted(maps.Keys(lacking)) {
+		s.explainLoss(r, lacking[r])
 	}
 	acked := 0
 	for range s.pushed {
