@@ -1295,8 +1295,8 @@ func (s *soak) report() {
 			gib(s.written[n.id]), s.writeAmp(n.id)))
 	}
 	row("whole-cluster restart (stop, start, all caught up)", s.restart.Round(time.Millisecond).String())
-	row("leader lost its lease", fmt.Sprintf("%d times, of which the leader stopped by SIGSTOP: about %d (raft logs \"%s\")",
-		s.leaseLosses(), s.faults["SIGSTOP leader 2 s"], leaseLost))
+	row("leader lost its lease", fmt.Sprintf("%d times (raft logs \"%s\"); %d SIGSTOP faults stopped a leader, which on waking steps down this way or on hearing a newer term",
+		s.leaseLosses(), leaseLost, s.faults["SIGSTOP leader 2 s"]))
 	for _, cu := range s.catchUps {
 		row(fmt.Sprintf("wiped node %d caught up", cu.node), fmt.Sprintf("%v for %s stored (%.0f MB/s; bound %v)",
 			cu.took.Round(time.Millisecond), gib(cu.bytes), float64(cu.bytes)/1e6/cu.took.Seconds(), s.catchUpBound(cu.bytes)))
