@@ -180,6 +180,17 @@ func (c *cluster) waitCaughtUp(n *node) {
 		if nh.Raft.Applied < lh.Raft.Commit {
 			return fmt.Errorf("node %d applied %d, leader committed %d", n.id, nh.Raft.Applied, lh.Raft.Commit)
 		}
+		// A restarted node answers reads 503 catching_up until it has
+		// applied the last index its log held at start; an uncommitted
+		// tail there waits for the leader's next entry (a maintenance tick).
+		resp, err := http.Get(n.url("/api/v1/queues"))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			return fmt.Errorf("node %d does not serve reads yet", n.id)
+		}
 		return c.groupsCaughtUp(n)
 	}, n.logTail)
 }
