@@ -183,13 +183,8 @@ func (c *cluster) waitCaughtUp(n *node) {
 		// A restarted node answers reads 503 catching_up until it has
 		// applied the last index its log held at start; an uncommitted
 		// tail there waits for the leader's next entry (a maintenance tick).
-		resp, err := http.Get(n.url("/api/v1/queues"))
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusServiceUnavailable {
-			return fmt.Errorf("node %d does not serve reads yet", n.id)
+		if status := getJSON(c.t, n.url("/api/v1/queues"), nil); status == 0 || status == http.StatusServiceUnavailable {
+			return fmt.Errorf("node %d does not serve reads yet (status %d)", n.id, status)
 		}
 		return c.groupsCaughtUp(n)
 	}, n.logTail)
