@@ -803,11 +803,33 @@ func (s *soak) explainLoss(r int64, partitions []string) {
 			nodes = append(nodes, fmt.Sprintf("node %d: status %d", n.id, status))
 			continue
 		}
-		nodes = append(nodes, fmt.Sprintf("node %d: high watermark %d", n.id, f.Entries[0].HighWatermark))
+		var held []string
+		for _, rec := range f.Entries[0].Records {
+			held = append(held, fmt.Sprintf("%d=%s", rec.Offset, rec.TransactionID))
+		}
+		nodes = append(nodes, fmt.Sprintf("node %d: high watermark %d, records [%s]", n.id, f.Entries[0].HighWatermark, strings.Join(held, " ")))
 	}
-	s.t.Errorf("push %d: %d of %d messages missing (%s, …); acknowledged %v into the run after %d open tries, %d items answered duplicate, last fault %q; faults within 30 s: %s; %s on each node: %s",
+	s.t.Errorf("push %d: %d of %d messages missing (%s, …); acknowledged %v into the run after %d open tries, %d items answered duplicate, last fault %q; faults within 30 s: %s; %s on each node: %s; %s",
 		r, len(partitions), soakPushItems, partitions[0], how.at.Round(100*time.Millisecond), how.open, how.duplicate, how.fault,
-		strings.Join(around, "; "), partitions[0], strings.Join(nodes, ", "))
+		strings.Join(around, "; "), partitions[0], strings.Join(nodes, ", "), s.dedupProbe(r, partitions[0]))
+}
+
+// dedupProbe sends the item of push r for partition once more, under a
+// fresh key, and says what the replicated dedup state answers: duplicate
+// (the id is recorded though its message is missing) or queued (the entry
+// left no trace at all).
+func (s *soak) dedupProbe(r int64, partition string) string {
+	p, err := strconv.Atoi(strings.TrimPrefix(partition, "p"))
+	if err != nil {
+		return "no dedup probe: " + err.Error()
+	}
+	item := pushItem{Queue: soakWideQueue, Partition: partition, TransactionID: soakTxn(r, p%soakPushItems), Payload: "probe"}
+	var out []pushAnswer
+	status, _ := untilAnswered(s.c, "/api/v1/push", fmt.Sprint("soak-probe-", r), map[string]any{"items": []pushItem{item}}, &out)
+	if status != http.StatusCreated || len(out) != 1 || out[0].Offset == nil {
+		return fmt.Sprintf("%s sent again: status %d, %+v", item.TransactionID, status, out)
+	}
+	return fmt.Sprintf("%s sent again: %s at offset %d", item.TransactionID, out[0].Status, *out[0].Offset)
 }
 
 // keepLogs copies the nodes' logs and the fault timeline into the
@@ -1218,21 +1240,56 @@ func (s *soak) checkBounds() {
 // from a quorum within its lease and steps down.
 const leaseLost = "failed to contact quorum of nodes, stepping down"
 
-// leaseLosses counts the step-downs in every node's log over the run. A
-// leader stopped by SIGSTOP steps down once it runs again; the others
-// happened to a leader that was running, from a stall long enough to let
+// leaseLosses counts the step-downs in every node's log over the run,
+// and of them those that came while a leader was stopped by SIGSTOP or
+// within soakWakeGrace after: such a leader steps down once it runs again.
+// The others happened to a running leader, from a stall long enough to let
 // its lease run out.
-func (s *soak) leaseLosses() int {
-	total := 0
+func (s *soak) leaseLosses() (total, afterSIGSTOP int) {
+	var paused []soakFaultSpan
+	for _, f := range s.timeline {
+		if strings.HasPrefix(f.name, "SIGSTOP") {
+			paused = append(paused, f)
+		}
+	}
 	for _, n := range s.c.nodes {
 		raw, err := os.ReadFile(n.logPath)
 		if err != nil {
 			s.t.Logf("node %d: %v", n.id, err)
 			continue
 		}
-		total += strings.Count(string(raw), leaseLost)
+		for _, line := range strings.Split(string(raw), "\n") {
+			if !strings.Contains(line, leaseLost) {
+				continue
+			}
+			total++
+			at, ok := logLineTime(line)
+			if !ok {
+				continue
+			}
+			rel := at.Sub(s.start)
+			if slices.ContainsFunc(paused, func(f soakFaultSpan) bool { return rel >= f.start && rel <= f.end+soakWakeGrace }) {
+				afterSIGSTOP++
+			}
+		}
 	}
-	return total
+	return total, afterSIGSTOP
+}
+
+// soakWakeGrace is how long after a SIGSTOP ends a step-down still counts
+// as the woken leader's.
+const soakWakeGrace = 5 * time.Second
+
+// logLineTime is the time of a node's log line (slog's text format:
+// time=2026-12-06T14:33:48.390Z ...).
+func logLineTime(line string) (time.Time, bool) {
+	v, ok := strings.CutPrefix(line, "time=")
+	if !ok {
+		return time.Time{}, false
+	}
+	v, _, _ = strings.Cut(v, " ")
+	at, err := time.Parse(time.RFC3339Nano, v)
+	return at, err == nil
 }
 
 // rssPeak is node id's highest sampled RSS in [from, to).
@@ -1295,8 +1352,9 @@ func (s *soak) report() {
 			gib(s.written[n.id]), s.writeAmp(n.id)))
 	}
 	row("whole-cluster restart (stop, start, all caught up)", s.restart.Round(time.Millisecond).String())
-	row("leader lost its lease", fmt.Sprintf("%d times (raft logs \"%s\"); %d SIGSTOP faults stopped a leader, which on waking steps down this way or on hearing a newer term",
-		s.leaseLosses(), leaseLost, s.faults["SIGSTOP leader 2 s"]))
+	losses, woken := s.leaseLosses()
+	row("leader lost its lease", fmt.Sprintf("%d times (raft logs \"%s\"): %d by a leader stopped by SIGSTOP (%d such faults), %d by a running leader",
+		losses, leaseLost, woken, s.faults["SIGSTOP leader 2 s"], losses-woken))
 	for _, cu := range s.catchUps {
 		row(fmt.Sprintf("wiped node %d caught up", cu.node), fmt.Sprintf("%v for %s stored (%.0f MB/s; bound %v)",
 			cu.took.Round(time.Millisecond), gib(cu.bytes), float64(cu.bytes)/1e6/cu.took.Seconds(), s.catchUpBound(cu.bytes)))
