@@ -61,6 +61,13 @@ type FSM struct {
 	// EntryWrites, when set, is told how many keys each command entry
 	// wrote (see MaxEntryWrites); set it before raft starts.
 	EntryWrites func(t command.CommandType, writes int)
+
+	// Anomaly, when set, is told of state that a consistent store never
+	// holds, found while applying (a bug, or a store damaged on disk):
+	// the entry is applied as the state says, the same on every replica
+	// with that state, and the report names what was found. Set it before
+	// raft starts.
+	Anomaly func(msg string, args ...any)
 }
 
 // AppendSignal returns a channel closed once an append to the partition is
@@ -163,6 +170,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	answers := make([]any, len(logs))
+	f.proc.anomaly = f.Anomaly
 	tx := f.store.BeginWrite()
 	defer func() { tx.Discard() }()
 	meta := f.meta

@@ -343,3 +343,44 @@ func TestEntryWithAFlippedBitIsRefused(t *testing.T) {
 	}()
 	newFSM(t).Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data})
 }
+
+// A dedup hit naming an offset its partition has not reached is state a
+// consistent store never holds: it is reported, and the push still answers
+// as the state says (every replica with that state answers alike).
+func TestDedupRecordAheadOfItsPartitionIsReported(t *testing.T) {
+	f := newFSM(t)
+	var reports []string
+	f.Anomaly = func(msg string, args ...any) { reports = append(reports, fmt.Sprint(append([]any{msg}, args...)...)) }
+	const t0 = 1_000 * hourMs
+	f.ApplyBatch(logs(1, push(t0, item("q", "p", "a", 1))))
+	again := f.ApplyBatch(logs(2, push(t0+1, item("q", "p", "a", 2))))
+	requireResult(t, pushResults(t, again[0])[0], command.PushDuplicate, 0, 1)
+	if len(reports) != 0 {
+		t.Fatalf("a consistent store reported %q", reports)
+	}
+
+	// The partition loses its message; the dedup record stays.
+	tx := f.store.BeginWrite()
+	q, err := tx.Queue("q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := tx.Partition(q.ID, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	part.NextOffset = 0
+	if err := tx.PutPartition(part); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tx.Discard()
+
+	third := f.ApplyBatch(logs(3, push(t0+2, item("q", "p", "a", 3))))
+	requireResult(t, pushResults(t, third[0])[0], command.PushDuplicate, 0, 1)
+	if len(reports) != 1 || !strings.Contains(reports[0], "has not reached") {
+		t.Fatalf("reports = %q, want one about the dedup record ahead of its partition", reports)
+	}
+}

@@ -33,6 +33,9 @@ type Processor struct {
 	// the entry and the store keeps a ref to it (store.BatchRef).
 	index uint64
 	entry []byte
+	// anomaly, when set, is told of state a consistent store never holds
+	// (see FSM.Anomaly).
+	anomaly func(msg string, args ...any)
 }
 
 // Apply applies one command entry and returns its answer. meta is updated in
@@ -284,6 +287,14 @@ func (p *Processor) push(tx *store.Tx, meta *store.Meta, cmd *command.PushComman
 			prev, found, err := tx.Dedup(pid, it.TransactionID)
 			must(err)
 			if dedup.IsDuplicate(prev, found, windowMs, now) {
+				if prev.Offset >= tg.part.NextOffset && p.anomaly != nil {
+					// The record is written with the message in one
+					// transaction: a record ahead of its partition means
+					// the store lost the message, or applied the entry
+					// that wrote the record without its partition.
+					p.anomaly("a transactionId's dedup record names an offset its partition has not reached",
+						"index", p.index, "partition", pid, "transactionId", it.TransactionID, "offset", prev.Offset, "next", tg.part.NextOffset)
+				}
 				results[i] = command.PushResult{Status: command.PushDuplicate, Offset: prev.Offset, MessageID: prev.MessageID}
 				continue
 			}

@@ -177,8 +177,8 @@ func (c *cluster) waitCaughtUp(n *node) {
 		}
 		getJSON(c.t, l.url("/health"), &lh)
 		getJSON(c.t, n.url("/health"), &nh)
-		if nh.Raft.Applied < lh.Raft.Commit {
-			return fmt.Errorf("node %d applied %d, leader committed %d", n.id, nh.Raft.Applied, lh.Raft.Commit)
+		if err := appliedLeadersCommit(n, lh, nh); err != nil {
+			return err
 		}
 		// A restarted node answers reads 503 catching_up until it has
 		// applied the last index its log held at start; an uncommitted
@@ -188,6 +188,21 @@ func (c *cluster) waitCaughtUp(n *node) {
 		}
 		return c.groupsCaughtUp(n)
 	}, n.logTail)
+}
+
+// appliedLeadersCommit reports whether node n (health nh) has applied the
+// commit index of the leader (health lh). A leader just elected knows its
+// commit index only once an entry of its term is committed (before that
+// raft reports what it last learned, 0 after a restart), so until then
+// its commit index is not the cluster's and nothing is caught up.
+func appliedLeadersCommit(n *node, lh, nh healthAnswer) error {
+	if lh.Raft.Commit < lh.Raft.Applied {
+		return fmt.Errorf("the leader has not committed an entry of its term yet (commit %d, applied %d)", lh.Raft.Commit, lh.Raft.Applied)
+	}
+	if nh.Raft.Applied < lh.Raft.Commit {
+		return fmt.Errorf("node %d applied %d, leader committed %d", n.id, nh.Raft.Applied, lh.Raft.Commit)
+	}
+	return nil
 }
 
 // groupsCaughtUp reports whether n has applied, in each data group, what
@@ -200,9 +215,13 @@ func (c *cluster) groupsCaughtUp(n *node) error {
 		var h groupsAnswer
 		getJSON(c.t, m.url("/health"), &h)
 		for _, g := range h.Groups {
-			if g.Role == "leader" {
-				committed[g.ID] = g.Commit
+			if g.Role != "leader" {
+				continue
 			}
+			if g.Commit < g.Applied { // see appliedLeadersCommit
+				return fmt.Errorf("raft group %d: its leader, node %d, has not committed an entry of its term yet", g.ID, m.id)
+			}
+			committed[g.ID] = g.Commit
 		}
 	}
 	for _, g := range mine.Groups {

@@ -189,14 +189,18 @@ func (n *node) hasExited() bool {
 	}
 }
 
-// afterTest fails the test when the node, built with -race, reported a
-// data race in its log. When the test failed it shows the end of the log
+// afterTest fails the test when the node reported a state anomaly (state
+// a consistent store never holds, see fsm.FSM.Anomaly) or, built with
+// -race, a data race in its log. When the test failed it shows the end of the log
 // and, with WAGGLE_TEST_LOG_DIR set, keeps a copy of the whole log there,
 // since the data directory holding it is removed.
 func (n *node) afterTest() {
 	b, err := os.ReadFile(n.logPath)
 	if err != nil {
 		return
+	}
+	for _, line := range stateAnomalies(b) {
+		n.t.Errorf("node %d: %s", n.id, line)
 	}
 	if n.t.Failed() {
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
@@ -212,6 +216,18 @@ func (n *node) afterTest() {
 		i := bytes.Index(b, []byte("WARNING: DATA RACE"))
 		n.t.Errorf("node %d reported a data race:\n%s", n.id, b[i:min(len(b), i+4000)])
 	}
+}
+
+// stateAnomalies returns the lines of a node's log that report a state
+// anomaly.
+func stateAnomalies(log []byte) []string {
+	var out []string
+	for _, line := range strings.Split(string(log), "\n") {
+		if strings.Contains(line, "state anomaly") {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 // kill9 ends the process without any chance to flush or hand off.

@@ -375,8 +375,8 @@ func (s *soak) waitCaughtUp(n *node, timeout time.Duration) error {
 			if getJSON(s.t, n.url("/health"), &nh) != http.StatusOK {
 				return fmt.Errorf("node %d does not answer /health", n.id)
 			}
-			if nh.Raft.Applied < lh.Raft.Commit {
-				return fmt.Errorf("node %d applied %d, leader committed %d", n.id, nh.Raft.Applied, lh.Raft.Commit)
+			if err := appliedLeadersCommit(n, lh, nh); err != nil {
+				return err
 			}
 			return s.c.groupsCaughtUp(n)
 		}()
@@ -835,13 +835,19 @@ func (s *soak) dedupProbe(r int64, partition string) string {
 // keepLogs copies the nodes' logs and the fault timeline into the
 // WAGGLE_SOAK_PROFILES directory when the run failed.
 func (s *soak) keepLogs() {
-	if !s.t.Failed() {
-		return
-	}
+	logs := map[int][]byte{}
+	failed := s.t.Failed()
 	for _, n := range s.c.nodes {
 		if raw, err := os.ReadFile(n.logPath); err == nil {
-			os.WriteFile(filepath.Join(s.profiles, fmt.Sprintf("node%d.log", n.id)), raw, 0o644)
+			logs[n.id] = raw
+			failed = failed || len(stateAnomalies(raw)) > 0 // the nodes' own check comes later
 		}
+	}
+	if !failed {
+		return
+	}
+	for id, raw := range logs {
+		os.WriteFile(filepath.Join(s.profiles, fmt.Sprintf("node%d.log", id)), raw, 0o644)
 	}
 	var b strings.Builder
 	for _, f := range s.timeline {

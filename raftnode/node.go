@@ -183,6 +183,9 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 			cfg.Logger.Error("a raft entry wrote more keys than the bound (a bug: please report it)", "type", t, "writes", writes, "bound", command.MaxEntryWrites)
 		}
 	}
+	sm.Anomaly = func(msg string, args ...any) {
+		cfg.Logger.Error("state anomaly: "+msg+" (a bug: please report it)", args...)
+	}
 	n.FSM = sm
 
 	if cfg.Mux == nil {
