@@ -852,10 +852,8 @@ func (s *Stream) install(path string, size uint64, r io.Reader, from string, kee
 		return fmt.Errorf("segment: install: %w", err)
 	}
 	switch {
-	case keep && uint64(local.Size()) == size:
-		return nil
 	case keep:
-		return cutFile(path, size) // a copy: a snapshot may share the file
+		return os.Truncate(path, int64(size))
 	case local != nil && os.SameFile(local, fromInfo):
 		return nil // linked already
 	}

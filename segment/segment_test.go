@@ -244,39 +244,6 @@ func TestInstallNeverEmptiesTheFileItReads(t *testing.T) {
 	}
 }
 
-// Installing a segment a local file already holds, and holds more of,
-// keeps the local bytes and cuts the file to the size asked, as a copy: a
-// snapshot holding a hard link of the file keeps every byte it had.
-func TestInstallKeepsALongerLocalFileWithoutCuttingALink(t *testing.T) {
-	d, _ := Open(t.TempDir())
-	s := d.Stream(6)
-	appendN(t, s, 20, 512)
-	s.Flush()
-	segs, _ := s.Segments()
-	path := s.Path(segs[0].Base)
-	before, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	link := filepath.Join(t.TempDir(), "snapshot-link.seg")
-	if err := os.Link(path, link); err != nil {
-		t.Fatal(err)
-	}
-	size := uint64(len(before) / 2)
-	// The stream carries other bytes: the local file is kept, not rewritten.
-	if err := s.Install(segs[0].Base, size, bytes.NewReader(make([]byte, size)), ""); err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile(path)
-	if err != nil || !bytes.Equal(got, before[:size]) {
-		t.Fatalf("installed file: %d bytes (%v), want the local file's first %d", len(got), err, size)
-	}
-	kept, err := os.ReadFile(link)
-	if err != nil || !bytes.Equal(kept, before) {
-		t.Fatalf("the snapshot's link holds %d bytes (%v), want all %d it had", len(kept), err, len(before))
-	}
-}
-
 // Verify reads every record up to the committed end: intact streams pass
 // (an uncommitted tail past the end is not read), a flipped bit, a cut
 // file or an end past the data fail.

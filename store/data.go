@@ -466,15 +466,12 @@ func (s *Store) recoverStreams() error {
 }
 
 // DataBehind reports a segment stream found shorter than its committed
-// index when the store opened, or a restore that never finished: the store
-// must be rebuilt from a snapshot and the raft log before it serves.
+// index when the store opened: the store must be rebuilt from a snapshot
+// and the raft log before it serves.
 func (s *Store) DataBehind() error { return s.behind }
 
 // Reset empties the store: every key and segment file.
 func (s *Store) Reset() error {
-	if err := s.markRestoring(); err != nil {
-		return err
-	}
 	s.forgetPruneFloor()
 	s.filters.forget() // its keys are about to be replaced
 	defer s.filters.rebuild()
@@ -490,7 +487,7 @@ func (s *Store) Reset() error {
 	s.dedup.reset()
 	s.dedup.files.clear()
 	s.behind = nil
-	return s.restoreDone()
+	return nil
 }
 
 // StreamBytes returns how many bytes of a queue's stream are kept on disk:

@@ -469,12 +469,6 @@ type SegmentFiles struct {
 	Segs []SnapshotSegment
 }
 
-// ErrRestoreIncomplete wraps the error of a restore that failed after it
-// began replacing the store: the store holds part of the snapshot and part
-// of what it held before, and must neither serve nor take entries until a
-// restore succeeds.
-var ErrRestoreIncomplete = errors.New("the store holds part of a snapshot (a restore failed part way)")
-
 // RestoreLinking is Restore, hard-linking the segments that files hold
 // (the same stream, base and size) into place instead of writing the
 // bytes r carries for them again: restoring a snapshot received from a
@@ -492,16 +486,6 @@ func (s *Store) RestoreLinking(r io.Reader, files SegmentFiles) (err error) {
 	version, err := readMagic(br)
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			err = fmt.Errorf("%w: %w", ErrRestoreIncomplete, err)
-		}
-	}()
-	// Until the restore is done the store mixes two states; a node that
-	// stops meanwhile finds the marker when it opens the store again.
-	if err := s.markRestoring(); err != nil {
-		return err
 	}
 	s.forgetPruneFloor()
 	s.filters.forget() // its keys are about to be replaced
@@ -545,37 +529,8 @@ func (s *Store) RestoreLinking(r io.Reader, files SegmentFiles) (err error) {
 	if err := s.recoverStreams(); err != nil {
 		return err
 	}
-	if err := s.loadDedupIndex(); err != nil {
-		return err
-	}
-	return s.restoreDone()
+	return s.loadDedupIndex()
 }
-
-// restoringMarker is the file in the store's directory that says a
-// restore (or reset) began and has not finished.
-const restoringMarker = "RESTORING"
-
-// markRestoring writes the restoring marker, durably, before a restore or
-// reset changes anything.
-func (s *Store) markRestoring() error {
-	if err := os.WriteFile(filepath.Join(s.dir, restoringMarker), nil, 0o644); err != nil {
-		return fmt.Errorf("restore: %w", err)
-	}
-	return segment.SyncDir(s.dir)
-}
-
-// restoreDone removes the restoring marker once the store holds one whole
-// state again.
-func (s *Store) restoreDone() error {
-	if err := os.Remove(filepath.Join(s.dir, restoringMarker)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("restore: %w", err)
-	}
-	return nil
-}
-
-// errInterruptedRestore is DataBehind for a store whose last restore or
-// reset never finished (the node stopped part way).
-var errInterruptedRestore = errors.New("a snapshot restore was interrupted: the store holds part of a snapshot")
 
 // restoreKeys replaces every key in badger with the key section br holds.
 // The keys come in badger's order (a snapshot writes them from an

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -137,51 +136,5 @@ func TestRestoreBuildsSmallTables(t *testing.T) {
 	}
 	if total < 16<<20 {
 		t.Fatalf("the restored tables hold %d bytes, want the 32 MiB of keys (less what compresses)", total)
-	}
-}
-
-// A restore that fails part way says so (ErrRestoreIncomplete), and a node
-// that stops in the middle of one finds the store behind when it opens it
-// again, so that it restores before it serves; one that finishes leaves no
-// trace.
-func TestInterruptedRestoreIsFoundOnOpen(t *testing.T) {
-	src := openTest(t)
-	q := Queue{ID: 3, SegmentBytes: MinSegmentBytes}
-	appendMessages(t, src, q, 1, 0, 200, 5)
-	snap := snapshotOf(t, src)
-
-	dir := t.TempDir()
-	dst, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Restore(bytes.NewReader(snap[:len(snap)/2])); !errors.Is(err, ErrRestoreIncomplete) {
-		t.Fatalf("restore of half a snapshot: %v, want ErrRestoreIncomplete", err)
-	}
-	if err := dst.Restore(bytes.NewReader([]byte("garbage!"))); err == nil || errors.Is(err, ErrRestoreIncomplete) {
-		t.Fatalf("a stream refused before anything changed: %v, want a plain error", err)
-	}
-	dst.Close() // the node stops before a restore succeeds
-	dst, err = Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if dst.DataBehind() == nil {
-		t.Fatal("a store left half restored opened as whole")
-	}
-	if err := dst.Restore(bytes.NewReader(snap)); err != nil {
-		t.Fatal(err)
-	}
-	dst.Close()
-	dst, err = Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close()
-	if dst.DataBehind() != nil {
-		t.Fatalf("after a restore that finished: %v", dst.DataBehind())
-	}
-	if !bytes.Equal(snapshotOf(t, dst), snap) {
-		t.Fatal("restored store differs from the source")
 	}
 }

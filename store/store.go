@@ -112,19 +112,13 @@ func Open(dir string, logger ...Logger) (*Store, error) {
 	segs.OnFault(s.segmentFault)
 	// Links of snapshots that were never written out (a crash meanwhile).
 	os.RemoveAll(filepath.Join(segs.Root(), pinDirName))
-	if _, err := os.Stat(filepath.Join(dir, restoringMarker)); err == nil {
-		// Its keys and streams are of no one state: restored before use.
-		s.behind = errInterruptedRestore
-		s.setCatalog(newCatalog(nil))
-	} else {
-		if err := s.recoverStreams(); err != nil {
-			s.Close()
-			return nil, err
-		}
-		if err := s.loadCatalog(); err != nil {
-			s.Close()
-			return nil, err
-		}
+	if err := s.recoverStreams(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.loadCatalog(); err != nil {
+		s.Close()
+		return nil, err
 	}
 	// A store whose data came back shorter than its index (DataBehind) is
 	// restored before it serves, and the restore builds the dedup index.
