@@ -92,6 +92,10 @@ func (s *Service) PendingDeletes() (int, error) { return s.pendingDeletes(10_000
 // node's memory).
 func (s *Service) DedupIndexStats() (ids int64, filterBytes int) { return s.store.DedupIndexStats() }
 
+// StateAnomalies counts the state anomalies this node's state machine found
+// while applying since start (fsm.FSM.Anomaly): each is a bug or damage.
+func (s *Service) StateAnomalies() uint64 { return s.node.FSM.Anomalies() }
+
 // pendingDeletes is PendingDeletes counting at most limit.
 func (s *Service) pendingDeletes(limit int) (int, error) {
 	var n int

@@ -92,7 +92,12 @@ func (s *Service) LeaderCaughtUp() bool {
 // log held when it started. Before a restart it may have applied (and
 // served) all of them; after a machine crash its store can come back far
 // behind its log, and reads from it meanwhile would go back in time.
-func (s *Service) ServesReads() bool { return s.node.FSM.AppliedIndex() >= s.startIndex }
+//
+// A store that a restore left half replaced (fsm.FSM.Damaged) serves
+// nothing either.
+func (s *Service) ServesReads() bool {
+	return s.node.FSM.AppliedIndex() >= s.startIndex && s.node.FSM.Damaged() == nil
+}
 
 // New returns the service over a started raft node and its store.
 func New(nodeID string, node *raftnode.Node, st *store.Store) *Service {

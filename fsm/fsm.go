@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -68,7 +69,36 @@ type FSM struct {
 	// with that state, and the report names what was found. Set it before
 	// raft starts.
 	Anomaly func(msg string, args ...any)
+	// anomalies counts them since start.
+	anomalies atomic.Uint64
+
+	// damaged is set by a restore that failed part way
+	// (store.ErrRestoreIncomplete) and cleared by one that succeeds: until
+	// then the store mixes two states and nothing may be applied to it.
+	damaged atomic.Pointer[error]
 }
+
+// Damaged returns the error of a restore that failed part way, while no
+// restore has succeeded since: the store then holds part of a snapshot,
+// and must not be read or applied to. nil otherwise.
+func (f *FSM) Damaged() error {
+	if p := f.damaged.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// reportAnomaly counts an anomaly and tells the Anomaly hook.
+func (f *FSM) reportAnomaly(msg string, args ...any) {
+	f.anomalies.Add(1)
+	if f.Anomaly != nil {
+		f.Anomaly(msg, args...)
+	}
+}
+
+// Anomalies counts the state anomalies found while applying since start
+// (see Anomaly).
+func (f *FSM) Anomalies() uint64 { return f.anomalies.Load() }
 
 // AppendSignal returns a channel closed once an append to the partition is
 // committed to the store after this call: long-polling readers wait on it
@@ -169,8 +199,14 @@ func (f *FSM) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.Damaged(); err != nil {
+		// Applying on top would skip entries the snapshot lacks (the
+		// applied index is the old one) or mix them into its state: stop,
+		// and let the restart restore the snapshot again.
+		panic(fmt.Sprintf("fsm: not applying entries %d-%d: %v", logs[0].Index, logs[len(logs)-1].Index, err))
+	}
 	answers := make([]any, len(logs))
-	f.proc.anomaly = f.Anomaly
+	f.proc.anomaly = f.reportAnomaly
 	tx := f.store.BeginWrite()
 	defer func() { tx.Discard() }()
 	meta := f.meta
@@ -241,6 +277,9 @@ func (f *FSM) commit(tx *store.Tx, meta store.Meta) {
 // segment files; Persist writes the stream later, concurrently with new
 // applies.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	if err := f.Damaged(); err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err) // it would carry the mix
+	}
 	if err := f.store.SyncData(); err != nil {
 		return nil, fmt.Errorf("snapshot: sync message data: %w", err)
 	}
@@ -261,8 +300,12 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		files = f.restoreFiles()
 	}
 	if err := f.store.RestoreLinking(rc, files); err != nil {
+		if errors.Is(err, store.ErrRestoreIncomplete) {
+			f.damaged.Store(&err)
+		}
 		return err
 	}
+	f.damaged.Store(nil)
 	f.restores.Add(1)
 	return f.loadMeta()
 }
@@ -274,6 +317,7 @@ func (f *FSM) Reset() error {
 	if err := f.store.Reset(); err != nil {
 		return err
 	}
+	f.damaged.Store(nil)
 	return f.loadMeta()
 }
 

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -236,15 +237,7 @@ func TestRestartSkipsAppliedEntries(t *testing.T) {
 func TestSnapshotRestoreGivesSameState(t *testing.T) {
 	src := newFSM(t)
 	src.ApplyBatch(logs(1, push(1, item("q", "p", "a", 1), item("q", "r", "b", 2)), push(2, item("q2", "p", "c", 3))))
-	snap, err := src.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
-	snap.Release()
+	sink := persisted(t, src)
 
 	dst := newFSM(t)
 	dst.ApplyBatch(logs(1, push(1, item("junk", "p", "x", 9)))) // replaced whole by the restore
@@ -318,6 +311,21 @@ func TestNonCommandEntriesAdvanceAppliedIndex(t *testing.T) {
 	}
 }
 
+// persisted is a snapshot of f written out as raft would.
+func persisted(t *testing.T, f *FSM) *memSink {
+	t.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	return sink
+}
+
 type memSink struct{ bytes.Buffer }
 
 func (m *memSink) ID() string    { return "mem" }
@@ -380,7 +388,40 @@ func TestDedupRecordAheadOfItsPartitionIsReported(t *testing.T) {
 
 	third := f.ApplyBatch(logs(3, push(t0+2, item("q", "p", "a", 3))))
 	requireResult(t, pushResults(t, third[0])[0], command.PushDuplicate, 0, 1)
-	if len(reports) != 1 || !strings.Contains(reports[0], "has not reached") {
-		t.Fatalf("reports = %q, want one about the dedup record ahead of its partition", reports)
+	if len(reports) != 1 || !strings.Contains(reports[0], "has not reached") || f.Anomalies() != 1 {
+		t.Fatalf("reports = %q, counted %d, want one about the dedup record ahead of its partition", reports, f.Anomalies())
 	}
+}
+
+// A restore that fails part way leaves a store of no one state: the FSM
+// applies nothing more to it (it would skip or mix entries) until a
+// restore succeeds.
+func TestRestoreFailedPartWayStopsApplying(t *testing.T) {
+	src := newFSM(t)
+	src.ApplyBatch(logs(1, push(1, item("q", "p", "a", 1), item("q", "r", "b", 2))))
+	whole := persisted(t, src).Bytes()
+
+	dst := newFSM(t)
+	dst.ApplyBatch(logs(1, push(1, item("other", "p", "x", 9)), push(2, item("other", "p", "y", 8))))
+	err := dst.Restore(nopCloser{bytes.NewReader(whole[:len(whole)/2])})
+	if !errors.Is(err, store.ErrRestoreIncomplete) || dst.Damaged() == nil {
+		t.Fatalf("restore of half a snapshot: err %v, damaged %v; want ErrRestoreIncomplete", err, dst.Damaged())
+	}
+	func() {
+		defer func() {
+			if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "part of a snapshot") {
+				t.Fatalf("applying after a failed restore: panic %v, want one naming the half restore", r)
+			}
+		}()
+		dst.ApplyBatch(logs(3, push(3, item("q", "p", "c", 3))))
+	}()
+	if _, err := dst.Snapshot(); err == nil {
+		t.Fatal("a snapshot of a half-restored store was taken")
+	}
+
+	if err := dst.Restore(nopCloser{bytes.NewReader(whole)}); err != nil || dst.Damaged() != nil {
+		t.Fatalf("restore of the whole snapshot: err %v, damaged %v", err, dst.Damaged())
+	}
+	r := pushResults(t, dst.ApplyBatch(logs(3, push(3, item("q", "p", "a", 7))))[0])
+	requireResult(t, r[0], command.PushDuplicate, 0, 1)
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -469,6 +470,12 @@ type SegmentFiles struct {
 	Segs []SnapshotSegment
 }
 
+// ErrRestoreIncomplete wraps the error of a restore that failed after it
+// began replacing the store: the store holds part of the snapshot, claims
+// no applied index, and must neither serve nor take entries until a
+// restore succeeds.
+var ErrRestoreIncomplete = errors.New("the store holds part of a snapshot (a restore failed part way)")
+
 // RestoreLinking is Restore, hard-linking the segments that files hold
 // (the same stream, base and size) into place instead of writing the
 // bytes r carries for them again: restoring a snapshot received from a
@@ -487,6 +494,11 @@ func (s *Store) RestoreLinking(r io.Reader, files SegmentFiles) (err error) {
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%w: %w", ErrRestoreIncomplete, err)
+		}
+	}()
 	s.forgetPruneFloor()
 	s.filters.forget() // its keys are about to be replaced
 	defer s.filters.rebuild()
@@ -499,7 +511,8 @@ func (s *Store) RestoreLinking(r io.Reader, files SegmentFiles) (err error) {
 			err = lerr
 		}
 	}()
-	if err := s.restoreKeys(br); err != nil {
+	meta, err := s.restoreKeys(br)
+	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	keep := map[uint64][]uint64{}
@@ -529,24 +542,41 @@ func (s *Store) RestoreLinking(r io.Reader, files SegmentFiles) (err error) {
 	if err := s.recoverStreams(); err != nil {
 		return err
 	}
-	return s.loadDedupIndex()
+	if err := s.loadDedupIndex(); err != nil {
+		return err
+	}
+	return s.putHeldKeys(meta)
 }
 
-// restoreKeys replaces every key in badger with the key section br holds.
+// restoreKeys replaces every key in badger with the key section br holds,
+// all but the meta family's, which it returns for the caller to put in
+// once the rest of the snapshot is in place (putHeldKeys).
+//
 // The keys come in badger's order (a snapshot writes them from an
 // iterator), so badger's stream writer builds its tables from them
 // directly: no write-ahead log, memtables or compactions, which cost
 // several times as much for the millions of keys of a million partitions.
 // A section out of order fails the restore.
-func (s *Store) restoreKeys(br *bufio.Reader) error {
+//
+// The stream writer adds each table to badger as soon as it is built, so
+// a restore cut short (an error, a crash) leaves a prefix of the keys in.
+// The meta record, which sorts first, holds the applied index: written
+// with them, it would make that prefix look like the whole snapshot, and a
+// restarted node would serve it. Held back, the store claims index 0 until
+// the restore is done, and the node restores again before it serves.
+func (s *Store) restoreKeys(br *bufio.Reader) (held []heldKey, err error) {
 	sw := s.db.NewStreamWriter()
 	defer sw.Cancel()                    // unblocks badger's writes after a failure
 	if err := sw.Prepare(); err != nil { // drops every key
-		return fmt.Errorf("drop old state: %w", err)
+		return nil, fmt.Errorf("drop old state: %w", err)
 	}
 	buf := z.NewBuffer(restoreBufferBytes+restoreBufferBytes/4, "waggle.restore")
 	defer buf.Release()
-	err := readKeys(br, func(k, v []byte) error {
+	err = readKeys(br, func(k, v []byte) error {
+		if k[0] == familyMeta {
+			held = append(held, heldKey{bytes.Clone(k), bytes.Clone(v)})
+			return nil
+		}
 		badger.KVToBuffer(&pb.KV{Key: k, Value: v, Version: 1}, buf)
 		if buf.LenNoPadding() < restoreBufferBytes {
 			return nil
@@ -561,7 +591,26 @@ func (s *Store) restoreKeys(br *bufio.Reader) error {
 	if err == nil {
 		err = sw.Flush()
 	}
-	return err
+	return held, err
+}
+
+// heldKey is a key and value restoreKeys held back.
+type heldKey struct{ key, value []byte }
+
+// putHeldKeys writes the keys restoreKeys held back, ending a restore.
+func (s *Store) putHeldKeys(keys []heldKey) error {
+	err := s.db.Update(func(txn *badger.Txn) error {
+		for _, kv := range keys {
+			if err := txn.Set(kv.key, kv.value); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	return nil
 }
 
 // restoreBufferBytes is how many bytes of keys and values restoreKeys

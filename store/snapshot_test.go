@@ -91,23 +91,7 @@ func TestRestoreBuildsSmallTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	rng := rand.New(rand.NewPCG(1, 2))
-	raw := make([]byte, 768)
-	for batch := range 32 { // 32 x 1,000 rows of ~1 KiB: 32 MiB of keys
-		tx := src.BeginWrite()
-		for i := range 1000 {
-			for j := range raw {
-				raw[j] = byte(rng.Uint32())
-			}
-			value, _ := json.Marshal(base64.StdEncoding.EncodeToString(raw))
-			if err := tx.PutKV(KVRow{NS: "ns", Key: fmt.Sprintf("k%06d", batch*1000+i), Value: value}, nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putRandomKV(t, src, 32) // 32 MiB of keys
 	snap := snapshotOf(t, src)
 
 	dir := t.TempDir()
@@ -136,5 +120,93 @@ func TestRestoreBuildsSmallTables(t *testing.T) {
 	}
 	if total < 16<<20 {
 		t.Fatalf("the restored tables hold %d bytes, want the 32 MiB of keys (less what compresses)", total)
+	}
+}
+
+// putRandomKV writes mib thousands of KV rows of about 1 KiB each, random
+// and incompressible.
+func putRandomKV(t *testing.T, s *Store, mib int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(1, 2))
+	raw := make([]byte, 768)
+	for batch := range mib {
+		tx := s.BeginWrite()
+		for i := range 1000 {
+			for j := range raw {
+				raw[j] = byte(rng.Uint32())
+			}
+			value, _ := json.Marshal(base64.StdEncoding.EncodeToString(raw))
+			if err := tx.PutKV(KVRow{NS: "ns", Key: fmt.Sprintf("k%06d", batch*1000+i), Value: value}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A restore cut short leaves the store claiming no applied index, so a
+// node that stops before a restore finishes restores again when it starts
+// (its applied index is behind every snapshot) rather than serving part of
+// a snapshot as the whole. Badger's stream writer puts each table it builds
+// into the store as it goes, and the meta record sorts first: it must be
+// written last.
+func TestRestoreCutShortClaimsNoAppliedIndex(t *testing.T) {
+	src := openTest(t)
+	tx := src.BeginWrite()
+	tx.PutMeta(Meta{AppliedIndex: 42, NextID: 2})
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	putRandomKV(t, src, 40) // more than restoreBufferBytes: tables are built before the cut
+	snap := snapshotOf(t, src)
+
+	dir := t.TempDir()
+	dst, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx = dst.BeginWrite()
+	tx.PutMeta(Meta{AppliedIndex: 7, NextID: 2})
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Restore(bytes.NewReader(snap[:len(snap)*9/10])); err == nil {
+		t.Fatal("a stream cut short restored")
+	}
+	dst.Close() // the node stops before a restore succeeds
+	if dst, err = Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { dst.Close() }()
+	applied := func() uint64 {
+		t.Helper()
+		var m Meta
+		if err := dst.View(func(tx *Tx) (err error) { m, err = tx.Meta(); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return m.AppliedIndex
+	}
+	var kept int
+	dst.View(func(tx *Tx) error {
+		rows, err := tx.KVPrefix("ns", "", "", 100_000)
+		kept = len(rows)
+		return err
+	})
+	if kept == 0 {
+		t.Fatal("the cut restore put no keys in: the test does not reach the case it is about")
+	}
+	if got := applied(); got != 0 {
+		t.Fatalf("after a restore cut short (%d of 40,000 rows in), the store claims applied index %d, want 0", kept, got)
+	}
+	if err := dst.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	if got := applied(); got != 42 {
+		t.Fatalf("after the whole restore: applied index %d, want 42", got)
+	}
+	if !bytes.Equal(snapshotOf(t, dst), snap) {
+		t.Fatal("restored store differs from the source")
 	}
 }

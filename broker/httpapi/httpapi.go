@@ -259,7 +259,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (release func(), 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isStateRead(r) && !s.svc.ServesReads() {
-		catchingUp(w, "this node is applying the raft log it held when it started; until then its state may be older than what it served before")
+		catchingUp(w, "this node is applying the raft log it held when it started, or restoring a snapshot; until then its state may be older than what it served before")
 		return
 	}
 	s.mux.ServeHTTP(w, r)
