@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -172,8 +173,11 @@ func TestRestoreCutShortClaimsNoAppliedIndex(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if err := dst.Restore(bytes.NewReader(snap[:len(snap)*9/10])); err == nil {
-		t.Fatal("a stream cut short restored")
+	if err := dst.Restore(bytes.NewReader([]byte("garbage!"))); err == nil || errors.Is(err, ErrRestoreIncomplete) {
+		t.Fatalf("a stream refused before anything changed: %v, want a plain error", err)
+	}
+	if err := dst.Restore(bytes.NewReader(snap[:len(snap)*9/10])); !errors.Is(err, ErrRestoreIncomplete) {
+		t.Fatalf("a stream cut short: %v, want ErrRestoreIncomplete", err)
 	}
 	dst.Close() // the node stops before a restore succeeds
 	if dst, err = Open(dir); err != nil {
