@@ -8,6 +8,7 @@ import (
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/fault"
 	"github.com/waggle-mq/waggle/recordbatch"
 )
 
@@ -142,7 +143,7 @@ func (c *conn) producePartition(topic string, rp kmsg.ProduceRequestTopicPartiti
 			return
 		}
 		out.BaseOffset = res.BaseOffset
-		if faulty("produce-offset-off-by-one", 50) {
+		if fault.Is("produce-offset-off-by-one", 50) {
 			out.BaseOffset++
 		}
 		out.LogStartOffset = res.LogStart

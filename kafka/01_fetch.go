@@ -8,6 +8,7 @@ import (
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/fault"
 )
 
 func init() { register(kmsg.Fetch.Int16(), 4, 16, answerNow(handleFetch)) }
@@ -148,7 +149,7 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest, byID map[[16]byte]broker.TopicI
 					break
 				}
 				limit := min(int(rp.PartitionMaxBytes), max(budget-size, 0))
-				committedOnly := req.IsolationLevel == readCommitted && !faulty("fetch-uncommitted", 1)
+				committedOnly := req.IsolationLevel == readCommitted && !fault.Is("fetch-uncommitted", 1)
 				log, err := tb.ReadPartition(name, rp.Partition, rp.FetchOffset, max(limit, 1), committedOnly)
 				if err != nil {
 					p.ErrorCode = errCode(err)
@@ -177,7 +178,7 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest, byID map[[16]byte]broker.TopicI
 					break
 				}
 				for i, b := range log.Batches {
-					if i == 0 && len(log.Batches) > 1 && faulty("fetch-skip-batch", 40) {
+					if i == 0 && len(log.Batches) > 1 && fault.Is("fetch-skip-batch", 40) {
 						continue
 					}
 					p.RecordBatches = append(p.RecordBatches, b...)

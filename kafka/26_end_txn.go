@@ -3,6 +3,8 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/fault"
 )
 
 // Versions 4 (a new error code) and 5 (KIP-890's epoch per transaction)
@@ -21,7 +23,7 @@ func handleEndTxn(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	case !c.s.topic(req.TransactionalID).IsLeader():
 		resp.ErrorCode = kerr.NotCoordinator.Code
 	default:
-		commit := req.Commit && !faulty("commit-aborts", 20)
+		commit := req.Commit && !fault.Is("commit-aborts", 20)
 		o, err := c.s.topic(req.TransactionalID).EndTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, commit)
 		if err != nil {
 			resp.ErrorCode = txnCallCode(err)

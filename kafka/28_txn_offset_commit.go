@@ -7,6 +7,7 @@ import (
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/command"
+	"github.com/waggle-mq/waggle/fault"
 	"github.com/waggle-mq/waggle/store"
 )
 
@@ -39,7 +40,7 @@ func handleTxnOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
 			o := command.OffsetCommit{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch}
-			if o.Offset > 0 && faulty("txn-offset-behind", 2) {
+			if o.Offset > 0 && fault.Is("txn-offset-behind", 2) {
 				o.Offset--
 			}
 			if rp.Metadata != nil {
