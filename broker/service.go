@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/waggle-mq/waggle/command"
+	"github.com/waggle-mq/waggle/fsm"
 	"github.com/waggle-mq/waggle/metrics"
 	"github.com/waggle-mq/waggle/raftnode"
 	"github.com/waggle-mq/waggle/store"
@@ -227,6 +228,8 @@ type Health struct {
 	// VotesWithheld: the node grants no votes until its log catches up
 	// (repaired from its peers, or on a new data directory).
 	VotesWithheld bool
+	// Digest is the state digest, by which replicas are compared.
+	Digest fsm.StateDigest
 }
 
 // Health reports this node's raft state.
@@ -243,6 +246,7 @@ func (s *Service) Health() Health {
 		Applied:       s.node.FSM.AppliedIndex(),
 		ClockMs:       s.node.FSM.ClockMs(),
 		VotesWithheld: s.node.VotesWithheld(),
+		Digest:        s.node.FSM.StateDigest(),
 	}
 	h.LastSnapshotIndex, _ = strconv.ParseUint(r.Stats()["last_snapshot_index"], 10, 64)
 	if id != "" {

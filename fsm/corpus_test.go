@@ -40,6 +40,10 @@ type corpusExpect struct {
 	// Restored is the same of the state snapshot.bin restores to: the
 	// state after the entries the corpus had when it was written.
 	Restored string `json:"restored"`
+	// StateDigest is the state machine's digest after the entries (see
+	// fsm.StateDigest). Replicas of two versions compare digests during
+	// a rolling upgrade, so the way it is computed must never change.
+	StateDigest string `json:"stateDigest"`
 }
 
 // corpusEntry is one named command of the scenario.
@@ -329,7 +333,8 @@ func checkCorpusApplies(t *testing.T, dir string, entries [][]byte) {
 	if err := restored.Restore(bytes.NewReader(readFile(t, snapPath))); err != nil {
 		t.Fatalf("%s: restore: %v", snapPath, err)
 	}
-	got := corpusExpect{Answers: answers, State: digest(snap), Restored: digest(snapshotStream(t, restored))}
+	got := corpusExpect{Answers: answers, State: digest(snap), Restored: digest(snapshotStream(t, restored)),
+		StateDigest: fmt.Sprintf("%016x", f.StateDigest().Applied.Digest)}
 	expectPath := filepath.Join(dir, "expect.json")
 	if *updateCorpus {
 		writeFile(t, expectPath, indentJSON(t, got))
@@ -346,6 +351,9 @@ func checkCorpusApplies(t *testing.T, dir string, entries [][]byte) {
 	}
 	if got.State != want.State {
 		t.Errorf("%s: the state after the entries differs from the recorded one (snapshot digest %s, recorded %s)", dir, got.State, want.State)
+	}
+	if got.StateDigest != want.StateDigest {
+		t.Errorf("%s: the state digest after the entries is %s, recorded %s: the digest must be computed as before", dir, got.StateDigest, want.StateDigest)
 	}
 	if got.Restored != want.Restored {
 		t.Errorf("%s: restores to state digest %s, recorded %s", snapPath, got.Restored, want.Restored)

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/waggle-mq/waggle/command"
+	"github.com/waggle-mq/waggle/fault"
 	"github.com/waggle-mq/waggle/store"
 )
 
@@ -76,6 +77,12 @@ type FSM struct {
 	// (store.ErrRestoreIncomplete) and cleared by one that succeeds: until
 	// then the store mixes two states and nothing may be applied to it.
 	damaged atomic.Pointer[error]
+
+	// digests publishes the state digest (digest.go).
+	digests digests
+	// Digested, when set, is told the state digest at each index that is
+	// a multiple of DigestLogEvery. Set it before raft starts.
+	Digested func(DigestPoint)
 }
 
 // Damaged returns the error of a restore that failed part way, while no
@@ -176,12 +183,19 @@ func (f *FSM) LinkSnapshotFiles(files func() store.SegmentFiles) { f.restoreFile
 // batch.
 func (f *FSM) LogFormat() command.LogFormat { return command.LogFormat(f.logFormat.Load()) }
 
-// setMeta replaces meta and its mirror; the caller holds f.mu.
-func (f *FSM) setMeta(m store.Meta) {
+// setMeta replaces meta and its mirrors, with the digests passed on the
+// way to it; the caller holds f.mu.
+func (f *FSM) setMeta(m store.Meta, passed ...DigestPoint) {
 	f.meta = m
 	f.logFormat.Store(uint32(effectiveLogFormat(m)))
 	f.appliedIndex.Store(m.AppliedIndex)
 	f.clockMs.Store(m.ClockMs)
+	f.digests.set(m.DigestSince, DigestPoint{Index: m.AppliedIndex, Digest: m.Digest}, passed)
+	for _, p := range passed {
+		if p.Index%DigestLogEvery == 0 && f.Digested != nil {
+			f.Digested(p)
+		}
+	}
 }
 
 // AppliedIndex is the last raft index whose effects are in the store.
@@ -210,6 +224,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	tx := f.store.BeginWrite()
 	defer func() { tx.Discard() }()
 	meta := f.meta
+	var passed []DigestPoint // digests at multiples of DigestEvery
 	for i, l := range logs {
 		if l.Index <= meta.AppliedIndex {
 			continue // applied before a restart; the store already has it
@@ -232,9 +247,21 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		// transaction's pending writes each time.
 		writes, bytes := tx.Pending()
 		if writes > commitAfterWrites || bytes > commitAfterBytes || (writes > 0 && len(cmd) > 0 && (command.CommandType(cmd[0]) == command.CmdCleanup || command.CommandType(cmd[0]) == command.CmdCompact)) {
-			f.commit(tx, meta)
-			tx = f.store.BeginWrite()
+			f.commit(tx, meta, passed)
+			tx, passed = f.store.BeginWrite(), nil
 		}
+		if cmd != nil && fault.Is("fsm-skip-entry", 100) {
+			// A replica that skips an entry (a test-only fault): commit
+			// what came before, apply the entry to a transaction of its
+			// own and drop it.
+			f.commit(tx, meta, passed)
+			tx, passed = f.store.BeginWrite(), nil
+			skipped, m := f.store.BeginWrite(), meta
+			answers[i] = f.proc.Apply(skipped, &m, cmd)
+			skipped.Discard()
+			cmd = nil
+		}
+		sum := tx.WriteSum()
 		if cmd != nil {
 			f.appliedBytes.Add(uint64(len(l.Data)))
 			f.appliedEntries.Add(1)
@@ -247,9 +274,13 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			}
 		}
 		meta.AppliedIndex, meta.AppliedTerm = l.Index, l.Term
+		meta.Digest = store.ChainDigest(meta.Digest, l.Index, tx.WriteSum()-sum)
+		if l.Index%DigestEvery == 0 {
+			passed = append(passed, DigestPoint{Index: l.Index, Digest: meta.Digest})
+		}
 	}
 	f.proc.entry = nil
-	f.commit(tx, meta)
+	f.commit(tx, meta, passed)
 	f.signalAppends(f.proc.appended)
 	f.proc.appended = f.proc.appended[:0]
 	return answers
@@ -257,8 +288,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 
 // commit stores meta with the transaction's writes. Failing to write state
 // already acknowledged by raft leaves no safe way on: panic, and let the
-// restart replay from the raft log.
-func (f *FSM) commit(tx *store.Tx, meta store.Meta) {
+// restart replay from the raft log. passed are the digests the entries
+// reached on the way, published with meta.
+func (f *FSM) commit(tx *store.Tx, meta store.Meta, passed []DigestPoint) {
 	if meta == f.meta {
 		return // nothing applied
 	}
@@ -268,7 +300,7 @@ func (f *FSM) commit(tx *store.Tx, meta store.Meta) {
 	if err := tx.Commit(); err != nil {
 		panic(fmt.Sprintf("fsm: commit applied entries: %v", err))
 	}
-	f.setMeta(meta)
+	f.setMeta(meta, passed...)
 }
 
 // Snapshot implements raft.FSM. Raft calls it between batches: it fsyncs
@@ -307,6 +339,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.damaged.Store(nil)
 	f.restores.Add(1)
+	f.digests.forget()
 	return f.loadMeta()
 }
 
@@ -318,6 +351,7 @@ func (f *FSM) Reset() error {
 		return err
 	}
 	f.damaged.Store(nil)
+	f.digests.forget()
 	return f.loadMeta()
 }
 

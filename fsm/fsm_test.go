@@ -368,23 +368,7 @@ func TestDedupRecordAheadOfItsPartitionIsReported(t *testing.T) {
 	}
 
 	// The partition loses its message; the dedup record stays.
-	tx := f.store.BeginWrite()
-	q, err := tx.Queue("q")
-	if err != nil {
-		t.Fatal(err)
-	}
-	part, err := tx.Partition(q.ID, "p")
-	if err != nil {
-		t.Fatal(err)
-	}
-	part.NextOffset = 0
-	if err := tx.PutPartition(part); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	tx.Discard()
+	forgetMessages(t, f, "q", "p")
 
 	third := f.ApplyBatch(logs(3, push(t0+2, item("q", "p", "a", 3))))
 	requireResult(t, pushResults(t, third[0])[0], command.PushDuplicate, 0, 1)
@@ -424,4 +408,27 @@ func TestRestoreFailedPartWayStopsApplying(t *testing.T) {
 	}
 	r := pushResults(t, dst.ApplyBatch(logs(3, push(3, item("q", "p", "a", 7))))[0])
 	requireResult(t, r[0], command.PushDuplicate, 0, 1)
+}
+
+// forgetMessages sets a partition back to offset 0 outside the state
+// machine, as a damaged store would hold it.
+func forgetMessages(t *testing.T, f *FSM, queue, partition string) {
+	t.Helper()
+	tx := f.store.BeginWrite()
+	defer tx.Discard()
+	q, err := tx.Queue(queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := tx.Partition(q.ID, partition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part.NextOffset = 0
+	if err := tx.PutPartition(part); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -409,6 +409,8 @@ func runChaosOn(t *testing.T, run chaosRun) *cluster {
 		}
 	})
 
+	diverged := c.watchDivergence(&wg, stop)
+
 	// KV register clients: three per key, checked by porcupine at the end.
 	reg := &registerHistory{start: time.Now()}
 	for id := range 6 {
@@ -525,6 +527,9 @@ func runChaosOn(t *testing.T, run chaosRun) *cluster {
 	faultEnd := time.Now()
 	close(stop)
 	wg.Wait()
+	if d := diverged(); d != "" {
+		t.Errorf("replicas diverged during the run: %s", d)
+	}
 	unavailable := pushClock.longestGap(calmEnd, faultEnd)
 	t.Logf("throughput without faults: %.0f pushes/s, %.0f Kafka records/s; with faults: %.0f pushes/s, %.0f Kafka records/s; longest stretch without an acknowledged push %v",
 		pushClock.rate(runStart, calmEnd), kafkaClock.rate(runStart, calmEnd), pushClock.rate(calmEnd, faultEnd), kafkaClock.rate(calmEnd, faultEnd),
@@ -553,6 +558,7 @@ func runChaosOn(t *testing.T, run chaosRun) *cluster {
 	if groupErr != nil {
 		t.Errorf("Kafka group after the faults: %v", groupErr)
 	}
+	c.replicasAgree()
 	recs := l.fetchAll("chaos", "Default").Entries[0].Records
 	stored := map[string]uint64{}
 	for i, r := range recs {

@@ -188,6 +188,7 @@ func (c *cluster) waitCaughtUp(n *node) {
 		}
 		return c.groupsCaughtUp(n)
 	}, n.logTail)
+	c.noDivergence(c.live()...)
 }
 
 // appliedLeadersCommit reports whether node n (health nh) has applied the

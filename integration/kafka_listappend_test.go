@@ -483,6 +483,7 @@ func runListAppend(t *testing.T, cfg listAppend) (*txncheck.History, *txncheck.R
 	if t.Failed() {
 		t.FailNow()
 	}
+	c.replicasAgree()
 	if committedBefore < 20 {
 		t.Fatalf("only %d transactions committed in %v: too little load to check", committedBefore, cfg.run)
 	}

@@ -143,6 +143,7 @@ func TestDataGroupsSpreadLeadershipAndFailOver(t *testing.T) {
 	}
 	lead("1", "--clear")
 	waitGroupLeaders(t, c.nodes, 3, preferred)
+	c.replicasAgree()
 }
 
 // A data directory keeps the group count it was created with: a node

@@ -91,6 +91,7 @@ func TestFollowerKilledWhileRestoringComesBackWhole(t *testing.T) {
 	}
 	c.waitCaughtUp(f)
 	requireRows(t, f, want, "after the restore of the follower's own snapshot was killed")
+	c.replicasAgree()
 }
 
 // requireRows fails unless n answers each KV row of namespace big as want

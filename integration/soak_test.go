@@ -120,8 +120,11 @@ func soakEnv[T int | float64](t *testing.T, name string, def T) T {
 
 // soak is one run's cluster, workloads and records.
 type soak struct {
-	t          *testing.T
-	c          *cluster
+	t *testing.T
+	c *cluster
+	// diverged tells the first disagreement of the replicas' state
+	// digests seen during the run ("" while none).
+	diverged   func() string
 	links      *links
 	seconds    int
 	target     int64 // Kafka payload bytes to acknowledge
@@ -235,6 +238,7 @@ func (s *soak) run() {
 	s.startPushers()
 	s.startPopper()
 	s.startCommitSampler()
+	s.diverged = s.c.watchDivergence(&s.wg, s.stop)
 
 	nemesis := s.nemesis()
 	wipeAt := []time.Duration{time.Duration(s.seconds) * time.Second / 3, 2 * time.Duration(s.seconds) * time.Second / 3}
@@ -954,6 +958,10 @@ func (s *soak) check() {
 			t.Fatalf("node %d did not catch up after the run: %v", n.id, err)
 		}
 	}
+	if d := s.diverged(); d != "" {
+		t.Errorf("replicas diverged during the run, which began at %s: %s", s.start.Format("15:04:05.000"), d)
+	}
+	s.c.replicasAgree()
 	s.sampleProcs()
 	s.finalDisk, s.finalUsed = map[int]dirUsage{}, map[int]int64{}
 	s.payloadAt = s.payloadBytes()
@@ -982,6 +990,7 @@ func (s *soak) check() {
 		}
 	}
 	s.restart = time.Since(restartBegan)
+	s.c.replicasAgree()
 
 	s.checkKafka()
 	s.checkHTTP()

@@ -186,6 +186,9 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 	sm.Anomaly = func(msg string, args ...any) {
 		cfg.Logger.Error("state anomaly: "+msg+" (a bug: please report it)", args...)
 	}
+	sm.Digested = func(p fsm.DigestPoint) {
+		cfg.Logger.Info("state digest", "index", p.Index, "digest", fmt.Sprintf("%016x", p.Digest))
+	}
 	n.FSM = sm
 
 	if cfg.Mux == nil {

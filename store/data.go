@@ -322,6 +322,7 @@ func (t *Tx) writeRecord(streamID uint64, h *streamHead, body []byte, appendMs i
 	}
 	h.End += uint64(segment.FrameBytes + len(body))
 	h.LastAppendMs = appendMs
+	t.noteAppend(streamID, body)
 	return pos, nil
 }
 

@@ -38,6 +38,11 @@ type Meta struct {
 	// at the first entry it cannot read, instead of taking the whole store
 	// for damaged.
 	LogFormat uint32
+	// Digest is the state digest as of AppliedIndex: every write the
+	// entries after DigestSince made, folded in order (see digest.go).
+	// Replicas with the same DigestSince compare at equal indexes. Kept
+	// under a key of its own, like LogFormat.
+	Digest, DigestSince uint64
 }
 
 func (m Meta) encode() []byte {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/cespare/xxhash/v2"
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 
@@ -194,6 +195,10 @@ type Tx struct {
 	pendingWrites int
 	pendingBytes  int // approximate
 
+	// writeSum sums the hashes of the writes made (digest.go).
+	writeSum uint64
+	digest   xxhash.Digest
+
 	heads       map[uint64]*streamHead // streams this transaction appended to
 	afterCommit []func() error         // file removals, once the commit stands
 	committed   bool
@@ -292,6 +297,7 @@ func (t *Tx) set(k, v []byte) error {
 	}
 	t.pendingWrites++
 	t.pendingBytes += len(k) + len(v) + 32
+	t.noteWrite(writeSet, k, v)
 	return t.txn.Set(k, v)
 }
 
@@ -301,6 +307,7 @@ func (t *Tx) del(k []byte) error {
 	}
 	t.pendingWrites++
 	t.pendingBytes += len(k) + 32
+	t.noteWrite(writeDelete, k, nil)
 	return t.txn.Delete(k)
 }
 
@@ -339,11 +346,17 @@ func (t *Tx) Meta() (Meta, error) {
 	default:
 		m.LogFormat = binary.BigEndian.Uint32(f)
 	}
-	return m, nil
+	return m, t.readDigest(&m)
 }
 
-// PutMeta writes the bookkeeping record (all of Meta but LogFormat).
-func (t *Tx) PutMeta(m Meta) error { return t.set(metaKey(), m.encode()) }
+// PutMeta writes the bookkeeping record and the state digest (all of
+// Meta but LogFormat).
+func (t *Tx) PutMeta(m Meta) error {
+	if err := t.set(metaKey(), m.encode()); err != nil {
+		return err
+	}
+	return t.set(digestKey(), m.encodeDigest())
+}
 
 // PutLogFormat records the raft log format the cluster writes (see
 // Meta.LogFormat).

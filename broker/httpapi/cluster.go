@@ -15,6 +15,7 @@ import (
 
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/command"
+	"github.com/waggle-mq/waggle/fsm"
 )
 
 // forwardedHeader marks a request a follower forwarded to the leader. A
@@ -444,7 +445,7 @@ func (s *Server) raftGroupsJSON() []raftGroupJSON {
 	}
 	var out []raftGroupJSON
 	for id, g := range s.raftGroups() {
-		gj := raftGroupJSON{ID: uint32(id), Role: g.Role, Term: g.Term, Commit: g.Commit, Applied: g.Applied}
+		gj := raftGroupJSON{ID: uint32(id), Role: g.Role, Term: g.Term, Commit: g.Commit, Applied: g.Applied, StateDigest: stateDigestJSON(g.Digest)}
 		if g.LeaderID != "" {
 			gj.Leader = ptr(json.Number(g.LeaderID))
 		}
@@ -466,6 +467,32 @@ type raftGroupJSON struct {
 	Applied uint64       `json:"applied"`
 	// PreferredLeader is the node an operator chose to lead the group.
 	PreferredLeader *json.Number `json:"preferredLeader,omitempty"`
+	StateDigest     digestJSON   `json:"stateDigest"`
+}
+
+// digestJSON is a group's state digest on this node (fsm.StateDigest):
+// replicas whose since is the same hold the same state exactly when their
+// digests at the same index are equal. Digests are 16 hex digits.
+type digestJSON struct {
+	Since   uint64            `json:"since"`
+	Applied digestPointJSON   `json:"applied"`
+	Recent  []digestPointJSON `json:"recent"`
+}
+
+type digestPointJSON struct {
+	Index  uint64 `json:"index"`
+	Digest string `json:"digest"`
+}
+
+func stateDigestJSON(d fsm.StateDigest) digestJSON {
+	point := func(p fsm.DigestPoint) digestPointJSON {
+		return digestPointJSON{Index: p.Index, Digest: fmt.Sprintf("%016x", p.Digest)}
+	}
+	out := digestJSON{Since: d.Since, Applied: point(d.Applied), Recent: []digestPointJSON{}}
+	for _, p := range d.Recent {
+		out.Recent = append(out.Recent, point(p))
+	}
+	return out
 }
 
 // resourcesJSON is what a node uses of its machine. DiskUsedBytes and
@@ -509,7 +536,8 @@ type raftJSON struct {
 	VotesWithheld bool `json:"votesWithheld,omitempty"`
 	// ClockMs is the replicated clock (Unix ms) as of the last applied
 	// entry, by which timers, leases and dedup windows expire.
-	ClockMs int64 `json:"clockMs"`
+	ClockMs     int64      `json:"clockMs"`
+	StateDigest digestJSON `json:"stateDigest"`
 }
 
 // health answers 200 while this node knows a leader, 503 otherwise, so a
@@ -521,7 +549,8 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		Status: "healthy",
 		NodeID: json.Number(h.NodeID),
 		Raft: raftJSON{Role: h.Role, LeaderAddr: h.LeaderRaft, LeaderHTTP: h.LeaderHTTP, Term: h.Term,
-			Commit: h.Commit, Applied: h.Applied, LastSnapshotIndex: h.LastSnapshotIndex, VotesWithheld: h.VotesWithheld, ClockMs: h.ClockMs},
+			Commit: h.Commit, Applied: h.Applied, LastSnapshotIndex: h.LastSnapshotIndex, VotesWithheld: h.VotesWithheld, ClockMs: h.ClockMs,
+			StateDigest: stateDigestJSON(h.Digest)},
 		StorageFull:   s.svc.StorageFull(),
 		LogFormat:     uint32(command.MaxLogFormat),
 		Version:       s.version,

@@ -1,0 +1,70 @@
+package integration
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The replica comparison itself: it must report a disagreement at a shared
+// index, and count only indexes every node reports in one chain.
+func TestCompareDigests(t *testing.T) {
+	at := func(since uint64, applied digestPoint, recent ...digestPoint) digestAnswer {
+		return digestAnswer{Since: since, Applied: applied, Recent: recent}
+	}
+	p := func(index uint64, digest string) digestPoint { return digestPoint{index, digest} }
+	agree := map[int]map[uint32]digestAnswer{
+		1: {0: at(0, p(700, "c"), p(256, "a"), p(512, "b"))},
+		2: {0: at(0, p(600, "x"), p(512, "b"))},
+		3: {0: at(0, p(512, "b"))},
+	}
+	if shared, err := compareDigests(agree); err != nil || shared[0] != 1 {
+		t.Fatalf("agreeing replicas: shared %v, err %v; want one index all report", shared, err)
+	}
+	diverged := map[int]map[uint32]digestAnswer{
+		1: {0: at(0, p(700, "c"), p(512, "b")), 5: at(0, p(40, "m"))},
+		2: {0: at(0, p(700, "c"), p(512, "b")), 5: at(0, p(40, "n"))},
+	}
+	var d errDiverged
+	if _, err := compareDigests(diverged); !errors.As(err, &d) {
+		t.Fatalf("replicas that differ in group 5 at index 40: err %v", err)
+	}
+	otherChains := map[int]map[uint32]digestAnswer{
+		1: {0: at(0, p(700, "c"))},
+		2: {0: at(650, p(700, "d"))}, // upgraded at 650: another chain
+	}
+	if shared, err := compareDigests(otherChains); err != nil || shared[0] != 0 {
+		t.Fatalf("different chains: shared %v, err %v; want nothing compared", shared, err)
+	}
+}
+
+// A replica that skips one entry in a hundred (a build broken on purpose,
+// WAGGLE_FAULT=fsm-skip-entry) is found by its digest, though every
+// client answer came from a whole replica.
+func TestReplicaThatSkipsEntriesIsFound(t *testing.T) {
+	c := newCluster(t, 3)
+	bad := c.nodes[2]
+	bad.binary, bad.extraEnv = buildFaulty(t), []string{"WAGGLE_FAULT=fsm-skip-entry"}
+	c.start()
+	l := c.leader()
+	for i := range 300 {
+		if status := postJSON(t, l.url("/api/v1/push"), map[string]any{"items": []pushItem{{Queue: "d", Partition: fmt.Sprint("p", i%5), TransactionID: fmt.Sprint("t", i), Payload: i}}}, nil); status != http.StatusCreated {
+			t.Fatalf("push %d: status %d", i, status)
+		}
+	}
+	var found errDiverged
+	waitFor(t, 30*time.Second, func() error {
+		_, err := c.digestsShared()
+		if errors.As(err, &found) {
+			return nil
+		}
+		return fmt.Errorf("no divergence found yet: %v", err)
+	}, c.diagnose)
+	if !strings.Contains(string(found), fmt.Sprintf("node %d", bad.id)) {
+		t.Fatalf("the divergence found does not name the broken node %d: %s", bad.id, found)
+	}
+	t.Logf("found: %s", found)
+}
