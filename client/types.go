@@ -134,6 +134,19 @@ type Cluster struct {
 	LogFormat  int      `json:"logFormat"`
 	NotAMember string   `json:"notAMember"`
 	Members    []Member `json:"members"`
+	// Replicas compares the members' state digests, per raft group.
+	Replicas []ReplicaComparison `json:"replicas"`
+}
+
+// ReplicaComparison is one raft group's members compared by their state
+// digests (openapi.json's ReplicaComparison): State is "same" (all agree
+// at Index), "diverged" (the two Members hold different states from
+// Index on) or "unknown" (not comparable yet).
+type ReplicaComparison struct {
+	Group   int    `json:"group"`
+	State   string `json:"state"`
+	Index   *int64 `json:"index"`
+	Members []int  `json:"members"`
 }
 
 // Member is one node of the cluster as the node asked sees it

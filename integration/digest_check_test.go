@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,21 @@ func TestReplicaThatSkipsEntriesIsFound(t *testing.T) {
 	bad.binary, bad.extraEnv = buildFaulty(t), []string{"WAGGLE_FAULT=fsm-skip-entry"}
 	c.start()
 	l := c.leader()
+	// Before the broken node skips anything, cluster status finds the
+	// members the same; after, it names the broken one and exits 5.
+	status := func(want string, code int) error {
+		out, err := runWithTimeout(t, exec.Command(waggleBinary, "cluster", "status", "--server", l.httpAddr), 30*time.Second)
+		got := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			got = exit.ExitCode()
+		}
+		if !strings.Contains(string(out), want) || got != code {
+			return fmt.Errorf("cluster status exited %d (want %d) without %q:\n%s", got, code, want, out)
+		}
+		return nil
+	}
+	waitFor(t, 20*time.Second, func() error { return status("replicas of raft group 0: the same state at index", 0) })
 	for i := range 300 {
 		if status := postJSON(t, l.url("/api/v1/push"), map[string]any{"items": []pushItem{{Queue: "d", Partition: fmt.Sprint("p", i%5), TransactionID: fmt.Sprint("t", i), Payload: i}}}, nil); status != http.StatusCreated {
 			t.Fatalf("push %d: status %d", i, status)
@@ -67,4 +83,11 @@ func TestReplicaThatSkipsEntriesIsFound(t *testing.T) {
 		t.Fatalf("the divergence found does not name the broken node %d: %s", bad.id, found)
 	}
 	t.Logf("found: %s", found)
+	waitFor(t, 20*time.Second, func() error {
+		return status("DIVERGED at index ", 5)
+	})
+	out, _ := runWithTimeout(t, exec.Command(waggleBinary, "cluster", "status", "--server", l.httpAddr), 30*time.Second)
+	if !strings.Contains(string(out), fmt.Sprint(bad.id)+" hold different states") {
+		t.Fatalf("cluster status does not name node %d:\n%s", bad.id, out)
+	}
 }

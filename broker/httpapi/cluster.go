@@ -135,6 +135,9 @@ type memberJSON struct {
 	// ClockOffsetMs is how far the member's wall clock is from the
 	// voters' median, as its /health says; null when unknown.
 	ClockOffsetMs *int64 `json:"clockOffsetMs"`
+	// StateDigest is the member's digest of raft group 0, as its /health
+	// says (absent when unreachable or from a binary without digests).
+	StateDigest *digestJSON `json:"stateDigest,omitempty"`
 }
 
 // clockJSON is this node's wall clock beside the voters'. WallMs is read
@@ -162,6 +165,8 @@ type clusterJSON struct {
 	// once every member reads the next one.
 	LogFormat uint32       `json:"logFormat"`
 	Members   []memberJSON `json:"members"`
+	// Replicas compares the members' state digests, per raft group.
+	Replicas []replicasJSON `json:"replicas"`
 	// NotAMember is set when the node asked is not in the cluster's
 	// membership: started with --join and not added yet.
 	NotAMember string `json:"notAMember,omitempty"`
@@ -200,6 +205,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 			mj.resourcesJSON = s.resources()
 			mj.Groups = s.raftGroupsJSON()
 			mj.ClockOffsetMs = ptr(s.clockJSON().OffsetMs)
+			mj.StateDigest = ptr(stateDigestJSON(h.Digest))
 			continue
 		}
 		if m.HTTPAddr == "" {
@@ -219,6 +225,9 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 			mj.Version, mj.UptimeSeconds = peer.Version, ptr(peer.UptimeSeconds)
 			mj.resourcesJSON = peer.resourcesJSON
 			mj.Groups = peer.Groups
+			if peer.Raft.StateDigest.Applied.Digest != "" {
+				mj.StateDigest = ptr(peer.Raft.StateDigest)
+			}
 			if peer.Clock != nil {
 				mj.ClockOffsetMs = ptr(peer.Clock.OffsetMs)
 			}
@@ -228,6 +237,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 		}()
 	}
 	wg.Wait()
+	out.Replicas = compareReplicas(out.Members)
 	switch {
 	case slices.ContainsFunc(members, func(m broker.Member) bool { return m.ID == h.NodeID }):
 	case len(members) == 0: // started with --join, never added: no configuration at all

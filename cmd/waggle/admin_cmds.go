@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -239,6 +240,29 @@ func showRaftGroups(c *cobra.Command, cl client.Cluster) {
 	t.flush()
 }
 
+// showReplicas says, per raft group, whether the members that answered
+// hold the same state.
+func showReplicas(c *cobra.Command, cl client.Cluster) {
+	for _, r := range cl.Replicas {
+		at := "-"
+		if r.Index != nil {
+			at = strconv.FormatInt(*r.Index, 10)
+		}
+		nodes := make([]string, len(r.Members))
+		for i, m := range r.Members {
+			nodes[i] = strconv.Itoa(m)
+		}
+		switch r.State {
+		case "same":
+			fmt.Fprintf(c.OutOrStdout(), "replicas of raft group %d: the same state at index %s (nodes %s)\n", r.Group, at, strings.Join(nodes, ", "))
+		case "diverged":
+			fmt.Fprintf(c.OutOrStdout(), "replicas of raft group %d: DIVERGED at index %s: nodes %s hold different states (a bug: please report it)\n", r.Group, at, strings.Join(nodes, " and "))
+		default:
+			fmt.Fprintf(c.OutOrStdout(), "replicas of raft group %d: not compared yet (fewer than two members answered, or no index all of them report)\n", r.Group)
+		}
+	}
+}
+
 func newClusterCmd(o *clientOptions) *cobra.Command {
 	cmd := &cobra.Command{Use: "cluster", Short: "Cluster members and membership"}
 	show := func(c *cobra.Command, cl client.Cluster) error {
@@ -275,12 +299,15 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 			for _, u := range unreachable {
 				fmt.Fprintln(c.OutOrStdout(), "unreachable:", u)
 			}
+			showReplicas(c, cl)
 			showRaftGroups(c, cl)
 		})
 	}
 	status := &cobra.Command{Use: "status", Short: "Members, leader, applied indexes and raft log formats",
-		Long: "Members, leader, applied indexes and raft log formats, as the node --server names sees them.\n" +
-			"Exits 4 when that node knows no leader (the cluster has lost its quorum, or the node is cut off or not a member).",
+		Long: "Members, leader, applied indexes and raft log formats, as the node --server names sees them, and whether\n" +
+			"the members hold the same state (their state digests compared at an index all of them report).\n" +
+			"Exits 4 when that node knows no leader (the cluster has lost its quorum, or the node is cut off or not a member),\n" +
+			"5 when two members hold different states.",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			var cl client.Cluster
@@ -292,6 +319,9 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 			}
 			if cl.Leader == nil {
 				return errNoLeader
+			}
+			if slices.ContainsFunc(cl.Replicas, func(r client.ReplicaComparison) bool { return r.State == "diverged" }) {
+				return errReplicasDiverged
 			}
 			return nil
 		}}

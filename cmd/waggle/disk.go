@@ -109,11 +109,17 @@ const (
 	exitUnreadable = 77 // EX_NOPERM: the data directory cannot be read or written
 	exitOnceLost   = 3  // kv once: another caller holds the marker
 	exitNoLeader   = 4  // cluster status: the node asked knows no leader
+	exitDiverged   = 5  // cluster status: two members hold different states
 )
 
 // errNoLeader is cluster status's answer when the node asked knows no
 // leader: the table is printed, and scripts see exit code 4.
 var errNoLeader = errors.New("no leader: the cluster has lost its quorum, or the node asked is cut off from it or not a member (writes are refused until a majority of voters is back)")
+
+// errReplicasDiverged is cluster status's answer when two members'
+// state digests disagree: the table is printed, and scripts see exit
+// code 5.
+var errReplicasDiverged = errors.New("replicas diverged: two members hold different states (a bug: please report it, with both members' logs)")
 
 // exitCode is the process's exit code for the error a command returned.
 func exitCode(err error) int {
@@ -126,6 +132,8 @@ func exitCode(err error) int {
 		return exitOnceLost
 	case errors.Is(err, errNoLeader):
 		return exitNoLeader
+	case errors.Is(err, errReplicasDiverged):
+		return exitDiverged
 	default:
 		return 1
 	}
