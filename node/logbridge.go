@@ -24,6 +24,11 @@ import (
 // repeatWindow is how long a repeated message is held back.
 const repeatWindow = 30 * time.Second
 
+// neverHeldBack are messages that are records, each line its own: the
+// state digests a node logs are compared across nodes after the fact,
+// and a node catching up logs many within seconds.
+var neverHeldBack = map[string]bool{"state digest": true}
+
 // repeatLimiter decides which repeats of a message are written.
 type repeatLimiter struct {
 	mu   sync.Mutex
@@ -43,6 +48,9 @@ func newRepeatLimiter() *repeatLimiter {
 // allow reports whether msg is written now, and how many of it were held
 // back since it last was.
 func (r *repeatLimiter) allow(msg string) (ok bool, skipped int) {
+	if neverHeldBack[msg] {
+		return true, 0
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()

@@ -39,6 +39,12 @@ func TestRaftLogsThroughSlogWithRepeatsHeldBack(t *testing.T) {
 	if !strings.Contains(buf.String(), `"follower":"Node at 127.0.0.1:7400 [Follower]"`) || !strings.Contains(buf.String(), `"servers":"3 servers"`) {
 		t.Fatalf("raft's Stringer and Fmt values are not written as text:\n%s", buf.String())
 	}
+	before := strings.Count(buf.String(), "\n")
+	l.Info("state digest", "index", 16384, "digest", "00")
+	l.Info("state digest", "index", 32768, "digest", "01")
+	if lines := strings.Count(buf.String(), "\n") - before; lines != 2 {
+		t.Fatalf("two state digest lines a moment apart: %d written, want both:\n%s", lines, buf.String())
+	}
 	l.Named("snapshot").Info("snapshot complete")
 	if !strings.Contains(buf.String(), `"component":"raft.snapshot"`) {
 		t.Fatalf("a named logger's component:\n%s", buf.String())
