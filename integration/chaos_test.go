@@ -527,8 +527,10 @@ func runChaosOn(t *testing.T, run chaosRun) *cluster {
 	faultEnd := time.Now()
 	close(stop)
 	wg.Wait()
-	if d := diverged(); d != "" {
-		t.Errorf("replicas diverged during the run: %s", d)
+	if found, summary := diverged.result(); found != "" {
+		t.Errorf("replicas diverged during the run: %s (%s)", found, summary)
+	} else {
+		t.Logf("replicas during the run: no divergence; %s", summary)
 	}
 	unavailable := pushClock.longestGap(calmEnd, faultEnd)
 	t.Logf("throughput without faults: %.0f pushes/s, %.0f Kafka records/s; with faults: %.0f pushes/s, %.0f Kafka records/s; longest stretch without an acknowledged push %v",

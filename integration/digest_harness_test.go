@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -213,37 +214,58 @@ func (c *cluster) replicasAgree() {
 	c.t.Logf("replicas agree: the state digests of %d nodes match at every shared index (indexes all share, per raft group: %v)", len(c.live()), shared)
 }
 
+// divergenceWatch is what watchDivergence found.
+type divergenceWatch struct {
+	mu       sync.Mutex
+	found    string // the first disagreement, "" while none
+	compared int    // reads in which every raft group had an index all live nodes report
+	reads    int
+}
+
+// result returns the first disagreement found ("" while none) and a
+// summary of the comparisons made.
+func (w *divergenceWatch) result() (found, summary string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.found, fmt.Sprintf("%d of %d reads of every live node's digests compared at an index all of them report", w.compared, w.reads)
+}
+
 // watchDivergence compares the live nodes' digests every 2 s until stop,
 // while faults come and go: a replica that diverged and was later
-// replaced by a snapshot agrees again at the end. It returns what it
-// found first ("" while nothing).
-func (c *cluster) watchDivergence(wg *sync.WaitGroup, stop <-chan struct{}) func() string {
-	var (
-		mu    sync.Mutex
-		found string
-	)
+// replaced by a snapshot agrees again at the end.
+func (c *cluster) watchDivergence(wg *sync.WaitGroup, stop <-chan struct{}) *divergenceWatch {
+	w := &divergenceWatch{}
 	short := &http.Client{Timeout: 2 * time.Second} // a stopped node answers nothing
 	untilStopped(wg, stop, func(int) {
 		select {
 		case <-stop:
+			return
 		case <-time.After(2 * time.Second):
 		}
 		byNode, err := digestsWith(short, c.live())
 		if err != nil {
 			return
 		}
+		shared, err := compareDigests(byNode)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.reads++
 		var d errDiverged
-		if _, err := compareDigests(byNode); errors.As(err, &d) {
-			mu.Lock()
-			if found == "" {
-				found = time.Now().Format("15:04:05.000") + ": " + string(d)
+		switch {
+		case errors.As(err, &d):
+			if w.found == "" {
+				w.found = time.Now().Format("15:04:05.000") + ": " + string(d)
 			}
-			mu.Unlock()
+		case err == nil && len(byNode) > 1 && !slices.ContainsFunc(slices.Collect(maps.Values(byNode)), func(ds map[uint32]digestAnswer) bool {
+			for g := range ds {
+				if shared[g] == 0 {
+					return true
+				}
+			}
+			return false
+		}):
+			w.compared++
 		}
 	})
-	return func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return found
-	}
+	return w
 }

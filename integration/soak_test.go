@@ -122,9 +122,8 @@ func soakEnv[T int | float64](t *testing.T, name string, def T) T {
 type soak struct {
 	t *testing.T
 	c *cluster
-	// diverged tells the first disagreement of the replicas' state
-	// digests seen during the run ("" while none).
-	diverged   func() string
+	// diverged compares the replicas' state digests during the run.
+	diverged   *divergenceWatch
 	links      *links
 	seconds    int
 	target     int64 // Kafka payload bytes to acknowledge
@@ -958,9 +957,11 @@ func (s *soak) check() {
 			t.Fatalf("node %d did not catch up after the run: %v", n.id, err)
 		}
 	}
-	if d := s.diverged(); d != "" {
-		t.Errorf("replicas diverged during the run, which began at %s: %s", s.start.Format("15:04:05.000"), d)
+	found, summary := s.diverged.result()
+	if found != "" {
+		t.Errorf("replicas diverged during the run, which began at %s: %s (%s)", s.start.Format("15:04:05.000"), found, summary)
 	}
+	s.logf("replicas during the run: %s; %s", cmp.Or(found, "no divergence"), summary)
 	s.c.replicasAgree()
 	s.sampleProcs()
 	s.finalDisk, s.finalUsed = map[int]dirUsage{}, map[int]int64{}
