@@ -255,6 +255,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			// what came before, apply the entry to a transaction of its
 			// own and drop it.
 			f.commit(tx, meta, passed)
+			tx.Discard()
 			tx, passed = f.store.BeginWrite(), nil
 			skipped, m := f.store.BeginWrite(), meta
 			answers[i] = f.proc.Apply(skipped, &m, cmd)
@@ -274,7 +275,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			}
 		}
 		meta.AppliedIndex, meta.AppliedTerm = l.Index, l.Term
-		meta.Digest = store.ChainDigest(meta.Digest, l.Index, tx.WriteSum()-sum)
+		meta.Digest = store.ChainDigest(meta.Digest, l.Index, tx.WriteSum()-sum, meta)
 		if l.Index%DigestEvery == 0 {
 			passed = append(passed, DigestPoint{Index: l.Index, Digest: meta.Digest})
 		}

@@ -527,9 +527,12 @@ func runChaosOn(t *testing.T, run chaosRun) *cluster {
 	faultEnd := time.Now()
 	close(stop)
 	wg.Wait()
-	if found, summary := diverged.result(); found != "" {
+	switch found, summary := diverged.result(); {
+	case found != "":
 		t.Errorf("replicas diverged during the run: %s (%s)", found, summary)
-	} else {
+	case diverged.compared == 0:
+		t.Errorf("replicas were never compared during the run: %s", summary)
+	default:
 		t.Logf("replicas during the run: no divergence; %s", summary)
 	}
 	unavailable := pushClock.longestGap(calmEnd, faultEnd)

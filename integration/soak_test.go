@@ -960,6 +960,8 @@ func (s *soak) check() {
 	found, summary := s.diverged.result()
 	if found != "" {
 		t.Errorf("replicas diverged during the run, which began at %s: %s (%s)", s.start.Format("15:04:05.000"), found, summary)
+	} else if s.diverged.compared == 0 {
+		t.Errorf("replicas were never compared during the run: %s", summary)
 	}
 	s.logf("replicas during the run: %s; %s", cmp.Or(found, "no divergence"), summary)
 	s.c.replicasAgree()

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -221,6 +222,15 @@ func (t *Tx) pruneDedupLogs(nowMs int64, limit int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// A log this transaction started has no head in badger until the
+	// commit: without it, the prune would depend on where a replica cut
+	// its batch of entries into transactions.
+	for id := range t.heads {
+		if isDedupStream(id) && !slices.Contains(streams, id) {
+			streams = append(streams, id)
+		}
+	}
+	slices.Sort(streams)
 	dropped := 0
 	for _, id := range streams {
 		if dropped >= limit {

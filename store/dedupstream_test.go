@@ -382,3 +382,36 @@ func TestDedupIndexFilesHoldWholeSortedSegments(t *testing.T) {
 		}
 	}
 }
+
+// A prune sees a dedup log started earlier in its own transaction: what it
+// drops must not depend on where a replica cut its entries into
+// transactions. (It scanned only the stream heads in badger, which a new
+// log has only once its transaction commits.)
+func TestDedupLogPruneSeesALogStartedInItsTransaction(t *testing.T) {
+	const w = 16_000
+	apart, together := openTest(t), openTest(t)
+	logIDs(t, apart, 1, "a", 5, 0, w, 1000)
+	nApart := prune(t, apart, 1000+w+1, 100)
+
+	tx := together.BeginWrite()
+	defer tx.Discard()
+	ids, entries := logEntries("a", 5, 0, w, 1000)
+	if err := tx.PutDedupLog(1, w, ids, entries); err != nil {
+		t.Fatal(err)
+	}
+	nTogether, err := tx.PruneDedup(1000+w+1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if nApart != 1 || nTogether != nApart {
+		t.Fatalf("the prune dropped %d segments after the log's commit and %d in the log's own transaction, want 1 both", nApart, nTogether)
+	}
+	for _, s := range []*Store{apart, together} {
+		if _, found := lookupLog(t, s, 1, "a0"); found {
+			t.Fatal("an expired id is still found after the prune")
+		}
+	}
+}

@@ -18,8 +18,15 @@ import (
 // The sum is order-free within an entry, so writes made in map order
 // count the same on every replica. Writes made when a transaction commits
 // (the meta record and the stream heads) are left out: where a batch of
-// entries is cut into transactions differs between replicas, and both
-// only restate what the entries' own writes did.
+// entries is cut into transactions differs between replicas. The meta
+// record's fields are folded in per entry instead (ChainDigest); what a
+// stream head holds shows in later writes (the records' positions, the
+// sealed segments' records).
+//
+// The digest hashes the writes, not the state they leave: a version that
+// stops making a write (even a delete of a key that is not there) or
+// makes it differently disagrees with an older replica from then on. Such
+// a change needs the care of a log format change (docs/LOG-FORMAT.md).
 
 // digestKey holds Meta.Digest and Meta.DigestSince; it sorts among the
 // meta keys, which a restore writes last.
@@ -60,35 +67,49 @@ func (t *Tx) noteAppend(streamID uint64, body []byte) {
 // entry's share.
 func (t *Tx) WriteSum() uint64 { return t.writeSum }
 
-// ChainDigest folds the writes of the entry at index (their WriteSum
-// growth) into the digest of the state before it.
-func ChainDigest(digest, index, writes uint64) uint64 {
-	var b [24]byte
+// ChainDigest folds the entry at index into the digest of the state
+// before it: its writes (their WriteSum growth) and the meta record's
+// state after it (the clock, the id counter and the log format), which
+// no key write carries.
+func ChainDigest(digest, index, writes uint64, after Meta) uint64 {
+	var b [48]byte
 	binary.BigEndian.PutUint64(b[0:], digest)
 	binary.BigEndian.PutUint64(b[8:], index)
 	binary.BigEndian.PutUint64(b[16:], writes)
+	binary.BigEndian.PutUint64(b[24:], uint64(after.ClockMs))
+	binary.BigEndian.PutUint64(b[32:], after.NextID)
+	binary.BigEndian.PutUint64(b[40:], uint64(after.LogFormat))
 	return xxhash.Sum64(b[:])
 }
 
+// The digest record names the applied index it is the digest at: a
+// binary without digests keeps the key (it restores and snapshots every
+// meta key) but never updates it, and a digest of another index must not
+// be taken for this one's.
+const digestRecordLen = 25 // recordV1, applied index, since, digest
+
 func (m Meta) encodeDigest() []byte {
-	b := binary.BigEndian.AppendUint64(nil, m.DigestSince)
+	b := append(make([]byte, 0, digestRecordLen), recordV1)
+	b = binary.BigEndian.AppendUint64(b, m.AppliedIndex)
+	b = binary.BigEndian.AppendUint64(b, m.DigestSince)
 	return binary.BigEndian.AppendUint64(b, m.Digest)
 }
 
 // readDigest fills m's digest fields from the store. A store written
-// before digests has none: its digest starts at its applied index.
+// without digests has none, and one whose record is of another applied
+// index (or of a layout this binary does not know) has none that holds:
+// its digest starts again at its applied index.
 func (t *Tx) readDigest(m *Meta) error {
 	b, err := t.get(digestKey())
 	switch {
 	case errors.Is(err, ErrNotFound):
-		m.DigestSince, m.Digest = m.AppliedIndex, 0
-		return nil
 	case err != nil:
 		return err
-	case len(b) != 16:
-		return errBadRecord
+	case len(b) == digestRecordLen && b[0] == recordV1 && binary.BigEndian.Uint64(b[1:]) == m.AppliedIndex:
+		m.DigestSince = binary.BigEndian.Uint64(b[9:])
+		m.Digest = binary.BigEndian.Uint64(b[17:])
+		return nil
 	}
-	m.DigestSince = binary.BigEndian.Uint64(b)
-	m.Digest = binary.BigEndian.Uint64(b[8:])
+	m.DigestSince, m.Digest = m.AppliedIndex, 0
 	return nil
 }
