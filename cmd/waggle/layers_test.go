@@ -22,6 +22,7 @@ var layers = map[string]int{
 	"store":   30,
 	"segment": 20, "router": 20, "raftmux": 20, "tlsconf": 20, "auth": 20, "metrics": 20,
 	"dedup": 10, "recordbatch": 10, "payload": 10, "client": 10, "clock": 10,
+	"fault":                 5,   // a waggle_faults build's bugs, asked by any layer
 	"integration":           200, // tests only: they run the binary
 	"integration/txncheck":  190, // the history checker the integration tests use
 	"integration/powerloss": 190, // the power-loss file system the integration tests mount
