@@ -52,7 +52,7 @@ func compareReplicas(members []memberJSON) []replicasJSON {
 			add(0, m.ID, *m.StateDigest)
 		}
 	}
-	var out []replicasJSON
+	out := []replicasJSON{} // an empty list, not null, when no member answered
 	for _, group := range slices.Sorted(maps.Keys(byGroup)) {
 		rs := byGroup[group]
 		r := replicasJSON{Group: group, State: "unknown", Members: []json.Number{}}
