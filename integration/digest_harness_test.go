@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 )
@@ -39,11 +37,6 @@ func (d digestAnswer) points() map[uint64]string {
 		}
 	}
 	return out
-}
-
-// stateDigests reads node n's digest of each raft group it runs.
-func (c *cluster) stateDigests(n *node) (map[uint32]digestAnswer, error) {
-	return readDigests(client, n)
 }
 
 // readDigests reads node n's digests with cl; a raft group of a binary
@@ -185,16 +178,25 @@ func (c *cluster) digestsShared() (map[uint32]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	var missing []string
-	for g := range byNode[c.live()[0].id] {
-		if shared[g] == 0 {
-			missing = append(missing, fmt.Sprint(g))
-		}
-	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("no index every node reports yet in raft groups %s", strings.Join(missing, ", "))
+	if missing := unshared(byNode, shared); len(missing) > 0 {
+		return nil, fmt.Errorf("no index every node reports yet in raft groups %v", missing)
 	}
 	return shared, nil
+}
+
+// unshared lists the raft groups some node runs for which no index is
+// reported by every node (shared as compareDigests counts it).
+func unshared(byNode map[int]map[uint32]digestAnswer, shared map[uint32]int) []uint32 {
+	var missing []uint32
+	for _, ds := range byNode {
+		for g := range ds {
+			if shared[g] == 0 && !slices.Contains(missing, g) {
+				missing = append(missing, g)
+			}
+		}
+	}
+	slices.Sort(missing)
+	return missing
 }
 
 // replicasAgree waits until the live nodes report digests at a shared
@@ -256,14 +258,7 @@ func (c *cluster) watchDivergence(wg *sync.WaitGroup, stop <-chan struct{}) *div
 			if w.found == "" {
 				w.found = time.Now().Format("15:04:05.000") + ": " + string(d)
 			}
-		case err == nil && len(byNode) > 1 && !slices.ContainsFunc(slices.Collect(maps.Values(byNode)), func(ds map[uint32]digestAnswer) bool {
-			for g := range ds {
-				if shared[g] == 0 {
-					return true
-				}
-			}
-			return false
-		}):
+		case err == nil && len(byNode) > 1 && len(unshared(byNode, shared)) == 0:
 			w.compared++
 		}
 	})
