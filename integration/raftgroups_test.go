@@ -82,17 +82,22 @@ func TestDataGroupsSpreadLeadershipAndFailOver(t *testing.T) {
 	start := time.Now()
 	waitGroupLeaders(t, c.nodes, 3, preferred)
 	t.Logf("leadership spread %v after the cluster formed", time.Since(start).Round(time.Millisecond))
-	// waggle cluster status prints each group's leader and members.
-	out, err := runWithTimeout(t, exec.Command(waggleBinary, "cluster", "status", "--server", c.nodes[2].httpAddr), 30*time.Second)
-	if err != nil {
-		t.Fatalf("cluster status: %v\n%s", err, out)
-	}
-	for g := range 3 {
-		want := regexp.MustCompile(fmt.Sprintf(`(?m)^%d +%d +`, g, g+1))
-		if !want.Match(out) || !strings.Contains(string(out), fmt.Sprintf("%d:leader", g+1)) {
-			t.Fatalf("cluster status does not show group %d led by node %d:\n%s", g, g+1, out)
+	// waggle cluster status prints each group's leader and members. It is
+	// asked through node 3, which may not yet have applied every node's
+	// address registration, so it is asked until it has.
+	waitFor(t, 15*time.Second, func() error {
+		out, err := runWithTimeout(t, exec.Command(waggleBinary, "cluster", "status", "--server", c.nodes[2].httpAddr), 30*time.Second)
+		if err != nil {
+			return fmt.Errorf("cluster status: %v\n%s", err, out)
 		}
-	}
+		for g := range 3 {
+			want := regexp.MustCompile(fmt.Sprintf(`(?m)^%d +%d +`, g, g+1))
+			if !want.Match(out) || !strings.Contains(string(out), fmt.Sprintf("%d:leader", g+1)) {
+				return fmt.Errorf("cluster status does not show group %d led by node %d:\n%s", g, g+1, out)
+			}
+		}
+		return nil
+	})
 
 	victim := c.nodes[1] // leads group 1
 	victim.kill9()
@@ -137,7 +142,7 @@ func TestDataGroupsSpreadLeadershipAndFailOver(t *testing.T) {
 		return preferred(g, leader)
 	})
 	t.Logf("group 1 moved to node 3 %v after the choice", time.Since(start).Round(time.Millisecond))
-	out, err = runWithTimeout(t, exec.Command(waggleBinary, "cluster", "status", "--server", c.nodes[1].httpAddr), 30*time.Second)
+	out, err := runWithTimeout(t, exec.Command(waggleBinary, "cluster", "status", "--server", c.nodes[1].httpAddr), 30*time.Second)
 	if err != nil || !regexp.MustCompile(`(?m)^1 +3 +3 +`).Match(out) {
 		t.Fatalf("cluster status does not show group 1 led by its chosen node 3: %v\n%s", err, out)
 	}
