@@ -230,6 +230,8 @@ type Health struct {
 	VotesWithheld bool
 	// Digest is the state digest, by which replicas are compared.
 	Digest fsm.StateDigest
+	// Check is how this node's state checks stand (RequestStateCheck).
+	Check fsm.StateCheck
 }
 
 // Health reports this node's raft state.
@@ -247,6 +249,7 @@ func (s *Service) Health() Health {
 		ClockMs:       s.node.FSM.ClockMs(),
 		VotesWithheld: s.node.VotesWithheld(),
 		Digest:        s.node.FSM.StateDigest(),
+		Check:         s.node.FSM.StateCheck(),
 	}
 	h.LastSnapshotIndex, _ = strconv.ParseUint(r.Stats()["last_snapshot_index"], 10, 64)
 	if id != "" {
@@ -256,6 +259,11 @@ func (s *Service) Health() Health {
 	}
 	return h
 }
+
+// RequestStateCheck asks this node to hash its whole state once it has
+// applied the entry at index (fsm.FSM.RequestCheck); fsm.ErrCheckPassed
+// when it is past it.
+func (s *Service) RequestStateCheck(index uint64) error { return s.node.FSM.RequestCheck(index) }
 
 func roleName(st raft.RaftState) string {
 	switch st {

@@ -136,6 +136,32 @@ type Cluster struct {
 	Members    []Member `json:"members"`
 	// Replicas compares the members' state digests, per raft group.
 	Replicas []ReplicaComparison `json:"replicas"`
+	// Checks compares the members' newest state checks, per raft group
+	// that has been checked (POST /api/v1/cluster/checks).
+	Checks []CheckComparison `json:"checks"`
+}
+
+// CheckComparison is one raft group's newest state check compared across
+// the members (openapi.json's CheckComparison): State is "same" (all
+// found Hash at Index), "diverged" (the two Members hold different
+// states), "failed" (Members[0] could not hash; Error says why),
+// "pending" or "incomplete" (a member holds no check at Index).
+type CheckComparison struct {
+	Group   int    `json:"group"`
+	Index   int64  `json:"index"`
+	State   string `json:"state"`
+	Members []int  `json:"members"`
+	Hash    string `json:"hash,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// CheckIndexes is the answer to POST /api/v1/cluster/checks: the index
+// each raft group is checked at (openapi.json's CheckIndexes).
+type CheckIndexes struct {
+	Groups []struct {
+		Group int   `json:"group"`
+		Index int64 `json:"index"`
+	} `json:"groups"`
 }
 
 // ReplicaComparison is one raft group's members compared by their state

@@ -80,6 +80,8 @@ type FSM struct {
 
 	// digests publishes the state digest (digest.go).
 	digests digests
+	// checks runs the state checks (statecheck.go).
+	checks checks
 	// Digested, when set, is told the state digest at each index that is
 	// a multiple of DigestLogEvery. Set it before raft starts.
 	Digested func(DigestPoint)
@@ -279,6 +281,11 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		if l.Index%DigestEvery == 0 {
 			passed = append(passed, DigestPoint{Index: l.Index, Digest: meta.Digest})
 		}
+		if asked := f.checkDue(l.Index); asked != 0 {
+			f.commit(tx, meta, passed)
+			tx, passed = f.store.BeginWrite(), nil
+			f.startCheck(asked, l.Index)
+		}
 	}
 	f.proc.entry = nil
 	f.commit(tx, meta, passed)
@@ -328,6 +335,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.StopCheck()
 	var files store.SegmentFiles
 	if f.restoreFiles != nil {
 		files = f.restoreFiles()
@@ -341,13 +349,18 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.damaged.Store(nil)
 	f.restores.Add(1)
 	f.digests.forget()
-	return f.loadMeta()
+	if err := f.loadMeta(); err != nil {
+		return err
+	}
+	f.checkPassedBy(f.meta.AppliedIndex)
+	return nil
 }
 
 // Reset empties the store, for raft to re-apply its whole log.
 func (f *FSM) Reset() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.StopCheck()
 	if err := f.store.Reset(); err != nil {
 		return err
 	}

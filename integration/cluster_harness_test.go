@@ -244,6 +244,20 @@ func (c *cluster) snapshotAll() {
 	}
 }
 
+// rejoinThroughSnapshot starts n, a node that was down while the log moved
+// past what the others keep (--raft-trailing-logs), waits until it has
+// caught up and requires that it did so by installing a snapshot.
+func (c *cluster) rejoinThroughSnapshot(n *node) {
+	c.t.Helper()
+	n.start()
+	c.waitCaughtUp(n)
+	var h healthAnswer
+	getJSON(c.t, n.url("/health"), &h)
+	if h.Raft.LastSnapshotIndex == 0 {
+		c.t.Fatalf("node %d rejoined without a snapshot: it cannot have caught up from a compacted log\n%s", n.id, n.logTail())
+	}
+}
+
 type clusterAnswer struct {
 	Leader  *int `json:"leader"`
 	Members []struct {

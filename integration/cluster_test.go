@@ -89,13 +89,7 @@ func TestFollowerRejoinsThroughSnapshot(t *testing.T) {
 	}
 	c.snapshotAll()
 
-	f.start()
-	c.waitCaughtUp(f)
-	var h healthAnswer
-	getJSON(t, f.url("/health"), &h)
-	if h.Raft.LastSnapshotIndex == 0 {
-		t.Fatalf("rejoined follower has no snapshot: it cannot have caught up from a compacted log\n%s", f.logTail())
-	}
+	c.rejoinThroughSnapshot(f)
 	recs := f.fetchAll("q", "p").Entries[0].Records
 	if len(recs) != len(sent) {
 		t.Fatalf("rejoined follower holds %d messages, want %d", len(recs), len(sent))

@@ -200,8 +200,9 @@ func unshared(byNode map[int]map[uint32]digestAnswer, shared map[uint32]int) []u
 }
 
 // replicasAgree waits until the live nodes report digests at a shared
-// index in every raft group, and fails the test if any two disagree. Call
-// it once writes have stopped, when the nodes reach the same index.
+// index in every raft group, and fails the test if any two disagree; then
+// it compares their whole states (statesAgree). Call it once writes have
+// stopped, when the nodes reach the same index.
 func (c *cluster) replicasAgree() {
 	c.t.Helper()
 	var shared map[uint32]int
@@ -214,6 +215,7 @@ func (c *cluster) replicasAgree() {
 		return err
 	}, c.diagnose)
 	c.t.Logf("replicas agree: the state digests of %d nodes match at every shared index (indexes all share, per raft group: %v)", len(c.live()), shared)
+	c.statesAgree()
 }
 
 // divergenceWatch is what watchDivergence found.

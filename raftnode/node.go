@@ -356,6 +356,9 @@ func (n *Node) Shutdown() error {
 		close(n.stop)
 	}
 	err := n.Raft.Shutdown().Error()
+	if n.FSM != nil {
+		n.FSM.StopCheck() // it reads the store, which closes next
+	}
 	return errors.Join(err, n.close())
 }
 

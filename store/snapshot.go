@@ -16,6 +16,7 @@ import (
 	"github.com/dgraph-io/badger/v4/pb"
 	"github.com/dgraph-io/ristretto/v2/z"
 
+	"github.com/waggle-mq/waggle/fault"
 	"github.com/waggle-mq/waggle/segment"
 )
 
@@ -576,6 +577,9 @@ func (s *Store) restoreKeys(br *bufio.Reader) (held []heldKey, err error) {
 		if k[0] == familyMeta {
 			held = append(held, heldKey{bytes.Clone(k), bytes.Clone(v)})
 			return nil
+		}
+		if k[0] == familyKV && fault.Is("restore-drop-kv", 10) {
+			return nil // a restore that loses KV rows (a test-only fault)
 		}
 		badger.KVToBuffer(&pb.KV{Key: k, Value: v, Version: 1}, buf)
 		if buf.LenNoPadding() < restoreBufferBytes {

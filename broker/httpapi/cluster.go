@@ -138,6 +138,9 @@ type memberJSON struct {
 	// StateDigest is the member's digest of raft group 0, as its /health
 	// says (absent when unreachable or from a binary without digests).
 	StateDigest *digestJSON `json:"stateDigest,omitempty"`
+	// StateCheck is how the member's state checks of raft group 0 stand,
+	// as its /health says (absent when none was asked for).
+	StateCheck *checkJSON `json:"stateCheck,omitempty"`
 }
 
 // clockJSON is this node's wall clock beside the voters'. WallMs is read
@@ -167,6 +170,9 @@ type clusterJSON struct {
 	Members   []memberJSON `json:"members"`
 	// Replicas compares the members' state digests, per raft group.
 	Replicas []replicasJSON `json:"replicas"`
+	// Checks compares the members' newest state checks, per raft group
+	// that has been checked.
+	Checks []checksCompared `json:"checks"`
 	// NotAMember is set when the node asked is not in the cluster's
 	// membership: started with --join and not added yet.
 	NotAMember string `json:"notAMember,omitempty"`
@@ -206,6 +212,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 			mj.Groups = s.raftGroupsJSON()
 			mj.ClockOffsetMs = ptr(s.clockJSON().OffsetMs)
 			mj.StateDigest = ptr(stateDigestJSON(h.Digest))
+			mj.StateCheck = stateCheckJSON(h.Check)
 			continue
 		}
 		if m.HTTPAddr == "" {
@@ -228,6 +235,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 			if peer.Raft.StateDigest.Applied.Digest != "" {
 				mj.StateDigest = ptr(peer.Raft.StateDigest)
 			}
+			mj.StateCheck = peer.Raft.StateCheck
 			if peer.Clock != nil {
 				mj.ClockOffsetMs = ptr(peer.Clock.OffsetMs)
 			}
@@ -238,6 +246,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 	}
 	wg.Wait()
 	out.Replicas = compareReplicas(out.Members)
+	out.Checks = compareChecks(out.Members)
 	switch {
 	case slices.ContainsFunc(members, func(m broker.Member) bool { return m.ID == h.NodeID }):
 	case len(members) == 0: // started with --join, never added: no configuration at all
@@ -455,7 +464,7 @@ func (s *Server) raftGroupsJSON() []raftGroupJSON {
 	}
 	var out []raftGroupJSON
 	for id, g := range s.raftGroups() {
-		gj := raftGroupJSON{ID: uint32(id), Role: g.Role, Term: g.Term, Commit: g.Commit, Applied: g.Applied, StateDigest: stateDigestJSON(g.Digest)}
+		gj := raftGroupJSON{ID: uint32(id), Role: g.Role, Term: g.Term, Commit: g.Commit, Applied: g.Applied, StateDigest: stateDigestJSON(g.Digest), StateCheck: stateCheckJSON(g.Check)}
 		if g.LeaderID != "" {
 			gj.Leader = ptr(json.Number(g.LeaderID))
 		}
@@ -478,6 +487,7 @@ type raftGroupJSON struct {
 	// PreferredLeader is the node an operator chose to lead the group.
 	PreferredLeader *json.Number `json:"preferredLeader,omitempty"`
 	StateDigest     digestJSON   `json:"stateDigest"`
+	StateCheck      *checkJSON   `json:"stateCheck,omitempty"`
 }
 
 // digestJSON is a group's state digest on this node (fsm.StateDigest):
@@ -548,6 +558,8 @@ type raftJSON struct {
 	// entry, by which timers, leases and dedup windows expire.
 	ClockMs     int64      `json:"clockMs"`
 	StateDigest digestJSON `json:"stateDigest"`
+	// StateCheck is how this node's state checks stand (statecheck.go).
+	StateCheck *checkJSON `json:"stateCheck,omitempty"`
 }
 
 // health answers 200 while this node knows a leader, 503 otherwise, so a
@@ -560,7 +572,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		NodeID: json.Number(h.NodeID),
 		Raft: raftJSON{Role: h.Role, LeaderAddr: h.LeaderRaft, LeaderHTTP: h.LeaderHTTP, Term: h.Term,
 			Commit: h.Commit, Applied: h.Applied, LastSnapshotIndex: h.LastSnapshotIndex, VotesWithheld: h.VotesWithheld, ClockMs: h.ClockMs,
-			StateDigest: stateDigestJSON(h.Digest)},
+			StateDigest: stateDigestJSON(h.Digest), StateCheck: stateCheckJSON(h.Check)},
 		StorageFull:   s.svc.StorageFull(),
 		LogFormat:     uint32(command.MaxLogFormat),
 		Version:       s.version,

@@ -177,6 +177,8 @@ func (s *Server) routes() {
 	handle(http.MethodDelete, "/api/v1/cluster/nodes/{id}", need(manage, global, ""), s.leaderOnly(s.removeNode))
 	handle(http.MethodPost, "/api/v1/cluster/register", need(manage, global, ""), s.leaderOnly(s.register))
 	handle(http.MethodPost, "/api/v1/cluster/snapshot", need(manage, global, ""), s.snapshot)
+	handle(http.MethodPost, "/api/v1/cluster/checks", need(manage, global, ""), s.startChecks)
+	handle(http.MethodPost, "/api/v1/cluster/checks/local", need(manage, global, ""), s.checkHere)
 	handle(http.MethodGet, "/api/v1/cluster/backup", need(manage, global, ""), s.backup)
 	handle(http.MethodPost, broker.ApplyPath, need(manage, global, ""), s.applyEntry)
 	handle(http.MethodGet, broker.CommitPath, need(manage, global, ""), s.leaderCommit)

@@ -27,6 +27,7 @@ type Broker interface {
 	AwaitLeaderHTTPAddr(ctx context.Context) (addr string, local bool, err error)
 	NodeID() string
 	Health() broker.Health
+	RequestStateCheck(index uint64) error // statecheck.go
 	LogFormat() command.LogFormat
 	StorageFull() bool
 	Members() ([]broker.Member, error)

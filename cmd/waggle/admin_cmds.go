@@ -374,7 +374,7 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 			})
 		}}
 	lead.Flags().BoolVar(&clear, "clear", false, "forget the chosen leader")
-	cmd.AddCommand(status, add, remove, lead)
+	cmd.AddCommand(status, add, remove, lead, newClusterCheckCmd(o))
 	return cmd
 }
 

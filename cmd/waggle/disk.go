@@ -109,7 +109,7 @@ const (
 	exitUnreadable = 77 // EX_NOPERM: the data directory cannot be read or written
 	exitOnceLost   = 3  // kv once: another caller holds the marker
 	exitNoLeader   = 4  // cluster status: the node asked knows no leader
-	exitDiverged   = 5  // cluster status: two members hold different states
+	exitDiverged   = 5  // cluster status, cluster check: two members hold different states
 )
 
 // errNoLeader is cluster status's answer when the node asked knows no

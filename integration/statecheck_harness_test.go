@@ -1,0 +1,78 @@
+package integration
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// checkIndexes is the answer to POST /api/v1/cluster/checks.
+type checkIndexes struct {
+	Groups []struct {
+		Group uint32 `json:"group"`
+		Index uint64 `json:"index"`
+	} `json:"groups"`
+}
+
+// checkCompared is one entry of GET /api/v1/cluster's checks.
+type checkCompared struct {
+	Group   uint32 `json:"group"`
+	Index   uint64 `json:"index"`
+	State   string `json:"state"`
+	Members []int  `json:"members"`
+	Hash    string `json:"hash"`
+	Error   string `json:"error"`
+}
+
+// checkStates has every member hash its whole state at one index per raft
+// group, through node via, and returns the comparison of each group once
+// no member is still hashing.
+func (c *cluster) checkStates(via *node) []checkCompared {
+	c.t.Helper()
+	var asked checkIndexes
+	waitFor(c.t, 30*time.Second, func() error {
+		if status := postJSON(c.t, via.url("/api/v1/cluster/checks"), struct{}{}, &asked); status != http.StatusAccepted {
+			return fmt.Errorf("POST /api/v1/cluster/checks: status %d", status)
+		}
+		return nil
+	})
+	var out []checkCompared
+	waitFor(c.t, 5*time.Minute, func() error {
+		var cl struct {
+			Checks []checkCompared `json:"checks"`
+		}
+		if status := getJSON(c.t, via.url("/api/v1/cluster"), &cl); status != http.StatusOK {
+			return fmt.Errorf("GET /api/v1/cluster: status %d", status)
+		}
+		out = out[:0]
+		for _, a := range asked.Groups {
+			found := false
+			for _, ch := range cl.Checks {
+				if ch.Group == a.Group && ch.Index == a.Index && ch.State != "pending" {
+					out, found = append(out, ch), true
+				}
+			}
+			if !found {
+				return fmt.Errorf("raft group %d: the check at %d has not finished on every member: %+v", a.Group, a.Index, cl.Checks)
+			}
+		}
+		return nil
+	}, c.diagnose)
+	return out
+}
+
+// statesAgree checks the live nodes' whole states (checkStates) and fails
+// the test unless every raft group's members found the same hash.
+func (c *cluster) statesAgree() {
+	c.t.Helper()
+	via := c.live()[0]
+	var lines []string
+	for _, ch := range c.checkStates(via) {
+		if ch.State != "same" || len(ch.Members) != len(c.live()) {
+			c.t.Fatalf("state check of raft group %d at index %d: %s, members %v (%d nodes live) %s\n%s", ch.Group, ch.Index, ch.State, ch.Members, len(c.live()), ch.Error, c.diagnose())
+		}
+		lines = append(lines, fmt.Sprintf("group %d at %d: %s", ch.Group, ch.Index, ch.Hash))
+	}
+	c.t.Logf("whole states agree on %d nodes: %s", len(c.live()), strings.Join(lines, "; "))
+}
