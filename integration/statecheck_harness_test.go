@@ -74,5 +74,30 @@ func (c *cluster) statesAgree() {
 		}
 		lines = append(lines, fmt.Sprintf("group %d at %d: %s", ch.Group, ch.Index, ch.Hash))
 	}
-	c.t.Logf("whole states agree on %d nodes: %s", len(c.live()), strings.Join(lines, "; "))
+	c.t.Logf("whole states agree on %d nodes: %s; %s", len(c.live()), strings.Join(lines, "; "), c.checkCosts())
+}
+
+// checkCosts says what the newest state check of group 0 read on each live
+// node and how long it took.
+func (c *cluster) checkCosts() string {
+	var costs []string
+	for _, n := range c.live() {
+		var h struct {
+			Raft struct {
+				StateCheck *struct {
+					Last *struct {
+						Keys   uint64 `json:"keys"`
+						Bytes  uint64 `json:"bytes"`
+						TookMs int64  `json:"tookMs"`
+					} `json:"last"`
+				} `json:"stateCheck"`
+			} `json:"raft"`
+		}
+		getJSON(c.t, n.url("/health"), &h)
+		if ch := h.Raft.StateCheck; ch != nil && ch.Last != nil {
+			costs = append(costs, fmt.Sprintf("node %d hashed %d keys and %.1f MiB of message data in %v", n.id, ch.Last.Keys,
+				float64(ch.Last.Bytes)/(1<<20), time.Duration(ch.Last.TookMs)*time.Millisecond))
+		}
+	}
+	return "group 0: " + strings.Join(costs, ", ")
 }
