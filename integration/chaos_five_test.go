@@ -184,7 +184,7 @@ func TestPartitionShapes(t *testing.T) {
 
 	// Through the proxies: node i's proxy forwards to an echo server, and
 	// node j dials it from its own address, as raft does.
-	l := &links{t: t, cut: map[[2]int]bool{}, conns: map[[2]int]map[net.Conn]bool{}}
+	l := newLinks(t)
 	echo, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -105,8 +105,7 @@ func TestStateCheckFindsARestoreThatLostRows(t *testing.T) {
 	bad.binary, bad.extraEnv = buildFaulty(t), []string{"WAGGLE_FAULT=restore-drop-kv"}
 	c.start("--raft-trailing-logs", "2")
 	c.leader()
-	check := func(want string, code int) {
-		t.Helper()
+	check := func(want string, code int) error {
 		out, err := runWithTimeout(t, exec.Command(waggleBinary, "cluster", "check", "--server", c.nodes[0].httpAddr, "--timeout", "2m"), 3*time.Minute)
 		got := 0
 		var exit *exec.ExitError
@@ -114,12 +113,14 @@ func TestStateCheckFindsARestoreThatLostRows(t *testing.T) {
 			got = exit.ExitCode()
 		}
 		if !strings.Contains(string(out), want) || got != code {
-			t.Fatalf("cluster check exited %d (want %d) without %q:\n%s", got, code, want, out)
+			return fmt.Errorf("cluster check exited %d (want %d) without %q:\n%s", got, code, want, out)
 		}
 		t.Logf("cluster check: %s", strings.TrimSpace(string(out)))
+		return nil
 	}
-	check("raft group 0 at index", 0)
-	check("the same state on nodes 1, 2, 3", 0)
+	// Node 1 asks the members it knows the addresses of: all of them once
+	// it has applied every registration.
+	waitFor(t, 30*time.Second, func() error { return check("the same state on nodes 1, 2, 3", 0) })
 
 	bad.kill9()
 	l := c.leader()
@@ -149,5 +150,7 @@ func TestStateCheckFindsARestoreThatLostRows(t *testing.T) {
 	if len(found) != 1 || found[0].State != "diverged" || !slices.Contains(found[0].Members, bad.id) {
 		t.Fatalf("the state check does not name node %d: %+v", bad.id, found)
 	}
-	check("DIVERGED", 5)
+	if err := check("DIVERGED", 5); err != nil {
+		t.Fatal(err)
+	}
 }

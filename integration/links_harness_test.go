@@ -16,10 +16,17 @@ import (
 // machine. Node i listens and dials from 127.0.0.<i+1>, so the proxy in
 // front of a node tells its peers apart by their source address; peers
 // reach node i only through its proxy (its --advertise-raft).
+//
+// A link can also be cut one way: what one node sends the other is
+// dropped, while the other way still flows. Raft's messages are requests
+// and answers on connections either side opens, so the receiving side
+// acts on what arrives (a follower takes a leader's heartbeats) and the
+// sender never hears back.
 type links struct {
 	t     testing.TB
 	mu    sync.Mutex
 	cut   map[[2]int]bool
+	muted map[[2]int]bool              // from, to: bytes from one node to the other are dropped
 	conns map[[2]int]map[net.Conn]bool // open connections per link
 }
 
@@ -37,13 +44,18 @@ func startPartitionableCluster(t testing.TB, size int, extra ...string) (*cluste
 
 // newPartitionableCluster prepares such a cluster without starting it.
 func newPartitionableCluster(t testing.TB, size int) (*cluster, *links) {
-	l := &links{t: t, cut: map[[2]int]bool{}, conns: map[[2]int]map[net.Conn]bool{}}
+	l := newLinks(t)
 	c := newCluster(t, size)
 	for _, n := range c.nodes {
 		n.raftAddr = freeAddrOn(t, nodeIP(n.id))
 		n.raftAdvertise = l.proxy(n.id, n.raftAddr)
 	}
 	return c, l
+}
+
+// newLinks makes links with every link whole and no proxy yet.
+func newLinks(t testing.TB) *links {
+	return &links{t: t, cut: map[[2]int]bool{}, muted: map[[2]int]bool{}, conns: map[[2]int]map[net.Conn]bool{}}
 }
 
 // nodeIP is the loopback address node id listens and dials from.
@@ -92,14 +104,26 @@ func (l *links) forward(dst int, in net.Conn, target string) {
 		l.conns[key] = map[net.Conn]bool{}
 	}
 	l.conns[key][in] = true
+	// A connection keeps the direction it was opened with: changing it
+	// closes the link's connections (cutOneWay, heal), so no stream loses
+	// bytes in the middle.
+	toDst, toSrc := l.muted[[2]int{src, dst}], l.muted[[2]int{dst, src}]
 	l.mu.Unlock()
-	go func() { io.Copy(out, in); out.Close(); in.Close() }()
-	io.Copy(in, out)
+	go func() { relay(out, in, toDst); out.Close(); in.Close() }()
+	relay(in, out, toSrc)
 	in.Close()
 	out.Close()
 	l.mu.Lock()
 	delete(l.conns[key], in)
 	l.mu.Unlock()
+}
+
+// relay copies from src to dst, or reads and drops it all when muted.
+func relay(dst io.Writer, src io.Reader, muted bool) {
+	if muted {
+		dst = io.Discard
+	}
+	io.Copy(dst, src)
 }
 
 // isolate cuts every raft link between node id and the others.
@@ -121,6 +145,19 @@ func (l *links) cutLinks(pairs ...[2]int) {
 	}
 }
 
+// cutOneWay drops what node from sends node to, for each pair, while the
+// other way flows; it closes the connections open on those links.
+func (l *links) cutOneWay(pairs ...[2]int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range pairs {
+		l.muted[p] = true
+		for conn := range l.conns[linkKey(p[0], p[1])] {
+			conn.Close()
+		}
+	}
+}
+
 // cutNow lists the links cut, in order.
 func (l *links) cutNow() [][2]int {
 	l.mu.Lock()
@@ -130,11 +167,18 @@ func (l *links) cutNow() [][2]int {
 	return out
 }
 
-// heal restores every link.
+// heal restores every link. Connections that drop one way are closed:
+// their senders reconnect and are heard again.
 func (l *links) heal() {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.cut = map[[2]int]bool{}
-	l.mu.Unlock()
+	for p := range l.muted {
+		for conn := range l.conns[linkKey(p[0], p[1])] {
+			conn.Close()
+		}
+	}
+	l.muted = map[[2]int]bool{}
 }
 
 // nodeIDs lists the ids of c's nodes.

@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -27,39 +29,51 @@ type checkCompared struct {
 
 // checkStates has every member hash its whole state at one index per raft
 // group, through node via, and returns the comparison of each group once
-// no member is still hashing.
+// no member is still hashing. A check some member missed (node via had
+// not yet applied its address, say) is asked again.
 func (c *cluster) checkStates(via *node) []checkCompared {
 	c.t.Helper()
-	var asked checkIndexes
-	waitFor(c.t, 30*time.Second, func() error {
+	var out []checkCompared
+	waitFor(c.t, 5*time.Minute, func() error {
+		var asked checkIndexes
 		if status := postJSON(c.t, via.url("/api/v1/cluster/checks"), struct{}{}, &asked); status != http.StatusAccepted {
 			return fmt.Errorf("POST /api/v1/cluster/checks: status %d", status)
 		}
-		return nil
-	})
-	var out []checkCompared
-	waitFor(c.t, 5*time.Minute, func() error {
-		var cl struct {
-			Checks []checkCompared `json:"checks"`
-		}
-		if status := getJSON(c.t, via.url("/api/v1/cluster"), &cl); status != http.StatusOK {
-			return fmt.Errorf("GET /api/v1/cluster: status %d", status)
-		}
-		out = out[:0]
-		for _, a := range asked.Groups {
-			found := false
-			for _, ch := range cl.Checks {
-				if ch.Group == a.Group && ch.Index == a.Index && ch.State != "pending" {
-					out, found = append(out, ch), true
-				}
+		for {
+			var err error
+			if out, err = c.checksFinished(via, asked); err == nil || !errors.Is(err, errCheckRunning) {
+				return err
 			}
-			if !found {
-				return fmt.Errorf("raft group %d: the check at %d has not finished on every member: %+v", a.Group, a.Index, cl.Checks)
-			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		return nil
 	}, c.diagnose)
 	return out
+}
+
+var errCheckRunning = errors.New("a member is still hashing")
+
+// checksFinished returns the comparison of each group's check asked,
+// errCheckRunning while a member is still hashing, another error when a
+// member holds no check at the index asked.
+func (c *cluster) checksFinished(via *node, asked checkIndexes) ([]checkCompared, error) {
+	var cl struct {
+		Checks []checkCompared `json:"checks"`
+	}
+	if status := getJSON(c.t, via.url("/api/v1/cluster"), &cl); status != http.StatusOK {
+		return nil, fmt.Errorf("GET /api/v1/cluster: status %d", status)
+	}
+	var out []checkCompared
+	for _, a := range asked.Groups {
+		i := slices.IndexFunc(cl.Checks, func(ch checkCompared) bool { return ch.Group == a.Group && ch.Index == a.Index })
+		switch {
+		case i < 0 || cl.Checks[i].State == "pending":
+			return nil, fmt.Errorf("raft group %d at %d: %w", a.Group, a.Index, errCheckRunning)
+		case cl.Checks[i].State == "incomplete":
+			return nil, fmt.Errorf("raft group %d at %d: a member holds no check: %+v", a.Group, a.Index, cl.Checks)
+		}
+		out = append(out, cl.Checks[i])
+	}
+	return out, nil
 }
 
 // statesAgree checks the live nodes' whole states (checkStates) and fails

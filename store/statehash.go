@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/dgraph-io/badger/v4"
@@ -21,9 +18,9 @@ import (
 // that dropped it, a bit flipped at rest) leaves it unchanged.
 //
 // The digest record is left out: it is the same on replicas of one chain,
-// but a store from before digests starts its chain elsewhere. Sidecars
-// are left out too: they copy batches of the raft log that the refs in
-// the segments name, which are hashed.
+// but a store from before digests starts its chain elsewhere. The message
+// data is hashed as a snapshot stream carries it (SegmentSection): the
+// segments, and the batches that their refs keep in the raft log.
 
 // StateHash is what hashing a snapshot found.
 type StateHash struct {
@@ -64,40 +61,32 @@ func (sn *Snapshot) Hash(ctx context.Context) (StateHash, error) {
 		}
 		out.Keys++
 	}
-	for _, sg := range sn.Segments {
-		if sg.Sidecar {
-			continue
-		}
-		frame = binary.BigEndian.AppendUint64(frame[:0], sg.Stream)
-		frame = binary.BigEndian.AppendUint64(frame, sg.Base)
-		frame = binary.BigEndian.AppendUint64(frame, sg.Size)
-		h.Write(frame)
-		if err := hashFile(ctx, h, filepath.Join(sn.PinDir, sg.Path), sg.Size); err != nil {
-			return out, fmt.Errorf("stream %d segment %d: %w", sg.Stream, sg.Base, err)
-		}
-		out.Bytes += sg.Size
+	// The message data as a snapshot stream carries it: each segment, and
+	// after one holding refs the batches they name, read from the raft
+	// log or a sidecar.
+	section, _, err := SegmentSection(sn.PinDir, sn.Segments, sn.refs.log)
+	if err != nil {
+		return out, err
+	}
+	defer section.Close()
+	n, err := io.Copy(h, ctxReader{ctx, section})
+	out.Bytes = uint64(n)
+	if err != nil {
+		return out, err
 	}
 	out.Hash = h.Sum64()
 	return out, nil
 }
 
-// hashFile writes the first size bytes of the file at path to w, a
-// megabyte at a time, stopping when ctx ends.
-func hashFile(ctx context.Context, w io.Writer, path string, size uint64) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
+// ctxReader reads r until ctx ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
 	}
-	defer f.Close()
-	for size > 0 {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		n := min(size, 1<<20)
-		if _, err := io.CopyN(w, f, int64(n)); err != nil {
-			return err // io.EOF: the file is shorter than its record says
-		}
-		size -= n
-	}
-	return nil
+	return c.r.Read(p)
 }

@@ -90,3 +90,21 @@ func TestStateHashStops(t *testing.T) {
 		t.Fatalf("hash with its context ended: %v", err)
 	}
 }
+
+// Batches that segments keep in the raft log (refs) are hashed with the
+// segments: a replica whose log holds another byte in one of them hashes
+// differently.
+func TestStateHashReadsBatchesKeptInTheRaftLog(t *testing.T) {
+	s := openTest(t)
+	f := writeRefFixture(t, s, 40)
+	want := stateHashOf(t, s)
+	if want.Bytes < 40*4000 {
+		t.Fatalf("hashed %d bytes of message data; the 40 batches alone are %d", want.Bytes, 40*4000)
+	}
+	f.log.mu.Lock()
+	f.log.entries[120][500] ^= 1
+	f.log.mu.Unlock()
+	if got := stateHashOf(t, s); got.Hash == want.Hash || got.Bytes != want.Bytes {
+		t.Fatalf("with a byte of a batch in the raft log flipped: %+v, before %+v", got, want)
+	}
+}
