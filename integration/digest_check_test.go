@@ -56,16 +56,8 @@ func TestReplicaThatSkipsEntriesIsFound(t *testing.T) {
 	// Before the broken node skips anything, cluster status finds the
 	// members the same; after, it names the broken one and exits 5.
 	status := func(want string, code int) error {
-		out, err := runWithTimeout(t, exec.Command(waggleBinary, "cluster", "status", "--server", l.httpAddr), 30*time.Second)
-		got := 0
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			got = exit.ExitCode()
-		}
-		if !strings.Contains(string(out), want) || got != code {
-			return fmt.Errorf("cluster status exited %d (want %d) without %q:\n%s", got, code, want, out)
-		}
-		return nil
+		_, err := runCLI(t, want, code, "cluster", "status", "--server", l.httpAddr)
+		return err
 	}
 	waitFor(t, 20*time.Second, func() error { return status("replicas of raft group 0: the same state at index", 0) })
 	for i := range 300 {
@@ -106,17 +98,11 @@ func TestStateCheckFindsARestoreThatLostRows(t *testing.T) {
 	c.start("--raft-trailing-logs", "2")
 	c.leader()
 	check := func(want string, code int) error {
-		out, err := runWithTimeout(t, exec.Command(waggleBinary, "cluster", "check", "--server", c.nodes[0].httpAddr, "--timeout", "2m"), 3*time.Minute)
-		got := 0
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			got = exit.ExitCode()
+		out, err := runCLI(t, want, code, "cluster", "check", "--server", c.nodes[0].httpAddr, "--timeout", "2m")
+		if err == nil {
+			t.Logf("cluster check: %s", strings.TrimSpace(string(out)))
 		}
-		if !strings.Contains(string(out), want) || got != code {
-			return fmt.Errorf("cluster check exited %d (want %d) without %q:\n%s", got, code, want, out)
-		}
-		t.Logf("cluster check: %s", strings.TrimSpace(string(out)))
-		return nil
+		return err
 	}
 	// Node 1 asks the members it knows the addresses of: all of them once
 	// it has applied every registration.
@@ -153,4 +139,19 @@ func TestStateCheckFindsARestoreThatLostRows(t *testing.T) {
 	if err := check("DIVERGED", 5); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// runCLI runs waggle with args and answers an error unless it exits with
+// code and prints want.
+func runCLI(t *testing.T, want string, code int, args ...string) ([]byte, error) {
+	out, err := runWithTimeout(t, exec.Command(waggleBinary, args...), 3*time.Minute)
+	got := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		got = exit.ExitCode()
+	}
+	if !strings.Contains(string(out), want) || got != code {
+		return out, fmt.Errorf("waggle %s exited %d (want %d) without %q:\n%s", strings.Join(args[:2], " "), got, code, want, out)
+	}
+	return out, nil
 }
