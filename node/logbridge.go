@@ -26,8 +26,19 @@ const repeatWindow = 30 * time.Second
 
 // neverHeldBack are messages that are records, each line its own: the
 // state digests a node logs are compared across nodes after the fact,
-// and a node catching up logs many within seconds.
-var neverHeldBack = map[string]bool{"state digest": true}
+// and a node catching up logs many within seconds; raft's role changes
+// and elections are what a divergence is traced back through, and under
+// a storm of faults they repeat within seconds too.
+var neverHeldBack = map[string]bool{
+	"state digest":                                     true,
+	"entering leader state":                            true,
+	"entering follower state":                          true,
+	"entering candidate state":                         true,
+	"election won":                                     true,
+	"pre-vote successful, starting election":           true,
+	"failed to contact quorum of nodes, stepping down": true,
+	"appendEntries rejected, sending older logs":       true,
+}
 
 // repeatLimiter decides which repeats of a message are written.
 type repeatLimiter struct {

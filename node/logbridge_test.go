@@ -45,6 +45,14 @@ func TestRaftLogsThroughSlogWithRepeatsHeldBack(t *testing.T) {
 	if lines := strings.Count(buf.String(), "\n") - before; lines != 2 {
 		t.Fatalf("two state digest lines a moment apart: %d written, want both:\n%s", lines, buf.String())
 	}
+	// Elections are traced through every line, however often they come.
+	before = strings.Count(buf.String(), "\n")
+	for term := range 5 {
+		l.Info("entering leader state", "term", term)
+	}
+	if lines := strings.Count(buf.String(), "\n") - before; lines != 5 {
+		t.Fatalf("five leaderships a moment apart: %d lines written, want all:\n%s", lines, buf.String())
+	}
 	l.Named("snapshot").Info("snapshot complete")
 	if !strings.Contains(buf.String(), `"component":"raft.snapshot"`) {
 		t.Fatalf("a named logger's component:\n%s", buf.String())
