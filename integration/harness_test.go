@@ -395,6 +395,13 @@ type healthAnswer struct {
 		Applied           uint64 `json:"applied"`
 		LastSnapshotIndex uint64 `json:"lastSnapshotIndex"`
 		VotesWithheld     bool   `json:"votesWithheld"`
+		StateCheck        *struct {
+			Last *struct {
+				Keys   uint64 `json:"keys"`
+				Bytes  uint64 `json:"bytes"`
+				TookMs int64  `json:"tookMs"`
+			} `json:"last"`
+		} `json:"stateCheck"`
 	} `json:"raft"`
 }
 

@@ -96,17 +96,7 @@ func (c *cluster) statesAgree() {
 func (c *cluster) checkCosts() string {
 	var costs []string
 	for _, n := range c.live() {
-		var h struct {
-			Raft struct {
-				StateCheck *struct {
-					Last *struct {
-						Keys   uint64 `json:"keys"`
-						Bytes  uint64 `json:"bytes"`
-						TookMs int64  `json:"tookMs"`
-					} `json:"last"`
-				} `json:"stateCheck"`
-			} `json:"raft"`
-		}
+		var h healthAnswer
 		getJSON(c.t, n.url("/health"), &h)
 		if ch := h.Raft.StateCheck; ch != nil && ch.Last != nil {
 			costs = append(costs, fmt.Sprintf("node %d hashed %d keys and %.1f MiB of message data in %v", n.id, ch.Last.Keys,

@@ -195,27 +195,34 @@ func (sn *Snapshot) WriteState(w io.Writer) (int64, error) {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	cw := &countingWriter{w: bw}
 	cw.Write(snapshotMagic)
-	it := sn.txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 100})
-	defer it.Close()
-	for it.Rewind(); it.Valid(); it.Next() {
-		item := it.Item()
-		cw.field(item.Key())
-		err := item.Value(func(v []byte) error {
-			cw.field(v)
-			return nil
-		})
-		if err != nil {
-			return cw.n, err
-		}
-		if cw.err != nil {
-			return cw.n, cw.err
-		}
+	err := sn.eachKey(func(k, v []byte) error {
+		cw.field(k)
+		cw.field(v)
+		return cw.err
+	})
+	if err != nil {
+		return cw.n, err
 	}
 	cw.Write([]byte{0})
 	if cw.err != nil {
 		return cw.n, cw.err
 	}
 	return cw.n, bw.Flush()
+}
+
+// eachKey calls fn with every key and value the snapshot holds, in
+// badger's order, until fn returns an error.
+func (sn *Snapshot) eachKey(fn func(k, v []byte) error) error {
+	it := sn.txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 100})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		item := it.Item()
+		err := item.Value(func(v []byte) error { return fn(item.Key(), v) })
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Release ends the snapshot's read transaction and removes its links, if

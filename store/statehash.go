@@ -3,11 +3,9 @@ package store
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"io"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/dgraph-io/badger/v4"
 )
 
 // A state hash covers a replica's whole state as a snapshot sees it: every
@@ -35,31 +33,22 @@ type StateHash struct {
 func (sn *Snapshot) Hash(ctx context.Context) (StateHash, error) {
 	var out StateHash
 	h := xxhash.New()
-	var frame []byte
-	it := sn.txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 100})
-	defer it.Close()
+	cw := &countingWriter{w: h} // the framing a snapshot stream writes
 	skip := digestKey()
-	for it.Rewind(); it.Valid(); it.Next() {
-		item := it.Item()
-		if bytes.Equal(item.Key(), skip) {
-			continue
+	err := sn.eachKey(func(k, v []byte) error {
+		if bytes.Equal(k, skip) {
+			return nil
 		}
 		if out.Keys%4096 == 0 && ctx.Err() != nil {
-			return out, ctx.Err()
+			return ctx.Err()
 		}
-		frame = binary.AppendUvarint(frame[:0], uint64(len(item.Key())))
-		h.Write(frame)
-		h.Write(item.Key())
-		err := item.Value(func(v []byte) error {
-			frame = binary.AppendUvarint(frame[:0], uint64(len(v)))
-			h.Write(frame)
-			h.Write(v)
-			return nil
-		})
-		if err != nil {
-			return out, err
-		}
+		cw.field(k)
+		cw.field(v)
 		out.Keys++
+		return cw.err
+	})
+	if err != nil {
+		return out, err
 	}
 	// The message data as a snapshot stream carries it: each segment, and
 	// after one holding refs the batches they name, read from the raft

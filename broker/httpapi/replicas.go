@@ -29,8 +29,8 @@ func compareReplicas(members []memberJSON) []replicasJSON {
 		points map[uint64]string
 	}
 	byGroup := map[uint32][]reading{}
-	add := func(group uint32, node json.Number, d digestJSON) {
-		if d.Applied.Digest == "" {
+	eachGroupView(members, func(group uint32, node json.Number, d *digestJSON, _ *checkJSON) {
+		if d == nil || d.Applied.Digest == "" {
 			return // a binary without digests
 		}
 		points := map[uint64]string{}
@@ -40,18 +40,7 @@ func compareReplicas(members []memberJSON) []replicasJSON {
 			}
 		}
 		byGroup[group] = append(byGroup[group], reading{node, d.Since, points})
-	}
-	for _, m := range members {
-		switch {
-		case m.State != "up":
-		case len(m.Groups) > 0: // group 0 among them
-			for _, g := range m.Groups {
-				add(g.ID, m.ID, g.StateDigest)
-			}
-		case m.StateDigest != nil:
-			add(0, m.ID, *m.StateDigest)
-		}
-	}
+	})
 	out := []replicasJSON{} // an empty list, not null, when no member answered
 	for _, group := range slices.Sorted(maps.Keys(byGroup)) {
 		rs := byGroup[group]
@@ -81,10 +70,33 @@ func compareReplicas(members []memberJSON) []replicasJSON {
 				for _, x := range rs {
 					r.Members = append(r.Members, x.node)
 				}
-				slices.SortFunc(r.Members, func(a, b json.Number) int { return cmp.Compare(a.String(), b.String()) })
+				sortNodes(r.Members)
 			}
 		}
 		out = append(out, r)
 	}
 	return out
+}
+
+// eachGroupView calls fn with each member's view of each raft group, for
+// the members that answered: its digest and state check of the group
+// (nil when it reports none), from its groups' entries or, with a
+// single group, its own.
+func eachGroupView(members []memberJSON, fn func(group uint32, node json.Number, digest *digestJSON, check *checkJSON)) {
+	for _, m := range members {
+		switch {
+		case m.State != "up":
+		case len(m.Groups) > 0: // group 0 among them
+			for _, g := range m.Groups {
+				fn(g.ID, m.ID, &g.StateDigest, g.StateCheck)
+			}
+		default:
+			fn(0, m.ID, m.StateDigest, m.StateCheck)
+		}
+	}
+}
+
+// sortNodes sorts node ids.
+func sortNodes(nodes []json.Number) {
+	slices.SortFunc(nodes, func(a, b json.Number) int { return cmp.Compare(a.String(), b.String()) })
 }

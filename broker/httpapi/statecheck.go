@@ -2,10 +2,10 @@ package httpapi
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -192,20 +192,14 @@ func (s *Server) askCheck(r *http.Request, m broker.Member, self string, req che
 		return out, err
 	}
 	defer resp.Body.Close()
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(http.MaxBytesReader(nil, resp.Body, 1<<20)); err != nil {
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
 		return out, err
 	}
-	return out, decodeAnswer(resp.StatusCode, buf.Bytes(), &out)
-}
-
-// decodeAnswer decodes a 200 answer's body into out, or makes an error
-// of another answer.
-func decodeAnswer(status int, body []byte, out any) error {
-	if status != http.StatusOK {
-		return fmt.Errorf("HTTP %d: %s", status, bytes.TrimSpace(body))
+	if resp.StatusCode != http.StatusOK {
+		return out, fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(answer))
 	}
-	return json.Unmarshal(body, out)
+	return out, json.Unmarshal(answer, &out)
 }
 
 // checksCompared is one raft group's newest state check, compared across
@@ -233,17 +227,9 @@ func compareChecks(members []memberJSON) []checksCompared {
 		check *checkJSON
 	}
 	byGroup := map[uint32][]reading{}
-	for _, m := range members {
-		switch {
-		case m.State != "up":
-		case len(m.Groups) > 0:
-			for _, g := range m.Groups {
-				byGroup[g.ID] = append(byGroup[g.ID], reading{m.ID, g.StateCheck})
-			}
-		default:
-			byGroup[0] = append(byGroup[0], reading{m.ID, m.StateCheck})
-		}
-	}
+	eachGroupView(members, func(group uint32, node json.Number, _ *digestJSON, check *checkJSON) {
+		byGroup[group] = append(byGroup[group], reading{node, check})
+	})
 	out := []checksCompared{}
 	for _, group := range slices.Sorted(maps.Keys(byGroup)) {
 		rs := byGroup[group]
@@ -291,7 +277,7 @@ func compareChecks(members []memberJSON) []checksCompared {
 			for _, r := range rs {
 				c.Members = append(c.Members, r.node)
 			}
-			slices.SortFunc(c.Members, func(a, b json.Number) int { return cmp.Compare(a.String(), b.String()) })
+			sortNodes(c.Members)
 		}
 		out = append(out, c)
 	}
