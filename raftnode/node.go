@@ -115,7 +115,7 @@ type Node struct {
 	Raft *raft.Raft
 	FSM  *fsm.FSM
 
-	transport *raft.NetworkTransport
+	transport *heartbeatGate
 	ownMux    *raftmux.Mux // the listener this node opened itself, if it did
 	logs      *walLog
 	guard     *voteGuard    // nil: this node votes
@@ -238,6 +238,7 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
+	n.transport.watchTerm(n.Raft.CurrentTerm)
 	if n.guard != nil {
 		n.guard.raft.Store(n.Raft)
 	}

@@ -70,16 +70,17 @@ func Listen(bind, advertise string, tlsConf *tlsconf.Config, logger hclog.Logger
 }
 
 // newTransport runs raft's network transport for one group on the node's
-// shared listener, and returns the group's layer too.
-func newTransport(mux *raftmux.Mux, group uint32, logger hclog.Logger) (*raft.NetworkTransport, *raftmux.Layer, error) {
+// shared listener, behind a heartbeat gate (see heartbeatGate), and
+// returns the group's layer too.
+func newTransport(mux *raftmux.Mux, group uint32, logger hclog.Logger) (*heartbeatGate, *raftmux.Layer, error) {
 	layer, err := mux.Layer(group)
 	if err != nil {
 		return nil, nil, err
 	}
-	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	return newHeartbeatGate(raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  layer,
 		MaxPool: 8,
 		Timeout: 10 * time.Second,
 		Logger:  logger,
-	}), layer, nil
+	})), layer, nil
 }

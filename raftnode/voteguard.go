@@ -15,7 +15,7 @@ import (
 // directory (see amnesia.go), until its peers say the cluster is new or its
 // log has caught up with a leader's commit. Every other RPC passes.
 type voteGuard struct {
-	*raft.NetworkTransport
+	*heartbeatGate
 	rpcs          chan raft.RPC
 	id            raft.ServerID
 	noVoteThrough uint64
@@ -33,8 +33,8 @@ type voteGuard struct {
 	catchUpTo   atomic.Uint64
 }
 
-func newVoteGuard(t *raft.NetworkTransport, id raft.ServerID, logs raft.StableStore, noVoteThrough uint64, amnesia bool, logger hclog.Logger) *voteGuard {
-	g := &voteGuard{NetworkTransport: t, rpcs: make(chan raft.RPC), id: id, noVoteThrough: noVoteThrough, amnesia: amnesia, logs: logs, logger: logger}
+func newVoteGuard(t *heartbeatGate, id raft.ServerID, logs raft.StableStore, noVoteThrough uint64, amnesia bool, logger hclog.Logger) *voteGuard {
+	g := &voteGuard{heartbeatGate: t, rpcs: make(chan raft.RPC), id: id, noVoteThrough: noVoteThrough, amnesia: amnesia, logs: logs, logger: logger}
 	go g.filter()
 	return g
 }
@@ -43,7 +43,7 @@ func newVoteGuard(t *raft.NetworkTransport, id raft.ServerID, logs raft.StableSt
 func (g *voteGuard) Consumer() <-chan raft.RPC { return g.rpcs }
 
 func (g *voteGuard) filter() {
-	for rpc := range g.NetworkTransport.Consumer() {
+	for rpc := range g.heartbeatGate.Consumer() {
 		switch req := rpc.Command.(type) {
 		case *raft.AppendEntriesRequest:
 			if t := g.clusterTerm.Load(); g.amnesia && t > 1 && req.Term >= t && req.LeaderCommitIndex > 0 {
@@ -77,7 +77,7 @@ func (g *voteGuard) RequestPreVote(id raft.ServerID, target raft.ServerAddress, 
 	if g.withholding() {
 		return errNoCampaign
 	}
-	return g.NetworkTransport.RequestPreVote(id, target, args, resp)
+	return g.heartbeatGate.RequestPreVote(id, target, args, resp)
 }
 
 // RequestVote implements raft.Transport: refused while votes are withheld.
@@ -85,7 +85,7 @@ func (g *voteGuard) RequestVote(id raft.ServerID, target raft.ServerAddress, arg
 	if g.withholding() {
 		return errNoCampaign
 	}
-	return g.NetworkTransport.RequestVote(id, target, args, resp)
+	return g.heartbeatGate.RequestVote(id, target, args, resp)
 }
 
 func (g *voteGuard) header() raft.RPCHeader {
