@@ -63,18 +63,17 @@ type replayWork struct {
 	txSeq int
 
 	// What a leader reads off state or answers to propose more work.
-	recent   []string          // recent transactionIds, pushed again by retries
-	lastKey  string            // the last Idempotency-Key, sent again by retries
-	leases   []replayLease     // popped and not acked yet
-	txIDs    map[string]string // queue/partition/offset -> transactionId
-	producer int64             // an idempotent producer's id, 0 before one is given
-	seq      map[int32]int32   // its next sequence per partition
-	lastSent map[int32][]byte  // the last batch sent per partition, resent by retries
-	queues   map[string]bool   // queues that exist
-	restarts map[string]int    // restarts per replica
-	kinds    map[string]int    // entries proposed per kind
-	answers  map[uint64]string // the reference replica's answers, by index
-	kindAt   map[uint64]string // each entry's kind, by index
+	recent   []string                       // recent transactionIds, pushed again by retries
+	lastKey  string                         // the last Idempotency-Key, sent again by retries
+	leases   []replayLease                  // popped and not acked yet
+	txIDs    map[string]string              // queue/partition/offset -> transactionId
+	producer int64                          // an idempotent producer's id, 0 before one is given
+	seq      map[int32]int32                // its next sequence per partition
+	lastSent map[int32]command.ProduceBatch // the last batch sent per partition, resent by retries
+	restarts map[string]int                 // restarts per replica
+	kinds    map[string]int                 // entries proposed per kind
+	answers  map[uint64]string              // the reference replica's answers, by index
+	kindAt   map[uint64]string              // each entry's kind, by index
 
 	pending     []*raft.Log  // proposed, not yet applied
 	hooks       []answerHook // told the reference's answers to pending entries
@@ -105,21 +104,21 @@ type replica struct {
 const (
 	replayTopic     = "events"
 	replayRetention = "short-lived"
-	replayWork_     = "jobs"
+	replayJobs      = "jobs"
 )
 
 var replayQueues = []struct {
 	name   string
 	window int64 // -1: default
-}{{"nodedup", 0}, {"quick", 2}, {"tens", 10}, {replayWork_, -1}, {replayRetention, 2}}
+}{{"nodedup", 0}, {"quick", 2}, {"tens", 10}, {replayJobs, -1}, {replayRetention, 2}}
 
 func newReplayWork(t *testing.T, seed uint64) *replayWork {
 	w := &replayWork{
 		t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
 		log:   &memLog{entries: map[uint64][]byte{}},
 		nowMs: 1_767_225_600_000,
-		txIDs: map[string]string{}, seq: map[int32]int32{}, lastSent: map[int32][]byte{},
-		queues: map[string]bool{}, restarts: map[string]int{}, kinds: map[string]int{}, answers: map[uint64]string{}, kindAt: map[uint64]string{},
+		txIDs: map[string]string{}, seq: map[int32]int32{}, lastSent: map[int32]command.ProduceBatch{},
+		restarts: map[string]int{}, kinds: map[string]int{}, answers: map[uint64]string{}, kindAt: map[uint64]string{},
 	}
 	w.ref = w.newReplica("ref", "ref")
 	for _, k := range []string{"reopen", "kill", "restore"} {
@@ -196,11 +195,9 @@ func (w *replayWork) setUp() {
 			opts.RetentionSeconds = &keep
 		}
 		w.propose(&command.ConfigureQueueCommand{NowMs: w.nowMs, Queue: q.name, Options: opts}, "configure")
-		w.queues[q.name] = true
 	}
 	w.propose(&command.AlterTopicCommand{Name: replayRetention, Settings: []command.TopicSetting{{Name: command.ConfigSegmentMs, Value: 1000}}}, "alter")
 	w.propose(&command.CreateTopicCommand{NowMs: w.nowMs, Name: replayTopic, Partitions: 3, RetentionMs: 5_000, MaxMessageBytes: 1 << 20, SegmentMs: 1000}, "create-topic")
-	w.queues[replayTopic] = true
 	w.propose(&command.NewProducerIDCommand{}, "producer-id")
 	w.applyPending()
 	w.producer = w.lastAnswer().(int64)
@@ -244,15 +241,10 @@ func (w *replayWork) next() {
 	}
 }
 
-func (w *replayWork) pushQueue() string {
-	q := replayQueues[w.rng.IntN(len(replayQueues))].name
-	return q
-}
-
 func (w *replayWork) push() {
 	var items []command.PushItem
 	for range 1 + w.rng.IntN(12) {
-		q := w.pushQueue()
+		q := replayQueues[w.rng.IntN(len(replayQueues))].name
 		var tx string
 		switch r := w.rng.IntN(10); {
 		case r < 2 && len(w.recent) > 0: // a retry of a recent push
@@ -303,8 +295,8 @@ func (w *replayWork) push() {
 
 func (w *replayWork) produce() {
 	p := int32(w.rng.IntN(3))
-	if w.rng.IntN(8) == 0 && w.lastSent[p] != nil { // a resent batch
-		w.propose(&command.ProduceCommand{NowMs: w.nowMs, Topic: replayTopic, Partition: p, Batches: []command.ProduceBatch{w.decodeSent(p)}}, "produce-resent")
+	if sent, ok := w.lastSent[p]; ok && w.rng.IntN(8) == 0 { // a resent batch
+		w.propose(&command.ProduceCommand{NowMs: w.nowMs, Topic: replayTopic, Partition: p, Batches: []command.ProduceBatch{sent}}, "produce-resent")
 		return
 	}
 	var recs []recordbatch.Record
@@ -318,21 +310,12 @@ func (w *replayWork) produce() {
 	b := command.ProduceBatch{NumRecords: int32(len(recs)), MaxTimestamp: w.nowMs, ProducerID: w.producer, FirstSequence: w.seq[p],
 		Raw: recordbatch.Build(w.nowMs, recs)}
 	w.seq[p] += int32(len(recs))
-	raw, _ := json.Marshal(b)
-	w.lastSent[p] = raw
+	w.lastSent[p] = b
 	w.propose(&command.ProduceCommand{NowMs: w.nowMs, Topic: replayTopic, Partition: p, Batches: []command.ProduceBatch{b}}, "produce")
 }
 
-func (w *replayWork) decodeSent(p int32) command.ProduceBatch {
-	var b command.ProduceBatch
-	if err := json.Unmarshal(w.lastSent[p], &b); err != nil {
-		w.t.Fatal(err)
-	}
-	return b
-}
-
 func (w *replayWork) pop() {
-	q := []string{replayWork_, "quick", replayRetention}[w.rng.IntN(3)]
+	q := []string{replayJobs, "quick", replayRetention}[w.rng.IntN(3)]
 	group := []string{"g1", "g2"}[w.rng.IntN(2)]
 	w.txSeq++
 	lease := fmt.Sprint("lease-", w.txSeq)
