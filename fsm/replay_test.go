@@ -37,7 +37,7 @@ import (
 func TestReplicasAgreeAcrossRestartsUnderRandomWork(t *testing.T) {
 	seeds := []uint64{1, 2, 3}
 	entries := 4000
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		seeds, entries = seeds[:1], 1500
 	}
 	for _, seed := range seeds {
