@@ -23,17 +23,22 @@ import (
 // part for good (hashicorp/raft#695; waggle's soak caught it as a state
 // digest that differed on one node after a run of elections).
 //
-// The gate lets a heartbeat take the fast path only when its term is at
-// most the node's current term, which only grows: handling it can then
-// leave the term as it is or ignore the heartbeat, never raise it. Any
-// other heartbeat (and every heartbeat before raft runs) is handed to the
-// main loop with the other RPCs, where a term change is ordered with
-// dispatching.
+// The gate lets a heartbeat take the fast path only on a follower, and
+// only when its term is at most the follower's current term, which only
+// grows: handling it then leaves the term as it is or ignores the
+// heartbeat, never raises it. Any other heartbeat (and every heartbeat
+// before raft runs) is handed to the main loop with the other RPCs, where
+// a term change is ordered with dispatching. Candidates go there too:
+// raft's handler rewrites the term of any node that is not a follower, and
+// a candidate's main loop raises its term at any moment, so on the fast
+// path the two could cross and take the term back. What is left is a
+// follower whose election timer fires as the heartbeat is handled; the
+// fix for that belongs in raft itself.
 type heartbeatGate struct {
 	*raft.NetworkTransport
-	// term is the node's current term; nil (before raft runs) sends
-	// every heartbeat through the main loop.
-	term atomic.Pointer[func() uint64]
+	// node is raft (a nodeState), nil before it runs: until then every
+	// heartbeat goes through the main loop.
+	node atomic.Value
 
 	rpcs     chan raft.RPC
 	stop     chan struct{}
@@ -46,8 +51,14 @@ func newHeartbeatGate(t *raft.NetworkTransport) *heartbeatGate {
 	return g
 }
 
-// watchTerm gives the gate the node's current term once raft runs.
-func (g *heartbeatGate) watchTerm(term func() uint64) { g.term.Store(&term) }
+// nodeState is what the gate asks of the node's raft (*raft.Raft).
+type nodeState interface {
+	CurrentTerm() uint64
+	State() raft.RaftState
+}
+
+// watch gives the gate the node's raft once it runs.
+func (g *heartbeatGate) watch(n nodeState) { g.node.Store(n) }
 
 // Consumer is the channel raft's main loop reads RPCs from: the
 // transport's, and the heartbeats the gate holds back from the fast path.
@@ -67,8 +78,8 @@ func (g *heartbeatGate) SetHeartbeatHandler(fn func(raft.RPC)) {
 
 func (g *heartbeatGate) fastPathSafe(rpc raft.RPC) bool {
 	req, ok := rpc.Command.(*raft.AppendEntriesRequest)
-	term := g.term.Load()
-	return ok && term != nil && req.Term <= (*term)()
+	n, running := g.node.Load().(nodeState)
+	return ok && running && n.State() == raft.Follower && req.Term <= n.CurrentTerm()
 }
 
 func (g *heartbeatGate) forward() {

@@ -148,7 +148,7 @@ func newRaceCluster(t *testing.T, gated bool) *raceCluster {
 			t.Fatal(err)
 		}
 		if g, ok := n.trans.Transport.(*heartbeatGate); ok {
-			g.watchTerm(r.CurrentTerm)
+			g.watch(r)
 		}
 		n.raft = r
 	}

@@ -238,7 +238,7 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	n.transport.watchTerm(n.Raft.CurrentTerm)
+	n.transport.watch(n.Raft)
 	if n.guard != nil {
 		n.guard.raft.Store(n.Raft)
 	}
