@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -51,7 +52,7 @@ func TestReplicaThatSkipsEntriesIsFound(t *testing.T) {
 	c := newCluster(t, 3)
 	bad := c.nodes[2]
 	bad.binary, bad.extraEnv = buildFaulty(t), []string{"WAGGLE_FAULT=fsm-skip-entry"}
-	c.start()
+	c.start("--replica-watch-interval", "500ms")
 	l := c.leader()
 	// Before the broken node skips anything, cluster status finds the
 	// members the same; after, it names the broken one and exits 5.
@@ -85,6 +86,17 @@ func TestReplicaThatSkipsEntriesIsFound(t *testing.T) {
 	if named == nil || !slices.Contains(named[1:], fmt.Sprint(bad.id)) {
 		t.Fatalf("cluster status does not name node %d:\n%s", bad.id, out)
 	}
+	// The leader found it on its own too: its metric and its log say so.
+	waitFor(t, 20*time.Second, func() error {
+		l := c.leader()
+		if m := metricsText(t, l); !strings.Contains(m, "waggle_replicas_diverged 1") {
+			return fmt.Errorf("leader %d: waggle_replicas_diverged is not 1", l.id)
+		}
+		if log, _ := os.ReadFile(l.logPath); !strings.Contains(string(log), "replicas hold different states") {
+			return fmt.Errorf("leader %d has not logged the divergence", l.id)
+		}
+		return nil
+	})
 }
 
 // A follower that installs a snapshot and loses KV rows on the way (a

@@ -46,6 +46,7 @@ func TestMetricsExposition(t *testing.T) {
 			`waggle_raft_log_copied_bytes_total 0`,
 			`waggle_pending_deletes 0`,
 			`waggle_state_anomalies_total 0`,
+			`waggle_replicas_diverged 0`,
 			`waggle_dedup_index_ids 2`, // "a" and "b"
 		} {
 			if !strings.Contains(string(body), want) {

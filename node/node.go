@@ -29,6 +29,10 @@ import (
 	"github.com/waggle-mq/waggle/tlsconf"
 )
 
+// DefaultReplicaWatch is how often a leader compares its members' state
+// digests unless told otherwise (Config.ReplicaWatch).
+const DefaultReplicaWatch = 30 * time.Second
+
 // Config is what a node starts with: what waggle serve's flags say, parsed
 // and checked by the caller. Each field names the flag it comes from.
 type Config struct {
@@ -72,6 +76,10 @@ type Config struct {
 	// KafkaRetention is how long topics created over Kafka without
 	// retention.ms keep records (--kafka-retention); 0: for ever.
 	KafkaRetention time.Duration
+	// ReplicaWatch is how often the leader compares its members' state
+	// digests on its own (--replica-watch-interval, DefaultReplicaWatch);
+	// 0: never.
+	ReplicaWatch time.Duration
 	// TLS, when set, secures the HTTP, Kafka and raft listeners and the
 	// node's calls to its peers (--tls-cert, --tls-key, --tls-ca).
 	TLS *tlsconf.Config
@@ -326,10 +334,14 @@ func (n *Node) start() error {
 		}
 		markFull(full)
 	}, log)
-	n.srv = &http.Server{Handler: httpapi.New(svc, log, httpapi.Options{Metrics: m, PeerTLS: peerTLS, Auth: cfg.Auth, Version: cfg.Version,
+	api := httpapi.New(svc, log, httpapi.Options{Metrics: m, PeerTLS: peerTLS, Auth: cfg.Auth, Version: cfg.Version,
 		KafkaGroups: n.ks.DescribeGroup, Clock: clk, DiskUsage: func() (uint64, uint64, error) { return diskUsage(cfg.DataDir) },
 		RaftGroups: groupHealth(set), Groups: mapAll(groups, func(s *broker.Service) httpapi.Broker { return s }),
-		Forwarding: mapAll(forwarding, func(s *broker.Service) httpapi.Broker { return s })}), ReadHeaderTimeout: 10 * time.Second}
+		Forwarding: mapAll(forwarding, func(s *broker.Service) httpapi.Broker { return s })})
+	n.srv = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	if cfg.ReplicaWatch > 0 {
+		n.wg.Go(func() { api.WatchReplicas(n.ctx, cfg.ReplicaWatch) })
+	}
 	n.wg.Go(func() { n.failed <- n.srv.Serve(n.ln) })
 	n.wg.Go(func() {
 		if err := n.ks.Serve(n.kln); err != nil {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -183,10 +184,20 @@ type clusterJSON struct {
 const peerHealthTimeout = time.Second
 
 func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
-	members, err := s.svc.Members()
+	out, err := s.clusterView(r.Context())
 	if err != nil {
 		s.writeBrokerError(w, err)
 		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// clusterView is every member as it answered its /health, with the
+// comparisons of their state digests and state checks.
+func (s *Server) clusterView(ctx context.Context) (clusterJSON, error) {
+	members, err := s.svc.Members()
+	if err != nil {
+		return clusterJSON{}, err
 	}
 	h := s.svc.Health()
 	out := clusterJSON{Members: make([]memberJSON, len(members)), LogFormat: uint32(s.svc.LogFormat())}
@@ -222,7 +233,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			peer, err := s.fetchHealth(r, mj.HTTPAddr)
+			peer, err := s.fetchHealth(ctx, mj.HTTPAddr)
 			if err != nil {
 				mj.State, mj.Error = "unreachable", err.Error()
 				return
@@ -270,14 +281,14 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 			mj.Lag = ptr(*leaderApplied - min(*mj.Applied, *leaderApplied))
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 // fetchHealth asks a member for its /health; any answer with a body counts
 // (a member without a leader answers 503 and still says how it stands).
-func (s *Server) fetchHealth(r *http.Request, addr string) (healthJSON, error) {
+func (s *Server) fetchHealth(ctx context.Context, addr string) (healthJSON, error) {
 	var h healthJSON
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, s.peers.scheme+"://"+addr+"/health", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.peers.scheme+"://"+addr+"/health", nil)
 	if err != nil {
 		return h, err
 	}
@@ -361,7 +372,7 @@ func (s *Server) joinerHealth(r *http.Request, id string) (healthJSON, bool) {
 				if m.ID != id || m.HTTPAddr == "" {
 					continue
 				}
-				if h, err := s.fetchHealth(r, m.HTTPAddr); err == nil {
+				if h, err := s.fetchHealth(r.Context(), m.HTTPAddr); err == nil {
 					return h, true
 				}
 			}

@@ -54,6 +54,7 @@ type Server struct {
 	raftGroups    func() []broker.Health                 // Options.RaftGroups
 	clock         *clock.Cluster                         // Options.Clock
 	route         router.Table[Broker]                   // Options.Groups and Forwarding (placement.go)
+	replicas      replicaWatch                           // what WatchReplicas found
 }
 
 // Options are the HTTP API's optional parts.
@@ -102,6 +103,7 @@ func New(svc Broker, log *slog.Logger, opts Options) *Server {
 		kafkaGroups: opts.KafkaGroups, diskUsage: opts.DiskUsage, raftGroups: opts.RaftGroups, clock: cmp.Or(opts.Clock, clock.New(nil)),
 		route: router.NewTable(svc, opts.Groups, opts.Forwarding)}
 	s.routes()
+	s.metrics.Register(s.replicasDivergedGauge())
 	return s
 }
 

@@ -40,6 +40,7 @@ type serveOptions struct {
 	dataGroups        int // raft groups, the metadata group included
 	minFreeDiskMiB    uint64
 	storageMinFreeMiB uint64
+	replicaWatch      time.Duration
 	kafkaRetention    time.Duration
 	memoryLimitMiB    int64
 
@@ -84,6 +85,7 @@ func newServeCmd() *cobra.Command {
 	f.Uint64Var(&o.trailingLogs, "raft-trailing-logs", 0, "log entries kept behind a snapshot (0: the built-in default)")
 	f.Int64Var(&o.logHoldMiB, "raft-log-hold-mib", 0, "how much the raft log may hold beyond twice the Kafka batches it keeps before old batches are copied out (0: 1024)")
 	f.Uint64Var(&o.minFreeDiskMiB, "min-free-disk-mib", 64, "stop (and refuse to start) when the data directory's disk has less free space (0: never)")
+	f.DurationVar(&o.replicaWatch, "replica-watch-interval", node.DefaultReplicaWatch, "how often the leader compares the members' state digests, logging an error and setting waggle_replicas_diverged when two differ (0: never)")
 	f.Uint64Var(&o.storageMinFreeMiB, "storage-min-free-mib", 1024, "refuse writes that add data (HTTP 507 storage_full, Kafka KAFKA_STORAGE_ERROR) while the data directory's disk has less free space; reads, acks, deletes and retention go on (0: never)")
 	f.StringVar(&o.tls.Cert, "tls-cert", "", "PEM certificate of this node: TLS on the HTTP, Kafka and raft listeners")
 	f.StringVar(&o.tls.Key, "tls-key", "", "PEM key of --tls-cert")
@@ -165,7 +167,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		Join:              o.join,
 		DataGroups:        o.dataGroups,
 		SnapshotThreshold: o.snapshotThreshold, TrailingLogs: o.trailingLogs, LogHoldMiB: o.logHoldMiB,
-		MinFreeDiskMiB: o.minFreeDiskMiB, StorageMinFreeMiB: o.storageMinFreeMiB,
+		MinFreeDiskMiB: o.minFreeDiskMiB, StorageMinFreeMiB: o.storageMinFreeMiB, ReplicaWatch: o.replicaWatch,
 		KafkaRetention: o.kafkaRetention,
 		TLS:            tlsConf,
 		Auth:           authConf,
