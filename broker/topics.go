@@ -117,6 +117,10 @@ func (s *Service) Topics(names []string) ([]TopicInfo, error) {
 	return out, err
 }
 
+// TopicNames lists every topic's name in order (store.Store.QueueNames:
+// shared, not to be changed).
+func (s *Service) TopicNames() []string { return s.store.QueueNames() }
+
 // TopicByID describes the topic whose KIP-516 topic id is id
 // (store.Queue.TopicID); found is false when there is none.
 func (s *Service) TopicByID(id [16]byte) (t TopicInfo, found bool, err error) {

@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -13,8 +15,9 @@ func init() {
 
 // handleConsumerGroupHeartbeat serves the KIP-848 consumer protocol: join,
 // heartbeat and leave in one request, the assignment computed here. The
-// subscribed topics are looked up first, outside the coordinator's lock,
-// so partitions added and topics created later are assigned.
+// subscribed topics, and those the member's pattern matches, are looked up
+// first, outside the coordinator's lock, so partitions added and topics
+// created later are assigned.
 func handleConsumerGroupHeartbeat(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
 	co, coordinating := c.coordinator(req.Group)
@@ -30,8 +33,24 @@ func handleConsumerGroupHeartbeat(c *conn, kreq kmsg.Request) (kmsg.Response, er
 		return heartbeatError(req, code, msg), nil
 	}
 	var fetched map[string]*topicMeta
+	var sub *regexMatch
 	if req.MemberEpoch >= 0 {
-		names := co.consumerTopicNames(req.Group, req.SubscribedTopicNames)
+		pattern := co.memberRegex(req.Group, req.MemberID)
+		if req.SubscribedTopicRegex != nil {
+			pattern = *req.SubscribedTopicRegex
+		}
+		if pattern != "" {
+			var code int16
+			var msg string
+			if sub, code, msg = c.resolveRegex(pattern); code != 0 {
+				return heartbeatError(req, code, msg), nil
+			}
+		}
+		extra := req.SubscribedTopicNames
+		if sub != nil {
+			extra = append(append([]string(nil), extra...), sub.topics...)
+		}
+		names := co.consumerTopicNames(req.Group, extra)
 		infos, err := c.s.topics(names)
 		if err != nil {
 			return heartbeatError(req, kerr.CoordinatorNotAvailable.Code, ""), nil
@@ -44,5 +63,23 @@ func handleConsumerGroupHeartbeat(c *conn, kreq kmsg.Request) (kmsg.Response, er
 			fetched[t.Name] = &topicMeta{id: topicID(t), partitions: t.Partitions}
 		}
 	}
-	return co.consumerHeartbeat(req, c.clientID, c.nc.RemoteAddr().String(), fetched), nil
+	return co.consumerHeartbeat(req, c.clientID, c.nc.RemoteAddr().String(), fetched, sub), nil
+}
+
+// resolveRegex lists the topics pattern matches that this connection's
+// principal may read (Kafka leaves out the topics a member may not see).
+func (c *conn) resolveRegex(pattern string) (*regexMatch, int16, string) {
+	matched, err := c.s.regexes.resolve(pattern, c.s.topicNames())
+	if err != nil {
+		return nil, kerr.InvalidRegularExpression.Code, err.Error()
+	}
+	denied := func(t string) bool { return c.topicDenied(auth.Read, t) != 0 }
+	readable := matched
+	if slices.ContainsFunc(matched, denied) {
+		readable = slices.DeleteFunc(slices.Clone(matched), denied)
+	}
+	if len(readable) > maxSubscribedTopics {
+		return nil, kerr.InvalidRequest.Code, "SubscribedTopicRegex matches more than 10000 topics."
+	}
+	return &regexMatch{pattern: pattern, topics: readable}, 0, ""
 }

@@ -50,7 +50,13 @@ func handleConsumerGroupDescribe(c *conn, kreq kmsg.Request) (kmsg.Response, err
 			if m.rackID != "" {
 				dm.RackID = kmsg.StringPtr(m.rackID)
 			}
-			dm.SubscribedTopics = m.subscribed
+			dm.SubscribedTopics = m.names
+			if dm.SubscribedTopics == nil {
+				dm.SubscribedTopics = []string{}
+			}
+			if m.regex != "" {
+				dm.SubscribedTopicRegex = kmsg.StringPtr(m.regex)
+			}
 			dm.Assignment.TopicPartitions, dm.TargetAssignment.TopicPartitions = m.assigned, m.target
 			dm.MemberType = memberTypeConsumer
 			g.Members = append(g.Members, dm)

@@ -35,6 +35,7 @@ type Broker interface {
 
 	// Topics.
 	Topics(names []string) ([]broker.TopicInfo, error)
+	TopicNames() []string // every topic's name in order; shared, not to be changed
 	TopicByID(id [16]byte) (t broker.TopicInfo, found bool, err error)
 	TopicDefaults() broker.TopicInfo
 	CreateTopic(name string, partitions int32, settings []command.TopicSetting) (command.TopicOutcome, error)

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"sort"
@@ -181,6 +182,12 @@ func (f *fakeBroker) Members() ([]broker.Member, error) { return f.members, nil 
 func (f *fakeBroker) User(name string) (auth.User, bool, error) {
 	u, ok := f.users[name]
 	return u, ok, nil
+}
+
+func (f *fakeBroker) TopicNames() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Sorted(maps.Keys(f.topics))
 }
 
 func (f *fakeBroker) Topics(names []string) ([]broker.TopicInfo, error) {

@@ -99,7 +99,10 @@ type cmember struct {
 	// is away); previousEpoch the one before, still accepted from a
 	// member whose answer carrying the new one was lost (KIP-848).
 	epoch, previousEpoch int32
-	subscribed           []string // sorted
+	names                []string // the topics it subscribes to by name, sorted
+	regex                string   // the pattern it subscribes with ("": none)
+	matched              []string // the topics regex matched when last resolved (shared, sorted)
+	subscribed           []string // names and matched together, sorted
 	assignor             string   // "" when it names none
 	rebalanceTimeout     time.Duration
 	lastSeen             time.Time
@@ -119,6 +122,26 @@ type cgroup struct {
 	target          map[string]map[tp]bool
 	holder          map[tp]string // who holds a partition (assigned or revoking)
 	holdUntil       time.Time     // re-formed in the failover grace: nothing is assigned until then (failover.go)
+}
+
+// regexMatch is a subscribed pattern and the topics it matched, resolved
+// before a heartbeat takes the coordinator's lock.
+type regexMatch struct {
+	pattern string
+	topics  []string // sorted; shared, not to be changed
+}
+
+// memberRegex is the pattern a member subscribes with ("" when it has
+// none or is unknown).
+func (co *coordinator) memberRegex(group, memberID string) string {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	if g := co.consumers[group]; g != nil {
+		if m := g.members[memberID]; m != nil {
+			return m.regex
+		}
+	}
+	return ""
 }
 
 // consumerTopicNames is every topic group's members subscribe to, plus
@@ -166,12 +189,15 @@ func checkHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) {
 		return kerr.InvalidRequest.Code, "MemberId or InstanceId too long."
 	case req.InstanceID != nil && *req.InstanceID == "":
 		return kerr.InvalidRequest.Code, "InstanceId can't be empty."
-	case req.SubscribedTopicRegex != nil:
-		return kerr.InvalidRequest.Code, "SubscribedTopicRegex is not supported by waggle; subscribe by topic names."
 	case len(req.SubscribedTopicNames) > maxSubscribedTopics:
 		return kerr.InvalidRequest.Code, "Too many subscribed topics."
 	case req.ServerAssignor != nil && *req.ServerAssignor != assignorUniform && *req.ServerAssignor != assignorRange:
 		return kerr.UnsupportedAssignor.Code, fmt.Sprintf("ServerAssignor %q is not one of uniform, range.", *req.ServerAssignor)
+	}
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
+		if _, err := compileTopicRegex(*req.SubscribedTopicRegex); err != nil {
+			return kerr.InvalidRegularExpression.Code, err.Error()
+		}
 	}
 	if req.MemberEpoch == epochJoin {
 		switch {
@@ -179,8 +205,8 @@ func checkHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) {
 			return kerr.InvalidRequest.Code, "RebalanceTimeoutMs must be provided in first request."
 		case len(req.Topics) > 0:
 			return kerr.InvalidRequest.Code, "TopicPartitions must be empty when (re-)joining."
-		case req.SubscribedTopicNames == nil:
-			return kerr.InvalidRequest.Code, "SubscribedTopicNames must be set in first request."
+		case req.SubscribedTopicNames == nil && req.SubscribedTopicRegex == nil:
+			return kerr.InvalidRequest.Code, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
 		}
 	}
 	return 0, ""
@@ -195,8 +221,9 @@ func newMemberID() string {
 
 // consumerHeartbeat serves a ConsumerGroupHeartbeat. fetched holds the
 // topics consumerTopicNames named, as looked up since (nil: no such
-// topic); a name absent from it keeps the group's last knowledge.
-func (co *coordinator) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string, fetched map[string]*topicMeta) *kmsg.ConsumerGroupHeartbeatResponse {
+// topic); a name absent from it keeps the group's last knowledge. sub is
+// the member's pattern as resolved for this heartbeat (nil: none).
+func (co *coordinator) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string, fetched map[string]*topicMeta, sub *regexMatch) *kmsg.ConsumerGroupHeartbeatResponse {
 	if code, msg := checkHeartbeat(req); code != 0 {
 		return heartbeatError(req, code, msg)
 	}
@@ -256,13 +283,8 @@ func (co *coordinator) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest
 	if req.RackID != nil {
 		m.rackID = *req.RackID
 	}
-	if req.SubscribedTopicNames != nil {
-		subs := slices.Clone(req.SubscribedTopicNames)
-		slices.Sort(subs)
-		subs = slices.Compact(subs)
-		if !slices.Equal(subs, m.subscribed) {
-			m.subscribed, bump = subs, true
-		}
+	if m.subscribe(req, sub) {
+		bump = true
 	}
 	if req.ServerAssignor != nil && *req.ServerAssignor != m.assignor {
 		m.assignor, bump = *req.ServerAssignor, true
@@ -352,6 +374,31 @@ func (g *cgroup) join(req *kmsg.ConsumerGroupHeartbeatRequest, now time.Time) (m
 	m.revoking, m.revokeBy = map[tp]bool{}, time.Time{}
 	m.previousEpoch, m.epoch = m.epoch, epochJoin
 	return m, bump, 0
+}
+
+// subscribe takes a heartbeat's subscription: the names it lists, its
+// pattern, and what the pattern matched (sub, resolved for this heartbeat;
+// a resolution of another pattern, raced by a newer heartbeat, is left for
+// the next one). It reports whether the subscribed topics changed.
+func (m *cmember) subscribe(req *kmsg.ConsumerGroupHeartbeatRequest, sub *regexMatch) bool {
+	if req.SubscribedTopicNames != nil {
+		m.names = slices.Compact(slices.Sorted(slices.Values(req.SubscribedTopicNames)))
+	}
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != m.regex {
+		m.regex, m.matched = *req.SubscribedTopicRegex, nil
+	}
+	if sub != nil && sub.pattern == m.regex {
+		m.matched = sub.topics
+	}
+	subs := m.names
+	if len(m.matched) > 0 {
+		subs = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(m.names), m.matched...))))
+	}
+	if slices.Equal(subs, m.subscribed) {
+		return false
+	}
+	m.subscribed = subs
+	return true
 }
 
 // rename moves a static member to a new member id.
@@ -819,7 +866,9 @@ type consumerGroupView struct {
 type consumerMemberView struct {
 	id, instanceID, rackID, clientID, clientHost string
 	epoch                                        int32
-	subscribed                                   []string
+	names                                        []string // subscribed by name
+	regex                                        string   // subscribed pattern ("": none)
+	subscribed                                   []string // names and what regex matched
 	assigned, target                             []kmsg.AssignmentTopicPartition
 }
 
@@ -833,7 +882,7 @@ func (g *cgroup) view(withMembers bool) consumerGroupView {
 		m := g.members[id]
 		v.members = append(v.members, consumerMemberView{
 			id: m.id, instanceID: m.instanceID, rackID: m.rackID, clientID: m.clientID, clientHost: m.clientHost,
-			epoch: m.epoch, subscribed: slices.Clone(m.subscribed),
+			epoch: m.epoch, names: slices.Clone(m.names), regex: m.regex, subscribed: slices.Clone(m.subscribed),
 			assigned: g.byTopic(m.assigned), target: g.byTopic(g.target[id]),
 		})
 	}

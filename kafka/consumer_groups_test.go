@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,6 +40,7 @@ type client struct {
 	instance *string
 	epoch    int32
 	subs     []string
+	regex    string // subscribes with this pattern instead of subs
 	assignor string
 	owned    map[tp]bool
 	joined   bool
@@ -59,6 +61,9 @@ func (c *client) request() *kmsg.ConsumerGroupHeartbeatRequest {
 	req.SubscribedTopicNames = slices.Clone(c.subs)
 	if req.SubscribedTopicNames == nil {
 		req.SubscribedTopicNames = []string{}
+	}
+	if c.regex != "" {
+		req.SubscribedTopicNames, req.SubscribedTopicRegex = nil, kmsg.StringPtr(c.regex)
 	}
 	if c.assignor != "" {
 		req.ServerAssignor = kmsg.StringPtr(c.assignor)
@@ -84,13 +89,27 @@ func ownedTopics(owned map[tp]bool) []kmsg.ConsumerGroupHeartbeatRequestTopic {
 	return out
 }
 
-// send sends req with the test topics looked up as the handler would.
+// send sends req with the test topics looked up, and its pattern
+// resolved, as the handler would.
 func (c *client) send(req *kmsg.ConsumerGroupHeartbeatRequest, topics map[string]*topicMeta) *kmsg.ConsumerGroupHeartbeatResponse {
+	var sub *regexMatch
+	pattern := c.co.memberRegex(req.Group, req.MemberID)
+	if req.SubscribedTopicRegex != nil {
+		pattern = *req.SubscribedTopicRegex
+	}
+	extra := req.SubscribedTopicNames
+	if pattern != "" && req.MemberEpoch >= 0 {
+		var r regexResolver
+		if matched, err := r.resolve(pattern, slices.Sorted(maps.Keys(topics))); err == nil {
+			sub = &regexMatch{pattern: pattern, topics: matched}
+			extra = append(slices.Clone(extra), matched...)
+		}
+	}
 	fetched := map[string]*topicMeta{}
-	for _, n := range c.co.consumerTopicNames(req.Group, req.SubscribedTopicNames) {
+	for _, n := range c.co.consumerTopicNames(req.Group, extra) {
 		fetched[n] = topics[n]
 	}
-	return c.co.consumerHeartbeat(req, "client-"+c.id, "host", fetched)
+	return c.co.consumerHeartbeat(req, "client-"+c.id, "host", fetched, sub)
 }
 
 // beat heartbeats and applies the answer; it fails the test on an error.
@@ -271,8 +290,11 @@ func TestConsumerGroupBadRequests(t *testing.T) {
 		mut  func(*kmsg.ConsumerGroupHeartbeatRequest)
 		want int16
 	}{
-		"unknown assignor":               {func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.ServerAssignor = kmsg.StringPtr("sticky") }, kerr.UnsupportedAssignor.Code},
-		"regex":                          {func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.SubscribedTopicRegex = kmsg.StringPtr("a.*") }, kerr.InvalidRequest.Code},
+		"unknown assignor": {func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.ServerAssignor = kmsg.StringPtr("sticky") }, kerr.UnsupportedAssignor.Code},
+		"bad regex":        {func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.SubscribedTopicRegex = kmsg.StringPtr("a(") }, kerr.InvalidRegularExpression.Code},
+		"overlong regex": {func(r *kmsg.ConsumerGroupHeartbeatRequest) {
+			r.SubscribedTopicRegex = kmsg.StringPtr(strings.Repeat("a", maxRegexLen+1))
+		}, kerr.InvalidRegularExpression.Code},
 		"join owning":                    {func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.Topics = ownedTopics(map[tp]bool{{topicA.id, 0}: true}) }, kerr.InvalidRequest.Code},
 		"join without subscription":      {func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.SubscribedTopicNames = nil }, kerr.InvalidRequest.Code},
 		"join without rebalance timeout": {func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.RebalanceTimeoutMillis = -1 }, kerr.InvalidRequest.Code},
@@ -578,5 +600,94 @@ func TestUniformAssignorIsEvenAndSticky(t *testing.T) {
 		if k.topic != topicB.id {
 			t.Fatalf("z targets %v of a topic it does not subscribe to", k)
 		}
+	}
+}
+
+// A member subscribed by pattern is assigned the topics it matches whole,
+// follows topics as they are created and deleted, and shares them with a
+// member subscribed by name; ConsumerGroupDescribe's view shows the pattern.
+func TestConsumerGroupRegexSubscription(t *testing.T) {
+	co, _ := newTestCoordinator()
+	topicAB := topicMeta{id: [16]byte{3}, partitions: 3}
+	topics := map[string]*topicMeta{"a": &topicA, "b": &topicB, "ab": &topicAB}
+	byPattern := newClient(t, co, "g", "p")
+	byPattern.regex = "a.?" // whole-name: a and ab, not b
+	byPattern.beatWith(topics)
+	byPattern.beatWith(topics)
+	if got, want := len(byPattern.owned), int(topicA.partitions+topicAB.partitions); got != want {
+		t.Fatalf("pattern member owns %d partitions, want %d (a and ab)", got, want)
+	}
+	if ps := partitionsOf(byPattern.owned, topicB.id); len(ps) != 0 {
+		t.Fatalf("pattern a.? was given b's partitions %v: it must match the whole name", ps)
+	}
+
+	// A topic created later that matches reaches the member on its next
+	// heartbeats, which send no subscription at all.
+	topicAC := topicMeta{id: [16]byte{4}, partitions: 2}
+	topics["ac"] = &topicAC
+	for range 2 {
+		req := byPattern.request()
+		req.SubscribedTopicRegex, req.SubscribedTopicNames = nil, nil
+		resp := byPattern.send(req, topics)
+		if resp.ErrorCode != 0 {
+			t.Fatal(kerr.ErrorForCode(resp.ErrorCode))
+		}
+		byPattern.apply(resp)
+	}
+	if ps := partitionsOf(byPattern.owned, topicAC.id); len(ps) != 2 {
+		t.Fatalf("created topic ac: member owns %v of it, want both partitions", ps)
+	}
+
+	// A member by name shares what both subscribe to.
+	byName := newClient(t, co, "g", "n", "a")
+	for range 4 {
+		byName.beatWith(topics)
+		byPattern.beatWith(topics)
+	}
+	requireDisjoint(t, byPattern, byName)
+	if n := len(partitionsOf(byName.owned, topicA.id)); n == 0 {
+		t.Fatalf("member by name got none of a; pattern member owns %v", byPattern.owned)
+	}
+
+	// Deleting a matched topic takes it away.
+	delete(topics, "ab")
+	for range 3 {
+		byPattern.beatWith(topics)
+	}
+	if ps := partitionsOf(byPattern.owned, topicAB.id); len(ps) != 0 {
+		t.Fatalf("deleted topic ab still assigned: %v", ps)
+	}
+
+	v, _ := co.describeConsumer("g")
+	for _, m := range v.members {
+		if m.id == byPattern.id && (m.regex != "a.?" || len(m.names) != 0) {
+			t.Fatalf("described pattern member: regex %q names %v", m.regex, m.names)
+		}
+		if m.id == byName.id && (m.regex != "" || !slices.Equal(m.names, []string{"a"})) {
+			t.Fatalf("described name member: regex %q names %v", m.regex, m.names)
+		}
+	}
+}
+
+// The resolver matches whole names, compiles a pattern once, and answers
+// a topic list it has seen from its cache.
+func TestRegexResolverCachesByTopicList(t *testing.T) {
+	var r regexResolver
+	names := []string{"orders", "orders-eu", "payments", "x-orders"}
+	got, err := r.resolve("orders.*", names)
+	if err != nil || !slices.Equal(got, []string{"orders", "orders-eu"}) {
+		t.Fatalf("resolve: %v %v", got, err)
+	}
+	again, _ := r.resolve("orders.*", names)
+	if len(again) == 0 || &again[0] != &got[0] {
+		t.Fatal("same topic list: the cached answer was not reused")
+	}
+	more := append(slices.Clone(names), "orders-us")
+	slices.Sort(more)
+	if got, _ := r.resolve("orders.*", more); !slices.Equal(got, []string{"orders", "orders-eu", "orders-us"}) {
+		t.Fatalf("new topic list: %v", got)
+	}
+	if _, err := r.resolve("(", names); err == nil {
+		t.Fatal("invalid pattern accepted")
 	}
 }

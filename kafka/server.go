@@ -97,6 +97,7 @@ type Server struct {
 
 	coords   []*coordinator      // per raft group: the consumer groups it owns (placement.go)
 	sessions *fetchSessions      // Fetch sessions (KIP-227)
+	regexes  regexResolver       // KIP-848 regex subscriptions (regex.go)
 	inFlight *semaphore.Weighted // request bytes read and not yet answered (Config.InFlightBytes)
 
 	ctx    context.Context

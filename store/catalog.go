@@ -65,6 +65,17 @@ func (s *Store) setCatalog(c *catalog) {
 	s.catalogMu.Unlock()
 }
 
+// QueueNames lists every queue's name in order, as of the last commit.
+// The slice is shared and must not be changed; it is the same slice until
+// a queue is created or deleted, so a caller may cache what it derives
+// from it by the slice's identity.
+func (s *Store) QueueNames() []string {
+	s.catalogMu.RLock()
+	c := s.catalog
+	s.catalogMu.RUnlock()
+	return c.names()
+}
+
 // loadCatalog reads every queue record from the store.
 func (s *Store) loadCatalog() error {
 	var qs []Queue
