@@ -297,3 +297,22 @@ func (s *Service) ClassicGroup(name string) (g store.ClassicGroup, found bool, e
 	})
 	return g, found, err
 }
+
+// AlterGroupConfig changes a group's configs (Kafka's GROUP config
+// resource), answering once the change is committed and applied. The
+// caller checked names and values. A cluster below log format 7 answers
+// command.ErrLogFormatTooOld.
+func (s *Service) AlterGroupConfig(group string, replace bool, changes []command.GroupConfigChange) error {
+	_, err := apply(s, &command.AlterGroupConfigCommand{Group: group, Replace: replace, Changes: changes})
+	return err
+}
+
+// GroupConfig answers the configs set on a group (nil: none) from this
+// node's store.
+func (s *Service) GroupConfig(group string) (cfg map[string]string, err error) {
+	err = s.store.View(func(tx *store.Tx) error {
+		cfg, err = tx.GroupConfig(group)
+		return err
+	})
+	return cfg, err
+}

@@ -49,3 +49,4 @@ func (*PruneRequestsCommand) answers(int)                   {} // outcomes forgo
 func (*SeedIDsCommand) answers(uint64)                      {} // the id counter after it
 func (*PreferLeaderCommand) answers(any)                    {}
 func (*SaveClassicGroupCommand) answers(any)                {}
+func (*AlterGroupConfigCommand) answers(any)                {}

@@ -17,6 +17,15 @@ func (e *encoder) varint(v int64)     { e.b = binary.AppendVarint(e.b, v) }
 func (e *encoder) bytes(p []byte)     { e.uvarint(uint64(len(p))); e.b = append(e.b, p...) }
 func (e *encoder) string(s string)    { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
 func (e *encoder) fixed16(p [16]byte) { e.b = append(e.b, p[:]...) }
+
+// bool writes v as a byte, 1 or 0.
+func (e *encoder) bool(v bool) {
+	if v {
+		e.byte(1)
+	} else {
+		e.byte(0)
+	}
+}
 func (e *encoder) fixed32(p [32]byte) { e.b = append(e.b, p[:]...) }
 
 // decoder reads what encoder wrote. The first error sticks and later reads

@@ -124,3 +124,15 @@ func TestSaveClassicGroupRoundTrip(t *testing.T) {
 		t.Fatalf("proposed at format 5: %v, want ErrLogFormatTooOld", err)
 	}
 }
+
+func TestAlterGroupConfigRoundTrip(t *testing.T) {
+	c := AlterGroupConfigCommand{Group: "g", Replace: true, Changes: []GroupConfigChange{
+		{Name: "share.auto.offset.reset", Value: "earliest"}, {Name: "consumer.session.timeout.ms", Remove: true}}}
+	got, err := decodeAlterGroupConfig(c.Encode()[1:])
+	if err != nil || !reflect.DeepEqual(*got, c) {
+		t.Fatalf("round trip of %+v: %+v, %v", c, got, err)
+	}
+	if _, err := EncodeAs(&c, LogFormat6); !errors.Is(err, ErrLogFormatTooOld) {
+		t.Fatalf("proposed at format 6: %v, want ErrLogFormatTooOld", err)
+	}
+}

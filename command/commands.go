@@ -66,6 +66,8 @@ const (
 	CmdPreferLeader CommandType = 41
 	// Classic consumer groups' membership (classicgroups.go), log format 6.
 	CmdSaveClassicGroup CommandType = 42
+	// Group configs (groupconfigs.go), log format 7.
+	CmdAlterGroupConfig CommandType = 43
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.

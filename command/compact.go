@@ -33,11 +33,7 @@ func (c *CompactCommand) Encode() []byte {
 	e.uvarint(c.QueueID)
 	e.uvarint(c.Cut)
 	e.uvarint(c.CutBase)
-	seal := byte(0)
-	if c.Seal {
-		seal = 1
-	}
-	e.byte(seal)
+	e.bool(c.Seal)
 	return e.b
 }
 

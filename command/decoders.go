@@ -70,6 +70,7 @@ func init() {
 	registerCodec(CmdSeedIDs, decodeSeedIDs)
 	registerCodec(CmdPreferLeader, decodePreferLeader)
 	registerCodec(CmdSaveClassicGroup, decodeSaveClassicGroup)
+	registerCodec(CmdAlterGroupConfig, decodeAlterGroupConfig)
 }
 
 // KnownCommand reports whether this binary decodes command type t.

@@ -50,9 +50,12 @@ const (
 	// groups' membership is recorded, and deleting a group's offsets
 	// removes it.
 	LogFormat6 LogFormat = 6
+	// LogFormat7 adds AlterGroupConfig (43): configs of Kafka's GROUP
+	// config resource, kept per group.
+	LogFormat7 LogFormat = 7
 
 	// MaxLogFormat is the newest format this binary reads and writes.
-	MaxLogFormat = LogFormat6
+	MaxLogFormat = LogFormat7
 )
 
 // Command is an entry the leader proposes.

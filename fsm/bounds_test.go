@@ -285,6 +285,11 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 	h.one((&command.SeedIDsCommand{Base: 1 << 44}).Encode())
 	h.one((&command.PreferLeaderCommand{Group: 1, Node: "2"}).Encode())
 	h.one((&command.SaveClassicGroupCommand{Group: store.ClassicGroup{Name: "g", Generation: 1, Members: []store.ClassicMember{{ID: "m"}}}}).Encode())
+	many := make([]command.GroupConfigChange, 10_000)
+	for i := range many {
+		many[i] = command.GroupConfigChange{Name: fmt.Sprint("c", i), Value: "v"}
+	}
+	h.one((&command.AlterGroupConfigCommand{Group: "g", Changes: many}).Encode())
 	for {
 		r := h.one((&command.TickCommand{NowMs: later, Limit: 1000}).Encode()).(command.TickResult)
 		if r.PrunedKV < 1000 && r.Fired < 1000 {

@@ -48,7 +48,11 @@ func (p *Processor) deleteOffsets(tx *store.Tx, meta *store.Meta, c *command.Del
 	if c.All {
 		existed, err := tx.DeleteGroup(c.Group, meta.NextID)
 		must(err)
-		must(tx.DeleteClassicGroup(c.Group)) // from log format 6; none before
+		must(tx.DeleteClassicGroup(c.Group))                               // from log format 6; none before
+		if cfg, err := tx.GroupConfig(c.Group); err != nil || cfg != nil { // from log format 7; none before
+			must(err)
+			must(tx.PutGroupConfig(c.Group, nil))
+		}
 		meta.NextID++
 		if existed {
 			n = 1
@@ -81,5 +85,27 @@ func (p *Processor) deleteOffsets(tx *store.Tx, meta *store.Meta, c *command.Del
 // newest generation).
 func (p *Processor) saveClassicGroup(tx *store.Tx, _ *store.Meta, c *command.SaveClassicGroupCommand) any {
 	must(tx.SaveClassicGroup(c.Group))
+	return nil
+}
+
+// alterGroupConfig applies a group's config changes in order. Past
+// command.MaxGroupConfigs configs a set is dropped (the broker refuses
+// such a request before it is proposed).
+func (p *Processor) alterGroupConfig(tx *store.Tx, _ *store.Meta, c *command.AlterGroupConfigCommand) any {
+	cfg, err := tx.GroupConfig(c.Group)
+	must(err)
+	if cfg == nil || c.Replace {
+		cfg = map[string]string{}
+	}
+	for _, ch := range c.Changes {
+		_, had := cfg[ch.Name]
+		switch {
+		case ch.Remove:
+			delete(cfg, ch.Name)
+		case had || len(cfg) < command.MaxGroupConfigs:
+			cfg[ch.Name] = ch.Value
+		}
+	}
+	must(tx.PutGroupConfig(c.Group, cfg))
 	return nil
 }

@@ -219,6 +219,16 @@ func corpusScenario() []corpusEntry {
 		{"f6-save-classic-group-late", &command.SaveClassicGroupCommand{Group: classicGroup("workers", 2, "w-1")}},
 		{"f6-save-classic-group-gone", &command.SaveClassicGroupCommand{Group: classicGroup("gone", 1, "x-1")}},
 		{"f6-delete-group-gone", &command.DeleteOffsetsCommand{Group: "gone", All: true}},
+		// Format 7: group configs are set, changed and removed, replaced
+		// whole, and go with their group.
+		{"f7-set-log-format", &command.SetLogFormatCommand{Format: command.LogFormat7}},
+		{"f7-alter-group-config", &command.AlterGroupConfigCommand{Group: "workers", Changes: []command.GroupConfigChange{
+			{Name: "share.auto.offset.reset", Value: "earliest"}, {Name: "share.record.lock.duration.ms", Value: "15000"}}}},
+		{"f7-alter-group-config-remove", &command.AlterGroupConfigCommand{Group: "workers", Changes: []command.GroupConfigChange{
+			{Name: "share.record.lock.duration.ms", Remove: true}, {Name: "consumer.session.timeout.ms", Value: "30000"}}}},
+		{"f7-alter-group-config-replace", &command.AlterGroupConfigCommand{Group: "readers", Replace: true, Changes: []command.GroupConfigChange{
+			{Name: "consumer.heartbeat.interval.ms", Value: "3000"}}}},
+		{"f7-delete-group-readers", &command.DeleteOffsetsCommand{Group: "readers", All: true}},
 	}
 }
 

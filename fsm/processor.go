@@ -141,6 +141,7 @@ func init() {
 	register(command.CmdSeedIDs, nil, (*Processor).seedIDs)
 	register(command.CmdPreferLeader, nil, (*Processor).preferLeader)
 	register(command.CmdSaveClassicGroup, nil, (*Processor).saveClassicGroup)
+	register(command.CmdAlterGroupConfig, nil, (*Processor).alterGroupConfig)
 }
 
 func (p *Processor) pruneDedup(tx *store.Tx, meta *store.Meta, c *command.PruneDedupCommand) command.PruneDedupResult {

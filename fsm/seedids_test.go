@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"fmt"
+	"maps"
 	"testing"
 
 	"github.com/waggle-mq/waggle/command"
@@ -94,5 +96,43 @@ func TestFSM_ClassicGroupRecordGoesWithTheGroup(t *testing.T) {
 	f.ApplyBatch(logs(3, (&command.DeleteOffsetsCommand{Group: "workers", All: true}).Encode()))
 	if g, found := record(); found {
 		t.Fatalf("record %+v left after the group was deleted", g)
+	}
+}
+
+// Group configs change one by one, are replaced whole by a replacing
+// alter, stop growing at the cap, and go with their group.
+func TestGroupConfigsAreAlteredAndGoWithTheirGroup(t *testing.T) {
+	f := newFSM(t)
+	config := func(group string) map[string]string {
+		var cfg map[string]string
+		if err := f.store.View(func(tx *store.Tx) (err error) { cfg, err = tx.GroupConfig(group); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	set := func(name, value string) command.GroupConfigChange {
+		return command.GroupConfigChange{Name: name, Value: value}
+	}
+	f.ApplyBatch(logs(1,
+		(&command.AlterGroupConfigCommand{Group: "g", Changes: []command.GroupConfigChange{set("a", "1"), set("b", "2")}}).Encode(),
+		(&command.AlterGroupConfigCommand{Group: "g", Changes: []command.GroupConfigChange{{Name: "a", Remove: true}, set("c", "3")}}).Encode()))
+	if got := config("g"); !maps.Equal(got, map[string]string{"b": "2", "c": "3"}) {
+		t.Fatalf("after set and remove: %v", got)
+	}
+	f.ApplyBatch(logs(3, (&command.AlterGroupConfigCommand{Group: "g", Replace: true, Changes: []command.GroupConfigChange{set("d", "4")}}).Encode()))
+	if got := config("g"); !maps.Equal(got, map[string]string{"d": "4"}) {
+		t.Fatalf("after replace: %v", got)
+	}
+	many := make([]command.GroupConfigChange, command.MaxGroupConfigs+5)
+	for i := range many {
+		many[i] = set(fmt.Sprint("n", i), "v")
+	}
+	f.ApplyBatch(logs(4, (&command.AlterGroupConfigCommand{Group: "h", Changes: many}).Encode()))
+	if n := len(config("h")); n != command.MaxGroupConfigs {
+		t.Fatalf("%d configs kept, want the cap %d", n, command.MaxGroupConfigs)
+	}
+	f.ApplyBatch(logs(5, (&command.DeleteOffsetsCommand{Group: "g", All: true}).Encode()))
+	if got := config("g"); got != nil {
+		t.Fatalf("configs %v left after the group was deleted", got)
 	}
 }

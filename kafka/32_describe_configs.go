@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/store"
 )
@@ -44,6 +45,16 @@ func handleDescribeConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			r.Configs = topicConfigs(info, c.s.svc.TopicDefaults(), rr.ConfigNames, req.IncludeSynonyms, req.IncludeDocumentation)
 		case kmsg.ConfigResourceTypeBroker:
 			// No broker-level configs are settable; answer an empty list.
+		case kmsg.ConfigResourceTypeGroupConfig:
+			if r.ErrorCode = c.groupDenied(auth.Read, rr.ResourceName); r.ErrorCode != 0 {
+				break
+			}
+			set, err := c.s.groupConfig(rr.ResourceName)
+			if err != nil {
+				r.ErrorCode = lookupCode(err)
+				break
+			}
+			r.Configs = c.s.describeGroupConfigs(set, rr.ConfigNames, req.IncludeDocumentation)
 		default:
 			r.ErrorCode = kerr.InvalidRequest.Code
 		}

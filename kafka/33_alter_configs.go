@@ -19,6 +19,15 @@ func handleAlterConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	for _, rr := range req.Resources {
 		r := kmsg.NewAlterConfigsResponseResource()
 		r.ResourceType, r.ResourceName = rr.ResourceType, rr.ResourceName
+		if rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig {
+			changes := make([]command.GroupConfigChange, 0, len(rr.Configs))
+			for _, cfg := range rr.Configs {
+				changes = append(changes, command.GroupConfigChange{Name: cfg.Name, Value: derefString(cfg.Value)})
+			}
+			r.ErrorCode, r.ErrorMessage = c.alterGroupConfig(rr.ResourceName, true, req.ValidateOnly, changes)
+			resp.Resources = append(resp.Resources, r)
+			continue
+		}
 		r.ErrorCode, r.ErrorMessage = c.alterTopic(rr.ResourceType, rr.ResourceName, req.ValidateOnly, func() ([]command.TopicSetting, string) {
 			given := map[string]command.TopicSetting{}
 			for _, cfg := range rr.Configs {

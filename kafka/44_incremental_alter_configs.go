@@ -21,6 +21,11 @@ func handleIncrementalAlterConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, e
 	for _, rr := range req.Resources {
 		r := kmsg.NewIncrementalAlterConfigsResponseResource()
 		r.ResourceType, r.ResourceName = rr.ResourceType, rr.ResourceName
+		if rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig {
+			r.ErrorCode, r.ErrorMessage = c.alterGroupConfig(rr.ResourceName, false, req.ValidateOnly, groupConfigChanges(rr.Configs))
+			resp.Resources = append(resp.Resources, r)
+			continue
+		}
 		r.ErrorCode, r.ErrorMessage = c.alterTopic(rr.ResourceType, rr.ResourceName, req.ValidateOnly, func() ([]command.TopicSetting, string) {
 			var settings []command.TopicSetting
 			for _, cfg := range rr.Configs {
@@ -50,4 +55,23 @@ func handleIncrementalAlterConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, e
 		resp.Resources = append(resp.Resources, r)
 	}
 	return resp, nil
+}
+
+// groupConfigChanges turns a GROUP resource's operations into changes:
+// SET sets, DELETE returns to the default, and APPEND and SUBTRACT (list
+// configs only; no group config is one) set an empty name the check
+// refuses.
+func groupConfigChanges(configs []kmsg.IncrementalAlterConfigsRequestResourceConfig) []command.GroupConfigChange {
+	out := make([]command.GroupConfigChange, 0, len(configs))
+	for _, cfg := range configs {
+		switch cfg.Op {
+		case kmsg.IncrementalAlterConfigOpSet:
+			out = append(out, command.GroupConfigChange{Name: cfg.Name, Value: derefString(cfg.Value)})
+		case kmsg.IncrementalAlterConfigOpDelete:
+			out = append(out, command.GroupConfigChange{Name: cfg.Name, Remove: true})
+		default:
+			out = append(out, command.GroupConfigChange{Name: cfg.Name + " (APPEND and SUBTRACT apply to list configs only)"})
+		}
+	}
+	return out
 }

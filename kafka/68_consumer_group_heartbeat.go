@@ -32,9 +32,13 @@ func handleConsumerGroupHeartbeat(c *conn, kreq kmsg.Request) (kmsg.Response, er
 	if code, msg := checkHeartbeat(req); code != 0 {
 		return heartbeatError(req, code, msg), nil
 	}
-	var fetched map[string]*topicMeta
-	var sub *regexMatch
+	var looked heartbeatLookups
 	if req.MemberEpoch >= 0 {
+		set, err := c.s.groupConfig(req.Group)
+		if err != nil {
+			return heartbeatError(req, kerr.CoordinatorNotAvailable.Code, ""), nil
+		}
+		looked.session, looked.heartbeat = consumerTimeouts(set)
 		pattern := co.memberRegex(req.Group, req.MemberID)
 		if req.SubscribedTopicRegex != nil {
 			pattern = *req.SubscribedTopicRegex
@@ -42,28 +46,28 @@ func handleConsumerGroupHeartbeat(c *conn, kreq kmsg.Request) (kmsg.Response, er
 		if pattern != "" {
 			var code int16
 			var msg string
-			if sub, code, msg = c.resolveRegex(pattern); code != 0 {
+			if looked.regex, code, msg = c.resolveRegex(pattern); code != 0 {
 				return heartbeatError(req, code, msg), nil
 			}
 		}
 		extra := req.SubscribedTopicNames
-		if sub != nil {
-			extra = append(append([]string(nil), extra...), sub.topics...)
+		if looked.regex != nil {
+			extra = append(append([]string(nil), extra...), looked.regex.topics...)
 		}
 		names := co.consumerTopicNames(req.Group, extra)
 		infos, err := c.s.topics(names)
 		if err != nil {
 			return heartbeatError(req, kerr.CoordinatorNotAvailable.Code, ""), nil
 		}
-		fetched = make(map[string]*topicMeta, len(names))
+		looked.fetched = make(map[string]*topicMeta, len(names))
 		for _, n := range names {
-			fetched[n] = nil
+			looked.fetched[n] = nil
 		}
 		for _, t := range infos {
-			fetched[t.Name] = &topicMeta{id: topicID(t), partitions: t.Partitions}
+			looked.fetched[t.Name] = &topicMeta{id: topicID(t), partitions: t.Partitions}
 		}
 	}
-	return co.consumerHeartbeat(req, c.clientID, c.nc.RemoteAddr().String(), fetched, sub), nil
+	return co.consumerHeartbeat(req, c.clientID, c.nc.RemoteAddr().String(), looked), nil
 }
 
 // resolveRegex lists the topics pattern matches that this connection's

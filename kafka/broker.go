@@ -61,6 +61,8 @@ type Broker interface {
 	// Classic consumer groups' recorded membership (classic_record.go).
 	ClassicGroup(name string) (store.ClassicGroup, bool, error)
 	SaveClassicGroup(g store.ClassicGroup) error
+	GroupConfig(group string) (map[string]string, error)
+	AlterGroupConfig(group string, replace bool, changes []command.GroupConfigChange) error
 
 	// Transactions (KIP-98).
 	InitTxnProducer(id string, timeoutMs int32, producerID int64, epoch int16) (command.TxnProducerResult, error)

@@ -122,6 +122,10 @@ type cgroup struct {
 	target          map[string]map[tp]bool
 	holder          map[tp]string // who holds a partition (assigned or revoking)
 	holdUntil       time.Time     // re-formed in the failover grace: nothing is assigned until then (failover.go)
+	// The group's configs consumer.session.timeout.ms and
+	// consumer.heartbeat.interval.ms as of its last heartbeat (zero: the
+	// coordinator's).
+	sessionTimeout, heartbeatInterval time.Duration
 }
 
 // regexMatch is a subscribed pattern and the topics it matched, resolved
@@ -219,11 +223,24 @@ func newMemberID() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// consumerHeartbeat serves a ConsumerGroupHeartbeat. fetched holds the
-// topics consumerTopicNames named, as looked up since (nil: no such
-// topic); a name absent from it keeps the group's last knowledge. sub is
-// the member's pattern as resolved for this heartbeat (nil: none).
-func (co *coordinator) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string, fetched map[string]*topicMeta, sub *regexMatch) *kmsg.ConsumerGroupHeartbeatResponse {
+// heartbeatLookups is what a heartbeat's handler looked up outside the
+// coordinator's lock.
+type heartbeatLookups struct {
+	// fetched holds the topics consumerTopicNames named, as looked up
+	// since (nil: no such topic); a name absent from it keeps the group's
+	// last knowledge.
+	fetched map[string]*topicMeta
+	// regex is the member's pattern as resolved for this heartbeat (nil:
+	// none).
+	regex *regexMatch
+	// session and heartbeat are the group's configs
+	// consumer.session.timeout.ms and consumer.heartbeat.interval.ms
+	// (zero: the coordinator's).
+	session, heartbeat time.Duration
+}
+
+// consumerHeartbeat serves a ConsumerGroupHeartbeat.
+func (co *coordinator) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string, looked heartbeatLookups) *kmsg.ConsumerGroupHeartbeatResponse {
 	if code, msg := checkHeartbeat(req); code != 0 {
 		return heartbeatError(req, code, msg)
 	}
@@ -283,7 +300,8 @@ func (co *coordinator) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest
 	if req.RackID != nil {
 		m.rackID = *req.RackID
 	}
-	if m.subscribe(req, sub) {
+	g.sessionTimeout, g.heartbeatInterval = looked.session, looked.heartbeat
+	if m.subscribe(req, looked.regex) {
 		bump = true
 	}
 	if req.ServerAssignor != nil && *req.ServerAssignor != m.assignor {
@@ -292,7 +310,7 @@ func (co *coordinator) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest
 	if req.Topics != nil {
 		g.released(m, req.Topics)
 	}
-	if g.refreshTopics(fetched) {
+	if g.refreshTopics(looked.fetched) {
 		bump = true
 	}
 	if g.endHold(now) {
@@ -660,7 +678,7 @@ func (co *coordinator) expireConsumers(now time.Time) {
 			if m == nil {
 				continue
 			}
-			if now.Sub(m.lastSeen) > co.consumerCfg.SessionTimeout || (!m.revokeBy.IsZero() && now.After(m.revokeBy)) {
+			if now.Sub(m.lastSeen) > cmp.Or(g.sessionTimeout, co.consumerCfg.SessionTimeout) || (!m.revokeBy.IsZero() && now.After(m.revokeBy)) {
 				co.removeMember(g, m)
 				if co.consumers[g.name] != g {
 					break

@@ -109,7 +109,7 @@ func (c *client) send(req *kmsg.ConsumerGroupHeartbeatRequest, topics map[string
 	for _, n := range c.co.consumerTopicNames(req.Group, extra) {
 		fetched[n] = topics[n]
 	}
-	return c.co.consumerHeartbeat(req, "client-"+c.id, "host", fetched, sub)
+	return c.co.consumerHeartbeat(req, "client-"+c.id, "host", heartbeatLookups{fetched: fetched, regex: sub})
 }
 
 // beat heartbeats and applies the answer; it fails the test on an error.

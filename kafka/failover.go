@@ -1,6 +1,9 @@
 package kafka
 
-import "time"
+import (
+	"cmp"
+	"time"
+)
 
 // The failover grace. Group membership lives in the leader's memory, so a
 // new leader knows no members: they come back one by one, each when its
@@ -105,7 +108,7 @@ func (g *cgroup) endHold(now time.Time) bool {
 // heartbeatInterval is what a member of g is told: the configured
 // interval, or while g is held, sooner: when the hold ends.
 func (co *coordinator) heartbeatInterval(g *cgroup, now time.Time) time.Duration {
-	interval := co.consumerCfg.HeartbeatInterval
+	interval := cmp.Or(g.heartbeatInterval, co.consumerCfg.HeartbeatInterval)
 	if !g.holdUntil.IsZero() {
 		left := g.holdUntil.Sub(now).Round(time.Millisecond) + time.Millisecond
 		interval = min(interval, max(left, minHeldHeartbeat))
