@@ -23,6 +23,7 @@ func handleProduce(c *conn, kreq kmsg.Request) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 
 	var waits []func()
+	names := make([]string, len(req.Topics)) // by topic, for leader hints ("": unknown)
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for i, rt := range req.Topics {
 		t := &resp.Topics[i]
@@ -40,6 +41,7 @@ func handleProduce(c *conn, kreq kmsg.Request) (reply, error) {
 			}
 			name = info.Name
 		}
+		names[i] = name
 		t.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
 		for j, rp := range rt.Partitions {
 			p := &t.Partitions[j]
@@ -65,6 +67,7 @@ func handleProduce(c *conn, kreq kmsg.Request) (reply, error) {
 		if req.Acks == 0 {
 			return nil, nil
 		}
+		c.hintProduceLeaders(resp, names)
 		return resp, nil
 	}, nil
 }

@@ -64,6 +64,12 @@ func handleFetch(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			if session != nil {
 				session.answer(c.s.sessions, resp, req.Version, req.SessionEpoch > 0)
 			}
+			c.hintFetchLeaders(resp, func(t kmsg.FetchResponseTopic) string {
+				if req.Version >= 13 {
+					return byID[t.TopicID].Name
+				}
+				return t.Topic
+			})
 			return resp, nil // enough, or timed out: answer what there is
 		}
 	}
