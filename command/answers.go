@@ -50,3 +50,5 @@ func (*SeedIDsCommand) answers(uint64)                      {} // the id counter
 func (*PreferLeaderCommand) answers(any)                    {}
 func (*SaveClassicGroupCommand) answers(any)                {}
 func (*AlterGroupConfigCommand) answers(any)                {}
+func (*ShareAcquireCommand) answers(ShareAcquireResult)     {}
+func (*ShareAckCommand) answers([]ShareAckResult)           {}

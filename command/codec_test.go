@@ -136,3 +136,25 @@ func TestAlterGroupConfigRoundTrip(t *testing.T) {
 		t.Fatalf("proposed at format 6: %v, want ErrLogFormatTooOld", err)
 	}
 }
+
+func TestShareCommandsRoundTrip(t *testing.T) {
+	acq := ShareAcquireCommand{NowMs: 7, Group: "g", Queue: "q", Partitions: []string{"0", "2"}, LeaseIDs: []string{"l0", "l2"},
+		Batch: 500, LeaseMs: 15_000, MaxDeliveries: 5, FromNew: true}
+	got, err := decodeShareAcquire(acq.Encode()[1:])
+	if err != nil || !reflect.DeepEqual(*got, acq) {
+		t.Fatalf("round trip of %+v: %+v, %v", acq, got, err)
+	}
+	acq.Batch = MaxShareAcquireBatch + 1
+	if _, err := decodeShareAcquire(acq.Encode()[1:]); err == nil {
+		t.Fatal("an oversized batch decoded")
+	}
+	ack := ShareAckCommand{NowMs: 8, Group: "g", Acks: []ShareAck{{PartitionID: 3, LeaseID: "l0", First: 10, Last: 12, Kind: ShareAccept},
+		{PartitionID: 4, LeaseID: "l2", Kind: ShareRelease, Rest: true}, {PartitionID: 4, LeaseID: "l2", Kind: ShareRenew, RenewMs: 30_000}}}
+	gotAck, err := decodeShareAck(ack.Encode()[1:])
+	if err != nil || !reflect.DeepEqual(*gotAck, ack) {
+		t.Fatalf("round trip of %+v: %+v, %v", ack, gotAck, err)
+	}
+	if _, err := EncodeAs(&ack, LogFormat6); !errors.Is(err, ErrLogFormatTooOld) {
+		t.Fatalf("proposed at format 6: %v", err)
+	}
+}

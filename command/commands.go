@@ -68,6 +68,9 @@ const (
 	CmdSaveClassicGroup CommandType = 42
 	// Group configs (groupconfigs.go), log format 7.
 	CmdAlterGroupConfig CommandType = 43
+	// Kafka share groups (share.go), log format 7.
+	CmdShareAcquire CommandType = 44
+	CmdShareAck     CommandType = 45
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.

@@ -71,6 +71,8 @@ func init() {
 	registerCodec(CmdPreferLeader, decodePreferLeader)
 	registerCodec(CmdSaveClassicGroup, decodeSaveClassicGroup)
 	registerCodec(CmdAlterGroupConfig, decodeAlterGroupConfig)
+	registerCodec(CmdShareAcquire, decodeShareAcquire)
+	registerCodec(CmdShareAck, decodeShareAck)
 }
 
 // KnownCommand reports whether this binary decodes command type t.

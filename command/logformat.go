@@ -51,7 +51,8 @@ const (
 	// removes it.
 	LogFormat6 LogFormat = 6
 	// LogFormat7 adds AlterGroupConfig (43): configs of Kafka's GROUP
-	// config resource, kept per group.
+	// config resource, kept per group; and Kafka share groups'
+	// ShareAcquire (44) and ShareAck (45).
 	LogFormat7 LogFormat = 7
 
 	// MaxLogFormat is the newest format this binary reads and writes.

@@ -290,6 +290,18 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 		many[i] = command.GroupConfigChange{Name: fmt.Sprint("c", i), Value: "v"}
 	}
 	h.one((&command.AlterGroupConfigCommand{Group: "g", Changes: many}).Encode())
+	leaseIDs := make([]string, 2_000)
+	names := make([]string, len(leaseIDs))
+	for i := range leaseIDs {
+		leaseIDs[i], names[i] = fmt.Sprint("share-", i), fmt.Sprint(i)
+	}
+	h.one((&command.ShareAcquireCommand{NowMs: later, Group: "sharers", Queue: "wide", Partitions: names, LeaseIDs: leaseIDs,
+		Batch: command.MaxShareAcquireBatch, LeaseMs: 1000, MaxDeliveries: 1}).Encode())
+	acks := make([]command.ShareAck, 10_000)
+	for i := range acks {
+		acks[i] = command.ShareAck{PartitionID: uint64(i), LeaseID: "none", Kind: command.ShareRelease, Rest: true}
+	}
+	h.one((&command.ShareAckCommand{NowMs: later, Group: "sharers", Acks: acks}).Encode())
 	for {
 		r := h.one((&command.TickCommand{NowMs: later, Limit: 1000}).Encode()).(command.TickResult)
 		if r.PrunedKV < 1000 && r.Fired < 1000 {

@@ -19,6 +19,12 @@ const maxSettlesPerPop = 1_000
 const maxPopScan = 1_000
 
 func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *command.PopCommand) command.PopResult {
+	return p.popWith(tx, meta, c, 0)
+}
+
+// popWith pops; a record delivered maxDeliveries times already (0: no
+// limit) is archived instead of delivered again (share groups).
+func (p *Processor) popWith(tx *store.Tx, meta *store.Meta, c *command.PopCommand, maxDeliveries int32) command.PopResult {
 	q, err := tx.Queue(c.Queue)
 	if errors.Is(err, store.ErrNotFound) {
 		return command.PopResult{Error: "unknown queue"}
@@ -68,6 +74,11 @@ func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *command.PopCommand) c
 		passed := false
 		if cur.Offset < int64(part.NextOffset) { // else there is nothing to read
 			offsets, hashes, passed = deliverable(tx, part, &cur, c.Batch, now, delayMs)
+		}
+		if maxDeliveries > 0 && len(offsets) > 0 {
+			var archived bool
+			offsets, hashes, archived = p.archiveSpent(tx, meta, q, part, c.Group, &cur, offsets, hashes, maxDeliveries)
+			passed = passed || archived
 		}
 		if len(offsets) == 0 {
 			if settled || jumped || passed || cur.Resolved() { // a position worked out from a reset is kept
@@ -341,24 +352,26 @@ func (p *Processor) ackOne(tx *store.Tx, meta *store.Meta, group string, tg *ack
 	if !ok {
 		return fail("transactionId is not in this lease")
 	}
+	return p.ackOffset(tx, meta, group, tg, offset, a.Status, a.Error)
+}
+
+// ackOffset acks one offset of tg's live lease with status; the lease is
+// released once every offset of it is acked.
+func (p *Processor) ackOffset(tx *store.Tx, meta *store.Meta, group string, tg *ackTarget, offset int64, status, reason string) command.AckResult {
+	cur, now := &tg.cur, meta.ClockMs
+	l := cur.Lease
 	res := command.AckResult{Success: true}
 	if l.Acks[offset] != "" {
 		return res // acked before: nothing changes
 	}
-	status, failures := ackOutcome(tg, offset, a.Status)
-	if status == command.AckDLQ && command.DeadLettering(tg.queue) {
-		d := deadLetter(tx, meta, tg.queue, tg.part, group, offset, a.Error, cur.Attempts[offset])
-		size := d.Size()
-		if p.deadLetterBytes > 0 && p.deadLetterBytes+size > maxDeadLetterBytes {
-			return fail("this call dead-letters too much at once: ack this message again")
+	outcome, failures := ackOutcome(tg, offset, status)
+	if outcome == command.AckDLQ && command.DeadLettering(tg.queue) {
+		if !p.storeDeadLetter(tx, meta, tg.queue, tg.part, group, offset, reason, cur.Attempts[offset]) {
+			return command.AckResult{Error: "this call dead-letters too much at once: ack this message again"}
 		}
-		p.deadLetterBytes += size
-		d.ID, d.AtMs = meta.NextID, meta.ClockMs
-		meta.NextID++
-		must(tx.PutDeadLetter(d))
 		res.DeadLettered = true
 	}
-	if a.Status == command.AckFailed {
+	if status == command.AckFailed {
 		if cur.Failures == nil {
 			cur.Failures = map[int64]int32{}
 		}
@@ -367,7 +380,7 @@ func (p *Processor) ackOne(tx *store.Tx, meta *store.Meta, group string, tg *ack
 	if l.Acks == nil {
 		l.Acks = map[int64]string{}
 	}
-	l.Acks[offset] = status
+	l.Acks[offset] = outcome
 	if len(l.Acks) == len(l.Offsets) {
 		settle(tx, cur)
 		res.LeaseReleased = true
@@ -395,6 +408,22 @@ func ackOutcome(tg *ackTarget, offset int64, status string) (outcome string, fai
 func wouldDeadLetter(tg *ackTarget, offset int64, status string) bool {
 	outcome, _ := ackOutcome(tg, offset, status)
 	return outcome == command.AckDLQ && command.DeadLettering(tg.queue)
+}
+
+// storeDeadLetter stores the dead letter of offset, unless the entry has
+// copied maxDeadLetterBytes into dead letters already (one is always
+// taken); it reports whether it stored it.
+func (p *Processor) storeDeadLetter(tx *store.Tx, meta *store.Meta, q store.Queue, part store.Partition, group string, offset int64, reason string, attempts int32) bool {
+	d := deadLetter(tx, meta, q, part, group, offset, reason, attempts)
+	size := d.Size()
+	if p.deadLetterBytes > 0 && p.deadLetterBytes+size > maxDeadLetterBytes {
+		return false
+	}
+	p.deadLetterBytes += size
+	d.ID, d.AtMs = meta.NextID, meta.ClockMs
+	meta.NextID++
+	must(tx.PutDeadLetter(d))
+	return true
 }
 
 // maxDeadLetterBytes bounds what one entry copies into dead letters (a

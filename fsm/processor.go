@@ -142,6 +142,8 @@ func init() {
 	register(command.CmdPreferLeader, nil, (*Processor).preferLeader)
 	register(command.CmdSaveClassicGroup, nil, (*Processor).saveClassicGroup)
 	register(command.CmdAlterGroupConfig, nil, (*Processor).alterGroupConfig)
+	register(command.CmdShareAcquire, func(c *command.ShareAcquireCommand) int64 { return c.NowMs }, (*Processor).shareAcquire)
+	register(command.CmdShareAck, func(c *command.ShareAckCommand) int64 { return c.NowMs }, (*Processor).shareAck)
 }
 
 func (p *Processor) pruneDedup(tx *store.Tx, meta *store.Meta, c *command.PruneDedupCommand) command.PruneDedupResult {

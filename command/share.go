@@ -1,0 +1,140 @@
+package command
+
+import "fmt"
+
+// Kafka share groups (KIP-932) on the same leases as HTTP pops: a share
+// consumer acquires records of a partition under a lease (one per partition
+// and group at a time, as a pop), acknowledges them by offset, and what it
+// releases, or leaves when its lease runs out, is delivered again.
+
+// ShareAcquireCommand leases up to Batch records in all, partition by
+// partition in the order given, to a share group's member, each partition
+// under its own lease (LeaseIDs[i] for Partitions[i], stamped by the
+// leader). A record already delivered MaxDeliveries times is archived (a
+// dead letter where the queue keeps them) instead of delivered again.
+// FromNew is where the group starts in a queue it has not read yet
+// (share.auto.offset.reset=latest).
+type ShareAcquireCommand struct {
+	NowMs         int64
+	Group         string
+	Queue         string
+	Partitions    []string
+	LeaseIDs      []string
+	Batch         int
+	LeaseMs       int64
+	MaxDeliveries int32 // 0: no limit
+	FromNew       bool
+}
+
+// ShareAcquireResult answers a ShareAcquireCommand: one pop result per
+// partition that leased something (Error set when the queue is unknown).
+type ShareAcquireResult struct {
+	Error  string
+	Leases []PopResult
+}
+
+// Share acknowledgement kinds (KIP-932 AcknowledgeType; gap is a record
+// the consumer did not get, such as a transaction marker).
+const (
+	ShareAccept  = "accept"
+	ShareRelease = "release"
+	ShareReject  = "reject"
+	ShareGap     = "gap"
+	ShareRenew   = "renew"
+)
+
+// ShareAck acknowledges the offsets First..Last (inclusive) of one lease
+// with Kind, or, with Rest, every offset of the lease not acknowledged yet
+// (a session closing releases what it still holds). A renew keeps the
+// lease for RenewMs more from now.
+type ShareAck struct {
+	PartitionID uint64
+	LeaseID     string
+	First, Last int64
+	Kind        string
+	Rest        bool
+	RenewMs     int64
+}
+
+// ShareAckCommand acknowledges leased records of a share group.
+type ShareAckCommand struct {
+	NowMs int64
+	Group string
+	Acks  []ShareAck
+}
+
+// ShareAckResult answers one ShareAck: Error says why none of its offsets
+// changed ("" when they all did).
+type ShareAckResult struct {
+	Error string
+}
+
+// MaxShareAcquireBatch bounds the records one ShareAcquire leases.
+const MaxShareAcquireBatch = 10_000
+
+func (c *ShareAcquireCommand) since() LogFormat { return LogFormat7 }
+func (c *ShareAckCommand) since() LogFormat     { return LogFormat7 }
+
+// Encode returns the raft entry for the command.
+func (c *ShareAcquireCommand) Encode() []byte {
+	e := encoder{}
+	e.byte(byte(CmdShareAcquire))
+	e.varint(c.NowMs)
+	e.string(c.Group)
+	e.string(c.Queue)
+	e.uvarint(uint64(len(c.Partitions)))
+	for i, p := range c.Partitions {
+		e.string(p)
+		e.string(c.LeaseIDs[i])
+	}
+	e.varint(int64(c.Batch))
+	e.varint(c.LeaseMs)
+	e.varint(int64(c.MaxDeliveries))
+	e.bool(c.FromNew)
+	return e.b
+}
+
+func decodeShareAcquire(b []byte) (*ShareAcquireCommand, error) {
+	d := decoder{b: b}
+	c := &ShareAcquireCommand{NowMs: d.varint(), Group: d.string(), Queue: d.string()}
+	n := d.count(2)
+	c.Partitions, c.LeaseIDs = make([]string, n), make([]string, n)
+	for i := range n {
+		c.Partitions[i], c.LeaseIDs[i] = d.string(), d.string()
+	}
+	c.Batch, c.LeaseMs, c.MaxDeliveries, c.FromNew = int(d.varint()), d.varint(), int32(d.varint()), d.byte() == 1
+	if d.err == nil && (c.Batch < 1 || c.Batch > MaxShareAcquireBatch) {
+		return nil, fmt.Errorf("command: share acquire batch %d", c.Batch)
+	}
+	return c, d.finish()
+}
+
+// Encode returns the raft entry for the command.
+func (c *ShareAckCommand) Encode() []byte {
+	e := encoder{}
+	e.byte(byte(CmdShareAck))
+	e.varint(c.NowMs)
+	e.string(c.Group)
+	e.uvarint(uint64(len(c.Acks)))
+	for _, a := range c.Acks {
+		e.uvarint(a.PartitionID)
+		e.string(a.LeaseID)
+		e.varint(a.First)
+		e.varint(a.Last)
+		e.string(a.Kind)
+		e.bool(a.Rest)
+		e.varint(a.RenewMs)
+	}
+	return e.b
+}
+
+func decodeShareAck(b []byte) (*ShareAckCommand, error) {
+	d := decoder{b: b}
+	c := &ShareAckCommand{NowMs: d.varint(), Group: d.string()}
+	c.Acks = make([]ShareAck, d.count(7))
+	for i := range c.Acks {
+		c.Acks[i] = ShareAck{PartitionID: d.uvarint(), LeaseID: d.string(), First: d.varint(), Last: d.varint(), Kind: d.string(),
+			Rest: d.byte() == 1, RenewMs: d.varint()}
+	}
+	return c, d.finish()
+}
