@@ -148,13 +148,20 @@ func TestShareCommandsRoundTrip(t *testing.T) {
 	if _, err := decodeShareAcquire(acq.Encode()[1:]); err == nil {
 		t.Fatal("an oversized batch decoded")
 	}
-	ack := ShareAckCommand{NowMs: 8, Group: "g", Acks: []ShareAck{{PartitionID: 3, LeaseID: "l0", First: 10, Last: 12, Kind: ShareAccept},
-		{PartitionID: 4, LeaseID: "l2", Kind: ShareRelease, Rest: true}, {PartitionID: 4, LeaseID: "l2", Kind: ShareRenew, RenewMs: 30_000}}}
+	ack := ShareAckCommand{NowMs: 8, Group: "g", Acks: []ShareAck{{Queue: "q", Partition: "0", Holder: "m", First: 10, Last: 12, Kind: ShareAccept},
+		{Queue: "q", Partition: "2", Holder: "m", Kind: ShareRelease, Rest: true}, {Queue: "q", Partition: "2", Holder: "m", Kind: ShareRenew, RenewMs: 30_000}}}
 	gotAck, err := decodeShareAck(ack.Encode()[1:])
 	if err != nil || !reflect.DeepEqual(*gotAck, ack) {
 		t.Fatalf("round trip of %+v: %+v, %v", ack, gotAck, err)
 	}
 	if _, err := EncodeAs(&ack, LogFormat6); !errors.Is(err, ErrLogFormatTooOld) {
 		t.Fatalf("proposed at format 6: %v", err)
+	}
+}
+
+func TestShareLeaseIDNamesItsHolder(t *testing.T) {
+	id := ShareLeaseID("m-1", "uuid")
+	if !HeldBy(id, "m-1") || HeldBy(id, "m") || HeldBy(id, "m-12") || HeldBy("m-1", "m-1") || HeldBy("share:m-1", "m-1") {
+		t.Fatalf("HeldBy is wrong about %q", id)
 	}
 }

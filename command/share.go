@@ -43,17 +43,29 @@ const (
 	ShareRenew   = "renew"
 )
 
-// ShareAck acknowledges the offsets First..Last (inclusive) of one lease
-// with Kind, or, with Rest, every offset of the lease not acknowledged yet
-// (a session closing releases what it still holds). A renew keeps the
-// lease for RenewMs more from now.
+// ShareAck acknowledges the offsets First..Last (inclusive) of the lease
+// a partition is under, when Holder holds it (its id is
+// ShareLeaseID(Holder, ...)), with Kind; or, with Rest, every offset of
+// that lease not acknowledged yet (a session closing releases what it
+// still holds). A renew keeps the lease for RenewMs more from now. Acks
+// name the holder, not one lease, so a member's acks reach its leases
+// whichever node took them, as Kafka's acks name the member.
 type ShareAck struct {
-	PartitionID uint64
-	LeaseID     string
-	First, Last int64
-	Kind        string
-	Rest        bool
-	RenewMs     int64
+	Queue, Partition string
+	Holder           string
+	First, Last      int64
+	Kind             string
+	Rest             bool
+	RenewMs          int64
+}
+
+// ShareLeaseID is the id of a lease a share group's member holds: unique
+// (the leader's id), and naming its holder.
+func ShareLeaseID(holder, unique string) string { return "share:" + holder + ":" + unique }
+
+// HeldBy reports whether lease id is one holder holds.
+func HeldBy(id, holder string) bool {
+	return len(id) > len(holder)+7 && id[:6] == "share:" && id[6:6+len(holder)] == holder && id[6+len(holder)] == ':'
 }
 
 // ShareAckCommand acknowledges leased records of a share group.
@@ -117,8 +129,9 @@ func (c *ShareAckCommand) Encode() []byte {
 	e.string(c.Group)
 	e.uvarint(uint64(len(c.Acks)))
 	for _, a := range c.Acks {
-		e.uvarint(a.PartitionID)
-		e.string(a.LeaseID)
+		e.string(a.Queue)
+		e.string(a.Partition)
+		e.string(a.Holder)
 		e.varint(a.First)
 		e.varint(a.Last)
 		e.string(a.Kind)
@@ -131,10 +144,10 @@ func (c *ShareAckCommand) Encode() []byte {
 func decodeShareAck(b []byte) (*ShareAckCommand, error) {
 	d := decoder{b: b}
 	c := &ShareAckCommand{NowMs: d.varint(), Group: d.string()}
-	c.Acks = make([]ShareAck, d.count(7))
+	c.Acks = make([]ShareAck, d.count(8))
 	for i := range c.Acks {
-		c.Acks[i] = ShareAck{PartitionID: d.uvarint(), LeaseID: d.string(), First: d.varint(), Last: d.varint(), Kind: d.string(),
-			Rest: d.byte() == 1, RenewMs: d.varint()}
+		c.Acks[i] = ShareAck{Queue: d.string(), Partition: d.string(), Holder: d.string(), First: d.varint(), Last: d.varint(),
+			Kind: d.string(), Rest: d.byte() == 1, RenewMs: d.varint()}
 	}
 	return c, d.finish()
 }

@@ -299,7 +299,7 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 		Batch: command.MaxShareAcquireBatch, LeaseMs: 1000, MaxDeliveries: 1}).Encode())
 	acks := make([]command.ShareAck, 10_000)
 	for i := range acks {
-		acks[i] = command.ShareAck{PartitionID: uint64(i), LeaseID: "none", Kind: command.ShareRelease, Rest: true}
+		acks[i] = command.ShareAck{Queue: "wide", Partition: fmt.Sprint(i), Holder: "none", Kind: command.ShareRelease, Rest: true}
 	}
 	h.one((&command.ShareAckCommand{NowMs: later, Group: "sharers", Acks: acks}).Encode())
 	for {

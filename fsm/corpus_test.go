@@ -231,22 +231,23 @@ func corpusScenario() []corpusEntry {
 		{"f7-delete-group-readers", &command.DeleteOffsetsCommand{Group: "readers", All: true}},
 		// Share groups: records acquired under a lease per partition.
 		{"f7-share-acquire", &command.ShareAcquireCommand{NowMs: later + 18_000_000, Group: "sharers", Queue: "events", Partitions: []string{"0", "1"},
-			LeaseIDs: []string{"s-0", "s-1"}, Batch: 10, LeaseMs: 30_000, MaxDeliveries: 2}},
+			LeaseIDs: []string{command.ShareLeaseID("m-1", "s-0"), command.ShareLeaseID("m-1", "s-1")}, Batch: 10, LeaseMs: 30_000, MaxDeliveries: 2}},
 		// Accepted, rejected, renewed, refused (not acquired), released;
 		// records released past the delivery limit are archived.
 		{"f7-share-ack", &command.ShareAckCommand{NowMs: later + 18_000_001, Group: "sharers", Acks: []command.ShareAck{
-			{PartitionID: 4, LeaseID: "s-0", First: 1, Last: 2, Kind: command.ShareAccept},
-			{PartitionID: 5, LeaseID: "s-1", Kind: command.ShareRenew, RenewMs: 60_000},
-			{PartitionID: 5, LeaseID: "s-1", First: 0, Last: 5, Kind: command.ShareAccept},
-			{PartitionID: 4, LeaseID: "s-0", First: 3, Last: 3, Kind: command.ShareReject},
-			{PartitionID: 5, LeaseID: "s-1", Kind: command.ShareRelease, Rest: true},
+			{Queue: "events", Partition: "0", Holder: "m-1", First: 1, Last: 2, Kind: command.ShareAccept},
+			{Queue: "events", Partition: "1", Holder: "m-1", Kind: command.ShareRenew, RenewMs: 60_000},
+			{Queue: "events", Partition: "1", Holder: "m-1", First: 0, Last: 5, Kind: command.ShareAccept},
+			{Queue: "events", Partition: "1", Holder: "m-2", First: 0, Last: 0, Kind: command.ShareAccept},
+			{Queue: "events", Partition: "0", Holder: "m-1", First: 3, Last: 3, Kind: command.ShareReject},
+			{Queue: "events", Partition: "1", Holder: "m-1", Kind: command.ShareRelease, Rest: true},
 		}}},
 		{"f7-share-acquire-again", &command.ShareAcquireCommand{NowMs: later + 18_000_002, Group: "sharers", Queue: "events", Partitions: []string{"1"},
-			LeaseIDs: []string{"s-2"}, Batch: 10, LeaseMs: 30_000, MaxDeliveries: 2}},
+			LeaseIDs: []string{command.ShareLeaseID("m-2", "s-2")}, Batch: 10, LeaseMs: 30_000, MaxDeliveries: 2}},
 		{"f7-share-release", &command.ShareAckCommand{NowMs: later + 18_000_003, Group: "sharers", Acks: []command.ShareAck{
-			{PartitionID: 5, LeaseID: "s-2", Kind: command.ShareRelease, Rest: true}}}},
+			{Queue: "events", Partition: "1", Holder: "m-2", Kind: command.ShareRelease, Rest: true}}}},
 		{"f7-share-acquire-archives", &command.ShareAcquireCommand{NowMs: later + 18_000_004, Group: "sharers", Queue: "events", Partitions: []string{"1"},
-			LeaseIDs: []string{"s-3"}, Batch: 10, LeaseMs: 30_000, MaxDeliveries: 2}},
+			LeaseIDs: []string{command.ShareLeaseID("m-1", "s-3")}, Batch: 10, LeaseMs: 30_000, MaxDeliveries: 2}},
 	}
 }
 

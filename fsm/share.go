@@ -77,14 +77,16 @@ var shareAckStatus = map[string]string{
 
 func (p *Processor) shareAck(tx *store.Tx, meta *store.Meta, c *command.ShareAckCommand) []command.ShareAckResult {
 	out := make([]command.ShareAckResult, len(c.Acks))
-	targets := map[uint64]*ackTarget{}
+	type partKey struct{ queue, partition string }
+	targets := map[partKey]*ackTarget{}
 	var order []*ackTarget // first-use order, for deterministic writes
 	for i, a := range c.Acks {
-		tg, errText := targets[a.PartitionID], ""
+		k := partKey{a.Queue, a.Partition}
+		tg, errText := targets[k], ""
 		if tg == nil {
-			tg, errText = p.ackTarget(tx, c.Group, a.PartitionID)
+			tg, errText = shareTarget(tx, c.Group, a.Queue, a.Partition)
 			if tg != nil {
-				targets[a.PartitionID] = tg
+				targets[k] = tg
 				order = append(order, tg)
 			}
 		}
@@ -100,13 +102,33 @@ func (p *Processor) shareAck(tx *store.Tx, meta *store.Meta, c *command.ShareAck
 	return out
 }
 
+// shareTarget loads a queue partition's cursor for a share ack.
+func shareTarget(tx *store.Tx, group, queue, partition string) (*ackTarget, string) {
+	q, err := tx.Queue(queue)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, "unknown topic"
+	}
+	must(err)
+	part, err := tx.Partition(q.ID, partition)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, "the records are not acquired by this member"
+	}
+	must(err)
+	view, err := tx.ConsumerGroupView(group, q.ID)
+	must(err)
+	cur, _, err := tx.Position(view, part)
+	must(err)
+	return &ackTarget{queue: q, part: part, cur: cur}, ""
+}
+
 // shareAckOne applies one ShareAck to its partition's cursor: all of its
-// offsets, or none when one of them is not acquired under the lease.
+// offsets, or none when one of them is not acquired under the holder's
+// lease.
 func (p *Processor) shareAckOne(tx *store.Tx, meta *store.Meta, group string, tg *ackTarget, a command.ShareAck) command.ShareAckResult {
 	now := meta.ClockMs
 	l := tg.cur.Lease
-	if l == nil || l.ID != a.LeaseID || l.ExpiresAtMs <= now {
-		return command.ShareAckResult{Error: "the records are not acquired under this lease (it ended or expired)"}
+	if l == nil || !command.HeldBy(l.ID, a.Holder) || l.ExpiresAtMs <= now {
+		return command.ShareAckResult{Error: "the records are not acquired by this member (its lease ended or expired)"}
 	}
 	if a.Kind == command.ShareRenew {
 		l.ExpiresAtMs = max(l.ExpiresAtMs, now+a.RenewMs)
@@ -126,11 +148,11 @@ func (p *Processor) shareAckOne(tx *store.Tx, meta *store.Meta, group string, tg
 			}
 		}
 	case a.First > a.Last || a.Last-a.First >= int64(len(l.Offsets)):
-		return command.ShareAckResult{Error: fmt.Sprintf("offsets %d to %d are not all acquired under this lease", a.First, a.Last)}
+		return command.ShareAckResult{Error: fmt.Sprintf("offsets %d to %d are not all acquired by this member", a.First, a.Last)}
 	default:
 		for o := a.First; o <= a.Last; o++ {
 			if _, found := slices.BinarySearch(l.Offsets, o); !found { // leased in order
-				return command.ShareAckResult{Error: fmt.Sprintf("offset %d is not acquired under this lease", o)}
+				return command.ShareAckResult{Error: fmt.Sprintf("offset %d is not acquired by this member", o)}
 			}
 			offsets = append(offsets, o)
 		}

@@ -1,0 +1,107 @@
+package broker
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/waggle-mq/waggle/command"
+	"github.com/waggle-mq/waggle/store"
+)
+
+// Kafka share groups (KIP-932) on the leases of HTTP pops
+// (command.ShareAcquireCommand, command.ShareAckCommand).
+
+// MaxSharePartitions bounds the partitions one ShareAcquire pops.
+const MaxSharePartitions = 1000
+
+// ShareAcquire leases up to batch records of a topic's partitions, in the
+// order given, to a share group's member (holder), each partition under a
+// lease of its own that lasts leaseMs. A record already delivered maxDeliveries
+// times is archived instead (0: no limit); fromNew starts a group that has
+// not read the topic at its end (share.auto.offset.reset=latest). It
+// answers what it leased, per partition.
+func (s *Service) ShareAcquire(group, holder, topic string, partitions []int32, batch int, leaseMs int64, maxDeliveries int32, fromNew bool) ([]command.PopResult, error) {
+	switch {
+	case len(partitions) == 0:
+		return nil, nil
+	case len(partitions) > MaxSharePartitions:
+		return nil, fmt.Errorf("%w: at most %d partitions per acquisition", ErrInvalid, MaxSharePartitions)
+	case batch < 1 || batch > command.MaxShareAcquireBatch:
+		return nil, fmt.Errorf("%w: batch must be between 1 and %d", ErrInvalid, command.MaxShareAcquireBatch)
+	}
+	cmd := command.ShareAcquireCommand{NowMs: s.now().UnixMilli(), Group: group, Queue: topic, Batch: batch, LeaseMs: leaseMs,
+		MaxDeliveries: maxDeliveries, FromNew: fromNew}
+	for _, p := range partitions {
+		cmd.Partitions = append(cmd.Partitions, strconv.Itoa(int(p)))
+		cmd.LeaseIDs = append(cmd.LeaseIDs, command.ShareLeaseID(holder, s.newLeaseID()))
+	}
+	res, err := apply(s, &cmd)
+	if err != nil {
+		return nil, err
+	}
+	if res.Error != "" {
+		return nil, fmt.Errorf("topic %q: %w", topic, ErrNotFound)
+	}
+	return res.Leases, nil
+}
+
+// ShareAck acknowledges leased records of a share group in one raft entry.
+func (s *Service) ShareAck(group string, acks []command.ShareAck) ([]command.ShareAckResult, error) {
+	if len(acks) == 0 {
+		return nil, nil
+	}
+	return apply(s, &command.ShareAckCommand{NowMs: s.now().UnixMilli(), Group: group, Acks: acks})
+}
+
+// ShareAcquirable picks, from a topic's partitions, those an acquisition
+// by the share group may lease something from, as this node's store
+// knows them: not under a live lease, and with records past the group's
+// position (or a position still to be worked out). It leaves out only what
+// surely has nothing, so a share fetch with nothing to take waits for an
+// append instead of writing an empty entry. appended is closed by the
+// topic's next append (nil when the topic does not exist).
+func (s *Service) ShareAcquirable(group, topic string, partitions []int32) (worth []int32, appended <-chan struct{}, err error) {
+	appended, err = s.queueSignal(topic)
+	if err != nil || appended == nil {
+		return nil, appended, err
+	}
+	err = s.store.View(func(tx *store.Tx) error {
+		meta, err := tx.Meta()
+		if err != nil {
+			return err
+		}
+		worth = worth[:0]
+		for _, p := range partitions {
+			q, part, outcome, err := kafkaPartition(tx, topic, p)
+			if err != nil {
+				return err
+			}
+			if outcome != command.TopicOK || part.ID == 0 {
+				continue // unknown, or nothing written yet
+			}
+			view, err := tx.ConsumerGroupView(group, q.ID)
+			if err != nil {
+				return err
+			}
+			if !view.Subscribed {
+				worth = append(worth, p) // the first acquisition subscribes the group
+				continue
+			}
+			cur, found, err := tx.Position(view, part)
+			if err != nil {
+				return err
+			}
+			if !found {
+				cur.Offset = int64(part.StartOffset)
+			}
+			if cur.Lease != nil && cur.Lease.ExpiresAtMs > meta.ClockMs {
+				continue // held
+			}
+			if cur.Lease != nil || cur.Offset < int64(part.NextOffset) {
+				worth = append(worth, p)
+			}
+		}
+		return nil
+	})
+	return worth, appended, err
+}
