@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/store"
@@ -14,13 +15,22 @@ import (
 // MaxSharePartitions bounds the partitions one ShareAcquire pops.
 const MaxSharePartitions = 1000
 
+// Where a share group that has not read a topic starts (besides a
+// positive duration back from now).
+const (
+	ShareFromStart time.Duration = 0
+	ShareFromEnd   time.Duration = -1
+)
+
 // ShareAcquire leases up to batch records of a topic's partitions, in the
 // order given, to a share group's member (holder), each partition under a
 // lease of its own that lasts leaseMs. A record already delivered maxDeliveries
-// times is archived instead (0: no limit); fromNew starts a group that has
-// not read the topic at its end (share.auto.offset.reset=latest). It
-// answers what it leased, per partition.
-func (s *Service) ShareAcquire(group, holder, topic string, partitions []int32, batch int, leaseMs int64, maxDeliveries int32, fromNew bool) ([]command.PopResult, error) {
+// times is archived instead (0: no limit). A group that has not read the
+// topic starts by start: ShareFromStart, ShareFromEnd, or (a positive
+// duration) at the first record stamped that long ago or later
+// (share.auto.offset.reset earliest, latest, by_duration). It answers
+// what it leased, per partition.
+func (s *Service) ShareAcquire(group, holder, topic string, partitions []int32, batch int, leaseMs int64, maxDeliveries int32, start time.Duration) ([]command.PopResult, error) {
 	switch {
 	case len(partitions) == 0:
 		return nil, nil
@@ -29,8 +39,12 @@ func (s *Service) ShareAcquire(group, holder, topic string, partitions []int32, 
 	case batch < 1 || batch > command.MaxShareAcquireBatch:
 		return nil, fmt.Errorf("%w: batch must be between 1 and %d", ErrInvalid, command.MaxShareAcquireBatch)
 	}
-	cmd := command.ShareAcquireCommand{NowMs: s.now().UnixMilli(), Group: group, Queue: topic, Batch: batch, LeaseMs: leaseMs,
-		MaxDeliveries: maxDeliveries, FromNew: fromNew}
+	now := s.now()
+	cmd := command.ShareAcquireCommand{NowMs: now.UnixMilli(), Group: group, Queue: topic, Batch: batch, LeaseMs: leaseMs,
+		MaxDeliveries: maxDeliveries, FromNew: start == ShareFromEnd}
+	if start > 0 {
+		cmd.FromMs = now.Add(-start).UnixMilli()
+	}
 	for _, p := range partitions {
 		cmd.Partitions = append(cmd.Partitions, strconv.Itoa(int(p)))
 		cmd.LeaseIDs = append(cmd.LeaseIDs, command.ShareLeaseID(holder, s.newLeaseID()))
@@ -59,11 +73,13 @@ func (s *Service) ShareAck(group string, acks []command.ShareAck) ([]command.Sha
 // position (or a position still to be worked out). It leaves out only what
 // surely has nothing, so a share fetch with nothing to take waits for an
 // append instead of writing an empty entry. appended is closed by the
-// topic's next append (nil when the topic does not exist).
-func (s *Service) ShareAcquirable(group, topic string, partitions []int32) (worth []int32, appended <-chan struct{}, err error) {
+// topic's next append (nil when the topic does not exist); subscribed
+// reports whether the group has read the topic before (an acquisition
+// then no longer decides where the group starts).
+func (s *Service) ShareAcquirable(group, topic string, partitions []int32) (worth []int32, subscribed bool, appended <-chan struct{}, err error) {
 	appended, err = s.queueSignal(topic)
 	if err != nil || appended == nil {
-		return nil, appended, err
+		return nil, false, appended, err
 	}
 	err = s.store.View(func(tx *store.Tx) error {
 		meta, err := tx.Meta()
@@ -87,6 +103,7 @@ func (s *Service) ShareAcquirable(group, topic string, partitions []int32) (wort
 				worth = append(worth, p) // the first acquisition subscribes the group
 				continue
 			}
+			subscribed = true
 			cur, found, err := tx.Position(view, part)
 			if err != nil {
 				return err
@@ -103,5 +120,5 @@ func (s *Service) ShareAcquirable(group, topic string, partitions []int32) (wort
 		}
 		return nil
 	})
-	return worth, appended, err
+	return worth, subscribed, appended, err
 }

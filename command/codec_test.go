@@ -139,7 +139,7 @@ func TestAlterGroupConfigRoundTrip(t *testing.T) {
 
 func TestShareCommandsRoundTrip(t *testing.T) {
 	acq := ShareAcquireCommand{NowMs: 7, Group: "g", Queue: "q", Partitions: []string{"0", "2"}, LeaseIDs: []string{"l0", "l2"},
-		Batch: 500, LeaseMs: 15_000, MaxDeliveries: 5, FromNew: true}
+		Batch: 500, LeaseMs: 15_000, MaxDeliveries: 5, FromNew: true, FromMs: 12}
 	got, err := decodeShareAcquire(acq.Encode()[1:])
 	if err != nil || !reflect.DeepEqual(*got, acq) {
 		t.Fatalf("round trip of %+v: %+v, %v", acq, got, err)

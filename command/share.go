@@ -12,8 +12,9 @@ import "fmt"
 // under its own lease (LeaseIDs[i] for Partitions[i], stamped by the
 // leader). A record already delivered MaxDeliveries times is archived (a
 // dead letter where the queue keeps them) instead of delivered again.
-// FromNew is where the group starts in a queue it has not read yet
-// (share.auto.offset.reset=latest).
+// A group that has not read the queue yet starts at its end with FromNew
+// (share.auto.offset.reset=latest), at the first record stamped FromMs or
+// later with FromMs (by_duration), else at its start (earliest).
 type ShareAcquireCommand struct {
 	NowMs         int64
 	Group         string
@@ -24,6 +25,7 @@ type ShareAcquireCommand struct {
 	LeaseMs       int64
 	MaxDeliveries int32 // 0: no limit
 	FromNew       bool
+	FromMs        int64
 }
 
 // ShareAcquireResult answers a ShareAcquireCommand: one pop result per
@@ -103,6 +105,7 @@ func (c *ShareAcquireCommand) Encode() []byte {
 	e.varint(c.LeaseMs)
 	e.varint(int64(c.MaxDeliveries))
 	e.bool(c.FromNew)
+	e.varint(c.FromMs)
 	return e.b
 }
 
@@ -114,7 +117,7 @@ func decodeShareAcquire(b []byte) (*ShareAcquireCommand, error) {
 	for i := range n {
 		c.Partitions[i], c.LeaseIDs[i] = d.string(), d.string()
 	}
-	c.Batch, c.LeaseMs, c.MaxDeliveries, c.FromNew = int(d.varint()), d.varint(), int32(d.varint()), d.byte() == 1
+	c.Batch, c.LeaseMs, c.MaxDeliveries, c.FromNew, c.FromMs = int(d.varint()), d.varint(), int32(d.varint()), d.byte() == 1, d.varint()
 	if d.err == nil && (c.Batch < 1 || c.Batch > MaxShareAcquireBatch) {
 		return nil, fmt.Errorf("command: share acquire batch %d", c.Batch)
 	}

@@ -1,10 +1,12 @@
 package fsm
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 
 	"github.com/waggle-mq/waggle/command"
+	"github.com/waggle-mq/waggle/recordbatch"
 	"github.com/waggle-mq/waggle/store"
 )
 
@@ -19,12 +21,14 @@ const maxSettlesPerPop = 1_000
 const maxPopScan = 1_000
 
 func (p *Processor) pop(tx *store.Tx, meta *store.Meta, c *command.PopCommand) command.PopResult {
-	return p.popWith(tx, meta, c, 0)
+	return p.popWith(tx, meta, c, 0, 0)
 }
 
 // popWith pops; a record delivered maxDeliveries times already (0: no
-// limit) is archived instead of delivered again (share groups).
-func (p *Processor) popWith(tx *store.Tx, meta *store.Meta, c *command.PopCommand, maxDeliveries int32) command.PopResult {
+// limit) is archived instead of delivered again, and a group that has not
+// read the queue yet starts at the first record at or after fromMs when
+// that is set (share groups: share.auto.offset.reset=by_duration).
+func (p *Processor) popWith(tx *store.Tx, meta *store.Meta, c *command.PopCommand, maxDeliveries int32, fromMs int64) command.PopResult {
 	q, err := tx.Queue(c.Queue)
 	if errors.Is(err, store.ErrNotFound) {
 		return command.PopResult{Error: "unknown queue"}
@@ -38,8 +42,12 @@ func (p *Processor) popWith(tx *store.Tx, meta *store.Meta, c *command.PopComman
 		// partition: from new is a reset to the end, worked out per
 		// partition when it is read.
 		sub = store.Subscription{FromNew: c.FromNew, StartedMs: meta.ClockMs}
-		if c.FromNew {
+		switch {
+		case c.FromNew:
 			sub.Reset = newReset(meta, store.ResetToEnd)
+		case fromMs > 0:
+			sub.Reset = newReset(meta, store.ResetToTime)
+			sub.Reset.AtMs = fromMs
 		}
 		must(tx.PutSubscription(c.Group, q.ID, sub, meta.NextID))
 		view, err = tx.ConsumerGroupView(c.Group, q.ID)
@@ -432,15 +440,49 @@ func (p *Processor) storeDeadLetter(tx *store.Tx, meta *store.Meta, q store.Queu
 const maxDeadLetterBytes = 2 << 20
 
 // deadLetter builds the dead letter of a leased message; the caller gives
-// it an id and stores it.
+// it an id and stores it. From log format 7 a Kafka record's dead letter
+// keeps the record, as HTTP readers see it (kafkaRecordPayload), so a
+// replay pushes it back whole; before, it kept no payload.
 func deadLetter(tx *store.Tx, meta *store.Meta, q store.Queue, part store.Partition, group string, offset int64, reason string, attempts int32) store.DeadLetter {
 	d := store.DeadLetter{QueueID: q.ID, Group: group, Partition: part.Name, Offset: offset, Error: reason, Attempts: attempts}
-	if e, found := entryAt(tx, meta, part.ID, offset); found && e.Message != nil {
+	e, found := entryAt(tx, meta, part.ID, offset)
+	switch {
+	case found && e.Message != nil:
 		d.TransactionID, d.Payload = e.Message.TransactionID, e.Message.Payload
-	} else {
+	default:
 		d.TransactionID = command.KafkaRecordTxID(offset)
+		if found && effectiveLogFormat(*meta) >= command.LogFormat7 {
+			d.Payload = kafkaRecordPayload(e, offset)
+		}
 	}
 	return d
+}
+
+// maxDecodedBatch caps a stored Kafka batch decompressed to copy a record.
+const maxDecodedBatch = 64 << 20
+
+// kafkaRecordPayload is a stored Kafka record as an HTTP reader gets it:
+// its value when that is JSON, else {"key","value"} with both base64 (nil
+// when the batch does not decode or lacks the offset).
+func kafkaRecordPayload(e store.Entry, offset int64) json.RawMessage {
+	recs, err := recordbatch.Records(e.Batch, maxDecodedBatch)
+	if err != nil {
+		return nil
+	}
+	for _, r := range recs {
+		if r.Offset != offset {
+			continue
+		}
+		if len(r.Value) > 0 && json.Valid(r.Value) {
+			return r.Value
+		}
+		env, _ := json.Marshal(struct {
+			Key   []byte `json:"key"`
+			Value []byte `json:"value"`
+		}{r.Key, r.Value})
+		return env
+	}
+	return nil
 }
 
 func (p *Processor) extendLease(tx *store.Tx, meta *store.Meta, c *command.ExtendLeaseCommand) command.ExtendLeaseResult {

@@ -246,6 +246,8 @@ func corpusScenario() []corpusEntry {
 			LeaseIDs: []string{command.ShareLeaseID("m-2", "s-2")}, Batch: 10, LeaseMs: 30_000, MaxDeliveries: 2}},
 		{"f7-share-release", &command.ShareAckCommand{NowMs: later + 18_000_003, Group: "sharers", Acks: []command.ShareAck{
 			{Queue: "events", Partition: "1", Holder: "m-2", Kind: command.ShareRelease, Rest: true}}}},
+		{"f7-share-acquire-by-time", &command.ShareAcquireCommand{NowMs: later + 18_000_005, Group: "sharers-late", Queue: "events", Partitions: []string{"0"},
+			LeaseIDs: []string{command.ShareLeaseID("m-3", "s-4")}, Batch: 10, LeaseMs: 30_000, FromMs: now}},
 		{"f7-share-acquire-archives", &command.ShareAcquireCommand{NowMs: later + 18_000_004, Group: "sharers", Queue: "events", Partitions: []string{"1"},
 			LeaseIDs: []string{command.ShareLeaseID("m-1", "s-3")}, Batch: 10, LeaseMs: 30_000, MaxDeliveries: 2}},
 	}

@@ -31,7 +31,7 @@ func (p *Processor) shareAcquire(tx *store.Tx, meta *store.Meta, c *command.Shar
 		}
 		pop := command.PopCommand{NowMs: c.NowMs, Group: c.Group, Queue: c.Queue, Partition: name, Batch: left,
 			LeaseMs: c.LeaseMs, FromNew: c.FromNew, LeaseID: c.LeaseIDs[i]}
-		if res := p.popWith(tx, meta, &pop, c.MaxDeliveries); len(res.Offsets) > 0 {
+		if res := p.popWith(tx, meta, &pop, c.MaxDeliveries, c.FromMs); len(res.Offsets) > 0 {
 			out.Leases = append(out.Leases, res)
 			left -= len(res.Offsets)
 		}

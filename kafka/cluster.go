@@ -91,11 +91,13 @@ func topicID(t broker.TopicInfo) [16]byte { return store.Queue{ID: t.ID}.TopicID
 // topicByID finds the topic a request names by id (Fetch v13+, Produce
 // v13, Metadata v10+, DeleteTopics v6+), in whichever raft group holds
 // it: one lookup in each group's catalog, whatever the number of topics.
-func (c *conn) topicByID(id [16]byte) (broker.TopicInfo, bool, error) {
+func (c *conn) topicByID(id [16]byte) (broker.TopicInfo, bool, error) { return c.s.topicByID(id) }
+
+func (s *Server) topicByID(id [16]byte) (broker.TopicInfo, bool, error) {
 	if id == internalTopicID {
 		return internalTopic(), true, nil
 	}
-	for _, b := range c.s.everyGroup() {
+	for _, b := range s.everyGroup() {
 		t, found, err := b.TopicByID(id)
 		if err != nil || (found && !isInternalTopic(t.Name)) {
 			return t, found, err

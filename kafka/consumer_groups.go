@@ -260,6 +260,9 @@ func (co *coordinator) consumerHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest
 		cg.stopTimer()
 		delete(co.groups, req.Group) // an empty classic group gives way
 	}
+	if co.shares[req.Group] != nil {
+		return heartbeatError(req, kerr.GroupIDNotFound.Code, fmt.Sprintf("Group %s is not a consumer group.", req.Group))
+	}
 	g := co.consumers[req.Group]
 	if req.MemberEpoch < 0 {
 		return co.consumerLeave(g, req, now)

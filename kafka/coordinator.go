@@ -87,6 +87,7 @@ type coordinator struct {
 	mu          sync.Mutex
 	groups      map[string]*group
 	consumers   map[string]*cgroup
+	shares      map[string]*sgroup // share groups (share_groups.go)
 	consumerCfg ConsumerGroupConfig
 	now         func() time.Time // the consumer groups' and the failover grace's clock; tests replace it
 
@@ -108,7 +109,7 @@ type coordinator struct {
 }
 
 func newCoordinator() *coordinator {
-	return &coordinator{groups: map[string]*group{}, consumers: map[string]*cgroup{}, loaded: map[string]bool{},
+	return &coordinator{groups: map[string]*group{}, consumers: map[string]*cgroup{}, shares: map[string]*sgroup{}, loaded: map[string]bool{},
 		consumerCfg: DefaultConsumerGroupConfig(), now: time.Now}
 }
 
@@ -135,6 +136,7 @@ func (co *coordinator) run(stop <-chan struct{}) {
 				}
 			}
 			co.expireConsumers(co.now())
+			co.expireShares(co.now())
 			co.mu.Unlock()
 		}
 	}
@@ -160,6 +162,7 @@ func (co *coordinator) forgetAll() {
 	}
 	co.groups = map[string]*group{}
 	co.consumers = map[string]*cgroup{}
+	co.shares = map[string]*sgroup{}
 	co.loaded = map[string]bool{}
 }
 
@@ -444,8 +447,8 @@ func (co *coordinator) join(req *kmsg.JoinGroupRequest, clientID, clientHost str
 	hold := co.holdFor(req.Group, session)
 	co.mu.Lock()
 	defer co.mu.Unlock()
-	if co.consumers[req.Group] != nil {
-		// KIP-848: the id belongs to a consumer-protocol group.
+	if co.consumers[req.Group] != nil || co.shares[req.Group] != nil {
+		// KIP-848, KIP-932: the id belongs to a consumer-protocol or share group.
 		return fail(kerr.InconsistentGroupProtocol.Code)
 	}
 	g := co.groups[req.Group]
@@ -757,6 +760,13 @@ func (co *coordinator) list() []groupView {
 	for _, g := range co.consumers {
 		out = append(out, g.classicView(false))
 	}
+	for _, g := range co.shares {
+		state := cstateStable
+		if len(g.members) == 0 {
+			state = cstateEmpty
+		}
+		out = append(out, groupView{name: g.name, state: state, protocolType: groupTypeShare, groupType: groupTypeShare, generation: g.epoch})
+	}
 	co.mu.Unlock()
 	slices.SortFunc(out, func(a, b groupView) int { return cmp.Compare(a.name, b.name) })
 	return out
@@ -767,8 +777,8 @@ func (co *coordinator) list() []groupView {
 func (co *coordinator) forget(name string) (existed, ok bool) {
 	co.mu.Lock()
 	defer co.mu.Unlock()
-	if co.consumers[name] != nil {
-		return true, false // a consumer group is dropped with its last member
+	if co.consumers[name] != nil || co.shares[name] != nil {
+		return true, false // consumer and share groups are dropped with their last member
 	}
 	g := co.groups[name]
 	if g == nil {

@@ -70,7 +70,7 @@ var groupConfigDefs = []groupConfigDef{
 		"where a share group starts reading a partition: latest, earliest or by_duration:<ISO-8601 duration>"},
 	{"share.delivery.count.limit", kmsg.ConfigTypeInt, constant("5"), intWithin(2, 10),
 		"deliveries of a record to a share group before it is archived"},
-	{"share.heartbeat.interval.ms", kmsg.ConfigTypeInt, constant("5000"), intWithin(100, 3_600_000),
+	{"share.heartbeat.interval.ms", kmsg.ConfigTypeInt, func(s *Server) string { return millis(s.cfg.ConsumerGroups.HeartbeatInterval) }, intWithin(100, 3_600_000),
 		"how often members of this share group heartbeat"},
 	{"share.isolation.level", kmsg.ConfigTypeString, constant("read_uncommitted"), oneOf("read_committed", "read_uncommitted"),
 		"whether a share group reads records of open Kafka transactions"},
@@ -78,7 +78,7 @@ var groupConfigDefs = []groupConfigDef{
 		"records of one partition a share group may have acquired at once"},
 	{"share.record.lock.duration.ms", kmsg.ConfigTypeInt, constant("30000"), intWithin(1_000, 3_600_000),
 		"how long a share group member holds an acquired record"},
-	{"share.session.timeout.ms", kmsg.ConfigTypeInt, constant("45000"), intWithin(1_000, 3_600_000),
+	{"share.session.timeout.ms", kmsg.ConfigTypeInt, func(s *Server) string { return millis(s.cfg.ConsumerGroups.SessionTimeout) }, intWithin(1_000, 3_600_000),
 		"a member of this share group not heard from for this long is removed"},
 }
 
@@ -265,3 +265,14 @@ func derefString(p *string) string {
 	}
 	return *p
 }
+
+// configMillis is an integer config of set in milliseconds (0 when unset).
+func configMillis(set map[string]string, name string) int64 {
+	n, err := strconv.ParseInt(set[name], 10, 64)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return n
+}
+
+func millisDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }

@@ -98,6 +98,7 @@ type Server struct {
 	coords   []*coordinator      // per raft group: the consumer groups it owns (placement.go)
 	sessions *fetchSessions      // Fetch sessions (KIP-227)
 	regexes  regexResolver       // KIP-848 regex subscriptions (regex.go)
+	shares   *shareSessions      // share sessions (KIP-932, share_sessions.go)
 	inFlight *semaphore.Weighted // request bytes read and not yet answered (Config.InFlightBytes)
 
 	ctx    context.Context
@@ -120,7 +121,7 @@ func New(svc Broker, cfg Config, log *slog.Logger) *Server {
 	if cfg.ConsumerGroups.HeartbeatInterval <= 0 {
 		cfg.ConsumerGroups.HeartbeatInterval = def.HeartbeatInterval
 	}
-	srv := &Server{svc: svc, cfg: cfg, log: log, sessions: newFetchSessions(), inFlight: semaphore.NewWeighted(cfg.InFlightBytes),
+	srv := &Server{svc: svc, cfg: cfg, log: log, sessions: newFetchSessions(), shares: newShareSessions(), inFlight: semaphore.NewWeighted(cfg.InFlightBytes),
 		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}, route: router.NewTable(svc, cfg.Groups, cfg.Forwarding)}
 	for g := range srv.route.Groups() {
 		co := newCoordinator()
@@ -164,6 +165,7 @@ func (s *Server) Serve(ln net.Listener) error {
 				s.log.Debug("kafka connection closed", "remote", nc.RemoteAddr().String(), "err", err)
 			}
 			nc.Close()
+			s.shares.closeConn(s, c)
 			s.mu.Lock()
 			delete(s.conns, nc)
 			s.mu.Unlock()
