@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -279,10 +280,13 @@ func TestShareConsumerAndHTTPConsumerSplitATopic(t *testing.T) {
 }
 
 // Share consumers across a leader kill, three nodes: every record is
-// accepted, none is delivered again once its accept was confirmed (the
-// acknowledgement callback reported its partition done), and each
+// delivered and finished (the group's start offsets reach the end of
+// every partition), none is delivered again once its accept was confirmed
+// (the acknowledgement callback reported its partition done), and each
 // record's delivery counts only grow, the leases and counts living in the
-// replicated state, not the leader's memory.
+// replicated state, not the leader's memory. An accept answered with an
+// error may still have been applied (its outcome is unknown), so only
+// confirmed ones are held to never coming back.
 func TestShareConsumersAcrossLeaderKill(t *testing.T) {
 	c := startCluster(t, 3)
 	requireLogFormat(t, c.leader(), int(command.LogFormat7))
@@ -382,10 +386,13 @@ func TestShareConsumersAcrossLeaderKill(t *testing.T) {
 	old.kill9()
 	t.Logf("killed leader node %d with %d of %d records confirmed", old.id, progress(), total)
 	waitFor(t, 120*time.Second, func() error {
-		if n := progress(); n < total {
-			return fmt.Errorf("%d of %d confirmed", n, total)
+		mu.Lock()
+		delivered := len(counts)
+		mu.Unlock()
+		if delivered < total {
+			return fmt.Errorf("%d of %d delivered", delivered, total)
 		}
-		return nil
+		return shareGroupAtEnd(admin, group, topic, partitions)
 	})
 	cancel()
 	wg.Wait()
@@ -398,11 +405,44 @@ func TestShareConsumersAcrossLeaderKill(t *testing.T) {
 		}
 		maxCount = max(maxCount, seen[len(seen)-1])
 	}
-	t.Logf("%d records confirmed, %d delivered more than once, highest delivery count %d", len(confirmed), redelivered, maxCount)
+	t.Logf("%d records delivered, %d of them confirmed accepted, %d delivered more than once, highest delivery count %d",
+		len(counts), len(confirmed), redelivered, maxCount)
 	for _, v := range violations {
 		t.Error(v)
 	}
 	if len(counts) != total {
 		t.Fatalf("%d distinct records delivered, want %d", len(counts), total)
 	}
+}
+
+// shareGroupAtEnd reports why a share group has not finished every record
+// of a topic (nil when its start offsets are the partitions' ends).
+func shareGroupAtEnd(cl *kgo.Client, group, topic string, partitions int32) error {
+	ends, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		return err
+	}
+	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	g := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+	g.GroupID = group
+	req.Groups = append(req.Groups, g)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		return err
+	}
+	start := map[int32]int64{}
+	for _, t := range resp.Groups[0].Topics {
+		for _, p := range t.Partitions {
+			if t.Topic == topic {
+				start[p.Partition] = p.StartOffset
+			}
+		}
+	}
+	for p := range partitions {
+		end, ok := ends.Lookup(topic, p)
+		if !ok || start[p] != end.Offset {
+			return fmt.Errorf("partition %d: start offset %d, end %d", p, start[p], end.Offset)
+		}
+	}
+	return nil
 }
