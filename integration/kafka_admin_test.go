@@ -61,11 +61,28 @@ func TestKafkaTopicConfigsAlterLive(t *testing.T) {
 		mmb.Synonyms[1].Key != "message.max.bytes" || mmb.Synonyms[1].Source != kmsg.ConfigSourceDefaultConfig || *mmb.Synonyms[1].Value != "1048588" {
 		t.Fatalf("max.message.bytes as described: %+v", mmb)
 	}
-	if ret := byName["retention.ms"]; ret.Source != kmsg.ConfigSourceDefaultConfig || len(ret.Synonyms) != 1 || ret.Synonyms[0].Key != "log.retention.ms" {
+	ret := byName["retention.ms"]
+	if ret.Source != kmsg.ConfigSourceDefaultConfig || len(ret.Synonyms) != 1 || ret.Synonyms[0].Key != "log.retention.ms" {
 		t.Fatalf("retention.ms as described: %+v", ret)
 	}
 	if u := byName["unclean.leader.election.enable"]; u.Value == nil || *u.Value != "false" || u.Source != kmsg.ConfigSourceDefaultConfig {
 		t.Fatalf("unclean.leader.election.enable as described: %+v", u)
+	}
+	// The broker's configs: the defaults behind the topic configs, and
+	// the listener's and groups' flags, static and read-only.
+	brokerCfgs, err := adm.DescribeBrokerConfigs(ctx)
+	if err != nil || len(brokerCfgs) != 1 || brokerCfgs[0].Err != nil {
+		t.Fatalf("DescribeConfigs of the broker: %+v, %v", brokerCfgs, err)
+	}
+	brokerByName := map[string]kadm.Config{}
+	for _, c := range brokerCfgs[0].Configs {
+		brokerByName[c.Key] = c
+	}
+	for name, want := range map[string]string{"log.retention.ms": *ret.Synonyms[0].Value, "message.max.bytes": "1048588", "num.partitions": "1"} {
+		c := brokerByName[name]
+		if c.Value == nil || *c.Value != want || c.Source != kmsg.ConfigSourceStaticBrokerConfig {
+			t.Fatalf("broker config %s: %+v, want %s (static)", name, c, want)
+		}
 	}
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: big}).FirstErr(); !errors.Is(err, kerr.MessageTooLarge) {
 		t.Fatalf("a 2000-byte record after max.message.bytes=1024: %v, want MESSAGE_TOO_LARGE", err)

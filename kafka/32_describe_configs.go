@@ -44,7 +44,7 @@ func handleDescribeConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			}
 			r.Configs = topicConfigs(info, c.s.svc.TopicDefaults(), rr.ConfigNames, req.IncludeSynonyms, req.IncludeDocumentation)
 		case kmsg.ConfigResourceTypeBroker:
-			// No broker-level configs are settable; answer an empty list.
+			r.Configs = c.s.brokerConfigs(rr.ConfigNames, req.IncludeDocumentation)
 		case kmsg.ConfigResourceTypeGroupConfig:
 			if r.ErrorCode = c.groupDenied(auth.Read, rr.ResourceName); r.ErrorCode != 0 {
 				break

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +105,34 @@ func TestConsumerGroupTimeoutsFromGroupConfig(t *testing.T) {
 	co.expireConsumers(clk.now())
 	if _, found := co.describeConsumer("g"); found {
 		t.Fatal("member kept past the group's 2 s session timeout")
+	}
+}
+
+// A BROKER resource describes the broker configs behind the topic
+// defaults and the listener's and groups' flags, read-only and static.
+func TestDescribeBrokerConfigs(t *testing.T) {
+	f := newFakeBroker()
+	cfg := DefaultConfig()
+	cfg.DefaultPartitions, cfg.ConsumerGroups.SessionTimeout = 3, 20*time.Second
+	s := New(f, cfg, slog.New(slog.DiscardHandler))
+	defer s.Close()
+	got := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
+	for _, c := range s.brokerConfigs(nil, true) {
+		if _, twice := got[c.Name]; twice {
+			t.Fatalf("%s described twice", c.Name)
+		}
+		if c.Source != kmsg.ConfigSourceStaticBrokerConfig || !c.ReadOnly || c.Documentation == nil {
+			t.Errorf("%s: source %v read-only %v doc %v", c.Name, c.Source, c.ReadOnly, c.Documentation)
+		}
+		got[c.Name] = c
+	}
+	for name, want := range map[string]string{"num.partitions": "3", "group.consumer.session.timeout.ms": "20000",
+		"message.max.bytes": "1048588", "broker.id": "1", "group.share.delivery.count.limit": "5"} {
+		if c, ok := got[name]; !ok || *c.Value != want {
+			t.Errorf("%s: %v, want %s", name, got[name].Value, want)
+		}
+	}
+	if only := s.brokerConfigs([]string{"num.partitions"}, false); len(only) != 1 {
+		t.Fatalf("asked for one config, got %d", len(only))
 	}
 }
