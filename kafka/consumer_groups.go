@@ -506,28 +506,35 @@ func (g *cgroup) releaseAll(set map[tp]bool) {
 // refreshTopics records the topics looked up; it reports whether a
 // subscribed topic appeared, vanished or changed partitions.
 func (g *cgroup) refreshTopics(fetched map[string]*topicMeta) bool {
-	changed := false
-	for name, meta := range fetched {
-		old, had := g.topics[name]
-		switch {
-		case meta == nil && had:
-			delete(g.topics, name)
-			changed = true
-		case meta != nil && (!had || old != *meta):
-			g.topics[name] = *meta
-			changed = true
-		}
-	}
-	// Forget topics nobody subscribes to any more.
 	subscribed := map[string]bool{}
 	for _, m := range g.members {
 		for _, n := range m.subscribed {
 			subscribed[n] = true
 		}
 	}
-	for name := range g.topics {
+	return refreshTopics(g.topics, fetched, subscribed)
+}
+
+// refreshTopics records in topics what was looked up (fetched; nil: no
+// such topic) and forgets the topics no member subscribes to any more; it
+// reports whether a subscribed topic appeared, vanished or changed
+// partitions.
+func refreshTopics(topics map[string]topicMeta, fetched map[string]*topicMeta, subscribed map[string]bool) bool {
+	changed := false
+	for name, meta := range fetched {
+		old, had := topics[name]
+		switch {
+		case meta == nil && had:
+			delete(topics, name)
+			changed = true
+		case meta != nil && (!had || old != *meta):
+			topics[name] = *meta
+			changed = true
+		}
+	}
+	for name := range topics {
 		if !subscribed[name] {
-			delete(g.topics, name)
+			delete(topics, name)
 		}
 	}
 	return changed

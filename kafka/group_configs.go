@@ -248,14 +248,7 @@ func (s *Server) describeGroupConfigs(set map[string]string, names []string, doc
 // consumerTimeouts is what a KIP-848 group's configs make of its session
 // timeout and heartbeat interval (zero: the coordinator's own).
 func consumerTimeouts(set map[string]string) (session, heartbeat time.Duration) {
-	ms := func(name string) time.Duration {
-		n, err := strconv.ParseInt(set[name], 10, 64)
-		if err != nil || n <= 0 {
-			return 0
-		}
-		return time.Duration(n) * time.Millisecond
-	}
-	return ms("consumer.session.timeout.ms"), ms("consumer.heartbeat.interval.ms")
+	return millisDuration(configMillis(set, "consumer.session.timeout.ms")), millisDuration(configMillis(set, "consumer.heartbeat.interval.ms"))
 }
 
 // derefString is *p, or "" for nil.

@@ -196,30 +196,13 @@ func (g *sgroup) heartbeatIntervalOr(def time.Duration) time.Duration {
 // refreshTopics records the topics looked up and forgets those nobody
 // subscribes to; it reports whether the assignment changed.
 func (g *sgroup) refreshTopics(fetched map[string]*topicMeta) bool {
-	changed := false
-	for name, meta := range fetched {
-		old, had := g.topics[name]
-		switch {
-		case meta == nil && had:
-			delete(g.topics, name)
-			changed = true
-		case meta != nil && (!had || old != *meta):
-			g.topics[name] = *meta
-			changed = true
-		}
-	}
 	subscribed := map[string]bool{}
 	for _, m := range g.members {
 		for _, n := range m.subscribed {
 			subscribed[n] = true
 		}
 	}
-	for name := range g.topics {
-		if !subscribed[name] {
-			delete(g.topics, name)
-		}
-	}
-	return changed
+	return refreshTopics(g.topics, fetched, subscribed)
 }
 
 // assignment is every partition of the topics m subscribes to, by topic
