@@ -227,7 +227,8 @@ const (
 // is at least min.cleanable.dirty.ratio of the whole, or a kept tombstone
 // is due to go. A pass's cut is the end of the newest sealed segment whose
 // last append is older than min.compaction.lag.ms, or the active segment,
-// sealed by the entry, once it is segment.ms old.
+// sealed by the entry, once it is segment.ms (or max.compaction.lag.ms)
+// old. max.compaction.lag.ms also forces a pass (compactionProposal).
 func (s *Service) compact(log *slog.Logger) {
 	now := s.now().UnixMilli()
 	var cmds []command.CompactCommand
@@ -298,10 +299,14 @@ func compactionProposal(q store.Queue, c store.CompactionCandidate, now, lag int
 	if total == 0 || (dirty == 0 && !due) {
 		return command.CompactCommand{}, false
 	}
-	if !due && int64(float64(dirty)/float64(total)*1e6) < q.MinCleanableDirtyRatio() {
+	// max.compaction.lag.ms: once that long has passed since the last pass
+	// (or the topic's creation), anything dirty makes a pass due.
+	maxLag, lagSet := q.Config(command.ConfigMaxCompactionLagMs)
+	overdue := lagSet && dirty > 0 && now-max(st.LastDoneMs, q.CreatedAtMs) >= maxLag
+	if !due && !overdue && int64(float64(dirty)/float64(total)*1e6) < q.MinCleanableDirtyRatio() {
 		return command.CompactCommand{}, false
 	}
-	_, ageMs := store.SegmentLimits(q)
+	ageMs := store.CompactionSealAgeMs(q)
 	if c.End > c.ActiveBase && now-c.ActiveSinceMs >= ageMs && now-c.LastAppendMs >= lag {
 		return command.CompactCommand{Seal: true}, true
 	}

@@ -39,6 +39,7 @@ type Service struct {
 	startIndex uint64
 
 	storageFull atomic.Bool // set by the node's disk watch (SetStorageFull)
+	contact     contactWatch
 
 	retainAfter  string // the queue name the next retention pass starts after (leader only)
 	compactAfter string // where the next compaction look resumes
@@ -102,8 +103,10 @@ func (s *Service) ServesReads() bool {
 
 // New returns the service over a started raft node and its store.
 func New(nodeID string, node *raftnode.Node, st *store.Store) *Service {
-	return &Service{nodeID: nodeID, node: node, store: st, ApplyTimeout: 10 * time.Second, now: time.Now,
+	s := &Service{nodeID: nodeID, node: node, store: st, ApplyTimeout: 10 * time.Second, now: time.Now,
 		KafkaRetentionMs: command.DefaultKafkaRetentionMs, startIndex: node.Raft.LastIndex()}
+	s.watchContact()
+	return s
 }
 
 // SetStorageFull marks this node's disk as below (or back above) its

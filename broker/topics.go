@@ -38,6 +38,17 @@ type TopicInfo struct {
 	MinCompactionLagMsSet     bool
 	DeleteRetentionMsSet      bool
 	MinCleanableDirtyRatioSet bool
+	// Configs are the topic configs of log format 8 it sets
+	// (store.Queue.Configs; shared, not to be changed).
+	Configs map[string]int64
+}
+
+// Config is a format 8 config's value, or def when the topic sets none.
+func (t TopicInfo) Config(name string, def int64) int64 {
+	if v, ok := t.Configs[name]; ok {
+		return v
+	}
+	return def
 }
 
 // Compacts reports whether the topic's cleanup.policy compacts.
@@ -48,13 +59,12 @@ func (t TopicInfo) Compacts() bool {
 // DefaultMaxMessageBytes is Kafka's default max.message.bytes.
 const DefaultMaxMessageBytes = 1048588
 
-// MaxTopicMessageBytes is the largest max.message.bytes a topic may have:
-// one produce to a partition is one raft entry, applied in one badger
-// transaction that may already hold 4 MiB of earlier entries and that
-// badger refuses past about 9.6 MB (a refused entry would stop every
-// replica, at every restart). Produces are held to it whatever a topic
-// created before this limit says.
-const MaxTopicMessageBytes = 4 << 20
+// MaxTopicMessageBytes is the largest max.message.bytes a topic may have.
+// One produce to a partition is one raft entry; its batches go to the raft
+// log and the segment files, never into a badger transaction, so what
+// bounds it is memory: raft keeps its newest 64 entries cached, and a
+// Kafka connection at most 64 MiB of requests in flight.
+const MaxTopicMessageBytes = 16 << 20
 
 // ProduceLimit is the most record bytes one produce to a partition of t
 // may carry.
@@ -75,7 +85,7 @@ func (s *Service) topicInfo(q store.Queue) TopicInfo {
 	}
 	t := TopicInfo{ID: q.ID, Name: q.Name, Partitions: max(q.KafkaPartitions, 1), DedupWindowSeconds: q.DedupWindowSeconds,
 		RetentionMs: retention, RetentionSet: q.RetentionMs != 0, RetentionBytes: q.RetentionBytes,
-		MaxMessageBytes: q.MaxMessageBytes}
+		MaxMessageBytes: q.MaxMessageBytes, Configs: q.Configs}
 	segBytes, segMs := store.SegmentLimits(q)
 	t.SegmentBytes, t.SegmentMs = int64(segBytes), segMs
 	t.SegmentBytesSet, t.SegmentMsSet = q.SegmentBytes != 0, q.SegmentMs != 0
@@ -162,11 +172,14 @@ func (s *Service) CreateTopic(name string, partitions int32, settings []command.
 		RetentionBytes: cfg.RetentionBytes}
 	for _, st := range settings {
 		switch st.Name {
-		case command.ConfigCleanupPolicy, command.ConfigMinCompactionLagMs, command.ConfigDeleteRetentionMs, command.ConfigMinCleanableDirtyRatio:
+		case command.ConfigRetentionMs, command.ConfigMaxMessageBytes, command.ConfigSegmentBytes, command.ConfigSegmentMs, command.ConfigRetentionBytes:
+			// carried in the command's own fields
+		default:
 			if st.Value == 0 || (st.Name == command.ConfigCleanupPolicy && st.Value == store.PolicyDelete) {
 				continue // the default: a format 1 cluster creates it too
 			}
-			cmd.Settings = append(cmd.Settings, st) // log format 2 (ErrUpgradeInProgress before)
+			// Log format 2, or 8 for the newer configs (ErrUpgradeInProgress before).
+			cmd.Settings = append(cmd.Settings, st)
 		}
 	}
 	return apply(s, &cmd)

@@ -46,11 +46,11 @@ type CreateTopicCommand struct {
 	Settings []TopicSetting
 }
 
-// since: a topic created with Settings needs format 2; without, format 1
-// reads it.
+// since: a topic created with Settings needs format 2 (or the format of
+// the newest config among them); without, format 1 reads it.
 func (c *CreateTopicCommand) since() LogFormat {
 	if len(c.Settings) > 0 {
-		return LogFormat2
+		return settingsSince(c.Settings, LogFormat2)
 	}
 	return LogFormat1
 }

@@ -54,9 +54,14 @@ const (
 	// config resource, kept per group; and Kafka share groups'
 	// ShareAcquire (44) and ShareAck (45).
 	LogFormat7 LogFormat = 7
+	// LogFormat8 adds no command type: AlterTopic and CreateTopic may
+	// name the topic configs in format8Configs (compression, timestamps,
+	// min.insync.replicas, max.compaction.lag.ms and the rest of Kafka's
+	// list), which a format 7 state machine refuses.
+	LogFormat8 LogFormat = 8
 
 	// MaxLogFormat is the newest format this binary reads and writes.
-	MaxLogFormat = LogFormat7
+	MaxLogFormat = LogFormat8
 )
 
 // Command is an entry the leader proposes.

@@ -250,6 +250,15 @@ func corpusScenario() []corpusEntry {
 			LeaseIDs: []string{command.ShareLeaseID("m-3", "s-4")}, Batch: 10, LeaseMs: 30_000, FromMs: now}},
 		{"f7-share-acquire-archives", &command.ShareAcquireCommand{NowMs: later + 18_000_004, Group: "sharers", Queue: "events", Partitions: []string{"1"},
 			LeaseIDs: []string{command.ShareLeaseID("m-1", "s-3")}, Batch: 10, LeaseMs: 30_000, MaxDeliveries: 2}},
+		// Format 8: the rest of Kafka's topic configs, set at creation,
+		// changed and returned to their defaults.
+		{"f8-set-log-format", &command.SetLogFormatCommand{Format: command.LogFormat8}},
+		{"f8-create-topic-configured", &command.CreateTopicCommand{NowMs: later + 19_000_000, Name: "shaped", Partitions: 1, Settings: []command.TopicSetting{
+			{Name: command.ConfigCompressionType, Value: 5}, {Name: command.ConfigTimestampType, Value: 1},
+			{Name: command.ConfigMinInsyncReplicas, Value: 2}, {Name: command.ConfigPreallocate, Value: -1}}}},
+		{"f8-alter-topic-configs", &command.AlterTopicCommand{Name: "shaped", Settings: []command.TopicSetting{
+			{Name: command.ConfigCompressionType, Value: 0}, {Name: command.ConfigMaxCompactionLagMs, Value: 60_000},
+			{Name: command.ConfigFlushMs, Value: -1}, {Name: command.ConfigCompressionZstdLvl, Value: -7}}}},
 	}
 }
 

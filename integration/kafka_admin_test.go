@@ -47,7 +47,7 @@ func TestKafkaTopicConfigsAlterLive(t *testing.T) {
 		t.Fatalf("max.message.bytes after the alter: %s", got)
 	}
 	// kadm asks for synonyms: a set config shows the topic's value, then
-	// the broker default behind it; waggle's fixed configs are read-only.
+	// the broker default behind it; waggle's fixed configs show their one value.
 	described, err := adm.DescribeTopicConfigs(ctx, "live")
 	if err != nil || described[0].Err != nil {
 		t.Fatalf("DescribeConfigs: %+v, %v", described, err)
@@ -95,8 +95,8 @@ func TestKafkaTopicConfigsAlterLive(t *testing.T) {
 		{Op: kadm.SetConfig, Name: "no.such.config", Value: kadm.StringPtr("1")},
 		{Op: kadm.SetConfig, Name: "retention.ms", Value: kadm.StringPtr("soon")},
 		{Op: kadm.AppendConfig, Name: "retention.ms", Value: kadm.StringPtr("1")},
-		{Op: kadm.SetConfig, Name: "cleanup.policy", Value: kadm.StringPtr("compact,purge")}, // not a policy
-		{Op: kadm.SetConfig, Name: "compression.type", Value: kadm.StringPtr("zstd")},        // read-only: waggle's behaviour
+		{Op: kadm.SetConfig, Name: "cleanup.policy", Value: kadm.StringPtr("compact,purge")},        // not a policy
+		{Op: kadm.SetConfig, Name: "unclean.leader.election.enable", Value: kadm.StringPtr("true")}, // raft allows no unclean leader
 	} {
 		rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{ac}, "live")
 		if err != nil || len(rs) != 1 || !errors.Is(rs[0].Err, kerr.InvalidConfig) {

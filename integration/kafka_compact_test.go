@@ -23,14 +23,33 @@ func readPartition(t *testing.T, addr, topic string) (map[string][]byte, int, er
 	t.Helper()
 	cl := kafkaClient(t, []string{addr}, kgo.MaxVersions(kversion.V3_0_0())) // Fetch by topic name
 	defer cl.Close()
+	byKey, n, _, err := fetchPartition(cl, func(ctx context.Context, req kmsg.Request) (kmsg.Response, error) { return cl.Request(ctx, req) }, topic)
+	return byKey, n, err
+}
+
+// readLeaderPartition is readPartition from the leader of cluster c,
+// with the codecs of the batches read.
+func readLeaderPartition(t *testing.T, c *cluster, topic string) (byKey map[string][]byte, n int, codecs []int8, err error) {
+	t.Helper()
+	cl := kafkaClient(t, c.kafkaAddrs(), kgo.MaxVersions(kversion.V3_0_0()))
+	defer cl.Close()
+	leader := cl.Broker(int(c.leader().id))
+	return fetchPartition(cl, leader.RetriableRequest, topic)
+}
+
+// fetchPartition reads partition 0 of topic with send, from offset 0 to
+// its end, and answers the last value of each key, the records read and
+// the compression codec of each batch.
+func fetchPartition(cl *kgo.Client, send func(context.Context, kmsg.Request) (kmsg.Response, error), topic string) (map[string][]byte, int, []int8, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	end, _ := ends.Lookup(topic, 0)
 	out, n := map[string][]byte{}, 0
+	var codecs []int8
 	for off := int64(0); off < end.Offset; {
 		req := kmsg.NewPtrFetchRequest()
 		req.MaxWaitMillis, req.MaxBytes = 100, 8<<20
@@ -40,28 +59,36 @@ func readPartition(t *testing.T, addr, topic string) (map[string][]byte, int, er
 		rp.FetchOffset, rp.PartitionMaxBytes = off, 4<<20
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, cl)
+		kresp, err := send(ctx, req)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
-		p := &resp.Topics[0].Partitions[0]
+		p := &kresp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
 		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-			return nil, 0, fmt.Errorf("fetch at %d: %w", off, err)
+			return nil, 0, nil, fmt.Errorf("fetch at %d: %w", off, err)
+		}
+		for raw := p.RecordBatches; len(raw) > 0; {
+			var b kmsg.RecordBatch
+			if b.ReadFrom(raw) != nil {
+				break
+			}
+			codecs = append(codecs, int8(b.Attributes&0x07))
+			raw = raw[12+b.Length:]
 		}
 		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Offset: off, Topic: topic}, p, kgo.DefaultDecompressor(), nil)
 		if fp.Err != nil {
-			return nil, 0, fp.Err
+			return nil, 0, nil, fp.Err
 		}
 		for _, r := range fp.Records {
 			out[string(r.Key)] = r.Value
 			n++
 		}
 		if next <= off {
-			return nil, 0, fmt.Errorf("fetch at %d did not move on (high watermark %d)", off, end.Offset)
+			return nil, 0, nil, fmt.Errorf("fetch at %d did not move on (high watermark %d)", off, end.Offset)
 		}
 		off = next
 	}
-	return out, n, nil
+	return out, n, codecs, nil
 }
 
 // topicBytes is the bytes a node keeps for a topic, as DescribeLogDirs

@@ -55,7 +55,7 @@ func handleProduce(c *conn, kreq kmsg.Request) (reply, error) {
 				p.ErrorCode, p.BaseOffset = code, -1 // as every other refusal, and Kafka
 				continue
 			}
-			if wait := c.producePartition(name, rp, p); wait != nil {
+			if wait := c.producePartition(name, req.Acks, rp, p); wait != nil {
 				waits = append(waits, wait)
 			}
 		}
@@ -88,7 +88,7 @@ func (c *conn) checkProduce(acks int16, topic string) int16 {
 // producePartition validates one partition's records and hands them to
 // raft. It fills out at once when they are refused, or returns a function
 // that waits for the commit and fills out then.
-func (c *conn) producePartition(topic string, rp kmsg.ProduceRequestTopicPartition, out *kmsg.ProduceResponseTopicPartition) func() {
+func (c *conn) producePartition(topic string, acks int16, rp kmsg.ProduceRequestTopicPartition, out *kmsg.ProduceResponseTopicPartition) func() {
 	fail := func(code int16, msg string) {
 		out.ErrorCode, out.BaseOffset = code, -1
 		if msg != "" {
@@ -130,6 +130,15 @@ func (c *conn) producePartition(topic string, rp kmsg.ProduceRequestTopicPartiti
 			}
 		}
 	}
+	appendTime := int64(-1)
+	if len(topics) == 1 {
+		var code int16
+		var msg string
+		if appendTime, code, msg = c.holdToTopicConfigs(topics[0], acks, batches); code != 0 {
+			fail(code, msg)
+			return nil
+		}
+	}
 	var autoCreate int32
 	if c.s.cfg.AutoCreateTopics && c.may(auth.Manage, auth.Queue, topic) { // creating takes the right to manage
 		autoCreate = c.s.cfg.DefaultPartitions
@@ -150,7 +159,7 @@ func (c *conn) producePartition(topic string, rp kmsg.ProduceRequestTopicPartiti
 			out.BaseOffset++
 		}
 		out.LogStartOffset = res.LogStart
-		out.LogAppendTime = -1 // CreateTime topics
+		out.LogAppendTime = appendTime // -1: a CreateTime topic
 	}
 }
 

@@ -58,11 +58,12 @@ func (c *conn) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool) 
 		return kerr.InvalidPartitions.Code, "partition count must be positive"
 	}
 	var settings []command.TopicSetting
+	format := c.s.topic(rt.Topic).LogFormat()
 	for _, cfg := range rt.Configs {
 		if cfg.Value == nil {
 			continue
 		}
-		setting, stored, refusal := topicSetting(cfg.Name, cfg.Value)
+		setting, stored, refusal := topicSetting(cfg.Name, cfg.Value, format)
 		if refusal != "" {
 			return kerr.InvalidConfig.Code, refusal
 		}

@@ -1,8 +1,7 @@
 package kafka
 
 import (
-	"math"
-	"strconv"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -63,78 +62,31 @@ func handleDescribeConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	return resp, nil
 }
 
-// topicConfig is one config as DescribeConfigs reports it.
-type topicConfig struct {
-	name, value string
-	set         bool // set on the topic (else the broker's default is in force)
-	// synonym is the broker config behind the default (Kafka's name), and
-	// def its value.
-	synonym, def string
-	typ          kmsg.ConfigType
-	// readOnly: waggle's behaviour, not a setting (AlterConfigs refuses it).
-	readOnly bool
-	doc      string
-}
-
-// topicConfigs answers a topic's configs: the ones waggle applies, with
-// the broker default behind each as a synonym (v1+, KIP-226), and the
-// Kafka configs whose value waggle's design fixes, read-only.
+// topicConfigs answers a topic's configs (all of Kafka's topic configs,
+// or those named): each with its value in force, whether the topic set it,
+// and the broker default behind it as a synonym (v1+, KIP-226).
 func topicConfigs(t, defaults broker.TopicInfo, names []string, synonyms, docs bool) []kmsg.DescribeConfigsResponseResourceConfig {
-	maxBytes := int64(min(t.MaxMessageBytes, broker.MaxTopicMessageBytes)) // what produces are held to
-	defMaxBytes := strconv.Itoa(broker.DefaultMaxMessageBytes)
-	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
-	ratio := func(ppm int64) string { return strconv.FormatFloat(float64(ppm)/1e6, 'g', -1, 64) }
-	all := []topicConfig{
-		{configCleanupPolicy, policyName(t.CleanupPolicy), t.CleanupPolicySet, "log.cleanup.policy", policyName(defaults.CleanupPolicy),
-			kmsg.ConfigTypeList, false, "delete, compact, or compact,delete"},
-		{"compression.type", "producer", false, "compression.type", "producer", kmsg.ConfigTypeString, true,
-			"batches are stored as the producer compressed them"},
-		{configDeleteRetention, i64(t.DeleteRetentionMs), t.DeleteRetentionMsSet, "log.cleaner.delete.retention.ms", i64(defaults.DeleteRetentionMs),
-			kmsg.ConfigTypeLong, false, "how long a compacted tombstone is kept"},
-		{"max.compaction.lag.ms", i64(math.MaxInt64), false, "log.cleaner.max.compaction.lag.ms", i64(math.MaxInt64), kmsg.ConfigTypeLong, true,
-			"not enforced: passes start by min.cleanable.dirty.ratio"},
-		{configMaxMessageBytes, i64(orDefault(maxBytes, broker.DefaultMaxMessageBytes)), maxBytes != 0, "message.max.bytes", defMaxBytes,
-			kmsg.ConfigTypeInt, false, "largest record batch a produce may carry (at most 4 MiB)"},
-		{"message.timestamp.type", "CreateTime", false, "log.message.timestamp.type", "CreateTime", kmsg.ConfigTypeString, true,
-			"records keep the producer's timestamps"},
-		{configMinCleanableDirty, ratio(t.MinCleanableDirtyPPM), t.MinCleanableDirtyRatioSet, "log.cleaner.min.cleanable.ratio", ratio(defaults.MinCleanableDirtyPPM),
-			kmsg.ConfigTypeDouble, false, "share of new bytes that starts a compaction pass"},
-		{configMinCompactionLag, i64(t.MinCompactionLagMs), t.MinCompactionLagMsSet, "log.cleaner.min.compaction.lag.ms", i64(defaults.MinCompactionLagMs),
-			kmsg.ConfigTypeLong, false, "how old a record must be to be compacted"},
-		{configRetentionBytes, i64(orDefault(t.RetentionBytes, -1)), t.RetentionBytes != 0, "log.retention.bytes", "-1",
-			kmsg.ConfigTypeLong, false, "bytes kept per partition (-1: no limit)"},
-		{configRetentionMs, i64(t.RetentionMs), t.RetentionSet, "log.retention.ms", i64(defaults.RetentionMs),
-			kmsg.ConfigTypeLong, false, "how long records are kept (-1: for ever)"},
-		{configSegmentBytes, i64(t.SegmentBytes), t.SegmentBytesSet, "log.segment.bytes", i64(defaults.SegmentBytes),
-			kmsg.ConfigTypeInt, false, "size of a segment file"},
-		{configSegmentMs, i64(t.SegmentMs), t.SegmentMsSet, "log.roll.ms", i64(defaults.SegmentMs),
-			kmsg.ConfigTypeLong, false, "age at which a segment is sealed"},
-		{"unclean.leader.election.enable", "false", false, "unclean.leader.election.enable", "false", kmsg.ConfigTypeBoolean, true,
-			"raft elects only leaders holding every committed write"},
-	}
-	want := map[string]bool{}
-	for _, n := range names {
-		want[n] = true
-	}
 	var out []kmsg.DescribeConfigsResponseResourceConfig
-	for _, e := range all {
-		if len(names) > 0 && !want[e.name] {
+	for _, d := range topicConfigDefs {
+		if len(names) > 0 && !slices.Contains(names, d.name) {
 			continue
 		}
+		value, set := d.show(t)
+		def, _ := d.show(defaults)
 		cfg := kmsg.NewDescribeConfigsResponseResourceConfig()
-		cfg.Name, cfg.Value, cfg.IsDefault, cfg.ReadOnly = e.name, kmsg.StringPtr(e.value), !e.set, e.readOnly
-		cfg.Source, cfg.ConfigType = kmsg.ConfigSourceDefaultConfig, e.typ
-		if e.set {
+		cfg.Name, cfg.Value, cfg.IsDefault, cfg.ReadOnly = d.name, kmsg.StringPtr(value), !set, false
+		cfg.Source, cfg.ConfigType = kmsg.ConfigSourceDefaultConfig, d.typ
+		if set {
 			cfg.Source = kmsg.ConfigSourceDynamicTopicConfig
 		}
 		if docs {
-			cfg.Documentation = kmsg.StringPtr(e.doc)
+			cfg.Documentation = kmsg.StringPtr(d.doc)
 		}
 		if synonyms {
-			if e.set {
-				cfg.ConfigSynonyms = append(cfg.ConfigSynonyms, configSynonym(e.name, e.value, kmsg.ConfigSourceDynamicTopicConfig))
+			if set {
+				cfg.ConfigSynonyms = append(cfg.ConfigSynonyms, configSynonym(d.name, value, kmsg.ConfigSourceDynamicTopicConfig))
 			}
-			cfg.ConfigSynonyms = append(cfg.ConfigSynonyms, configSynonym(e.synonym, e.def, kmsg.ConfigSourceDefaultConfig))
+			cfg.ConfigSynonyms = append(cfg.ConfigSynonyms, configSynonym(d.synonym, def, kmsg.ConfigSourceDefaultConfig))
 		}
 		out = append(out, cfg)
 	}

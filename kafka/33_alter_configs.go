@@ -28,10 +28,10 @@ func handleAlterConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			resp.Resources = append(resp.Resources, r)
 			continue
 		}
-		r.ErrorCode, r.ErrorMessage = c.alterTopic(rr.ResourceType, rr.ResourceName, req.ValidateOnly, func() ([]command.TopicSetting, string) {
+		r.ErrorCode, r.ErrorMessage = c.alterTopic(rr.ResourceType, rr.ResourceName, req.ValidateOnly, func(f command.LogFormat) ([]command.TopicSetting, string) {
 			given := map[string]command.TopicSetting{}
 			for _, cfg := range rr.Configs {
-				s, stored, refusal := topicSetting(cfg.Name, cfg.Value)
+				s, stored, refusal := topicSetting(cfg.Name, cfg.Value, f)
 				if _, twice := given[cfg.Name]; twice {
 					refusal = cfg.Name + " is named twice"
 				}
@@ -42,8 +42,8 @@ func handleAlterConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 					given[s.Name] = s
 				}
 			}
-			settings := make([]command.TopicSetting, 0, len(alterableConfigs))
-			for _, name := range alterableConfigs {
+			var settings []command.TopicSetting
+			for _, name := range storedConfigs(f) {
 				settings = append(settings, command.TopicSetting{Name: name, Value: given[name].Value}) // 0: the default
 			}
 			return settings, ""
@@ -55,7 +55,7 @@ func handleAlterConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 
 // alterTopic checks and applies one resource of AlterConfigs or
 // IncrementalAlterConfigs; settings works out what to change, or why not.
-func (c *conn) alterTopic(kind kmsg.ConfigResourceType, topic string, validateOnly bool, settings func() ([]command.TopicSetting, string)) (int16, *string) {
+func (c *conn) alterTopic(kind kmsg.ConfigResourceType, topic string, validateOnly bool, settings func(command.LogFormat) ([]command.TopicSetting, string)) (int16, *string) {
 	refuse := func(code int16, msg string) (int16, *string) { return code, kmsg.StringPtr(msg) }
 	switch {
 	case kind == kmsg.ConfigResourceTypeBroker:
@@ -64,10 +64,12 @@ func (c *conn) alterTopic(kind kmsg.ConfigResourceType, topic string, validateOn
 		return refuse(kerr.InvalidRequest.Code, "only topic configs can be altered")
 	case c.topicDenied(auth.Manage, topic) != 0:
 		return kerr.TopicAuthorizationFailed.Code, nil
-	case c.s.topic(topic).LogFormat() < command.LogFormat2:
+	}
+	format := c.s.topic(topic).LogFormat()
+	if format < command.LogFormat2 {
 		return refuse(kerr.InvalidRequest.Code, broker.ErrUpgradeInProgress.Error())
 	}
-	s, refusal := settings()
+	s, refusal := settings(format)
 	if refusal != "" {
 		return refuse(kerr.InvalidConfig.Code, refusal)
 	}

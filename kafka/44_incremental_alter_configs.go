@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"slices"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -26,23 +27,25 @@ func handleIncrementalAlterConfigs(c *conn, kreq kmsg.Request) (kmsg.Response, e
 			resp.Resources = append(resp.Resources, r)
 			continue
 		}
-		r.ErrorCode, r.ErrorMessage = c.alterTopic(rr.ResourceType, rr.ResourceName, req.ValidateOnly, func() ([]command.TopicSetting, string) {
+		r.ErrorCode, r.ErrorMessage = c.alterTopic(rr.ResourceType, rr.ResourceName, req.ValidateOnly, func(f command.LogFormat) ([]command.TopicSetting, string) {
 			var settings []command.TopicSetting
 			for _, cfg := range rr.Configs {
 				switch cfg.Op {
 				case kmsg.IncrementalAlterConfigOpSet:
 				case kmsg.IncrementalAlterConfigOpDelete:
-					switch {
-					case slices.Contains(alterableConfigs, cfg.Name):
+					switch d, ok := topicConfigDefOf(cfg.Name); {
+					case !ok:
+						return nil, "unknown topic config " + cfg.Name
+					case slices.Contains(storedConfigs(f), cfg.Name):
 						settings = append(settings, command.TopicSetting{Name: cfg.Name}) // 0: back to the default
-					case cfg.Name != configCleanupPolicy: // deleting it keeps "delete"
-						return nil, "unsupported topic config " + cfg.Name
+					case !d.fixed:
+						return nil, cfg.Name + " needs every node upgraded first (log format " + strconv.Itoa(int(command.ConfigSince(cfg.Name))) + ")"
 					}
 					continue
 				default:
 					return nil, cfg.Name + " is not a list config: only SET and DELETE apply"
 				}
-				s, stored, refusal := topicSetting(cfg.Name, cfg.Value)
+				s, stored, refusal := topicSetting(cfg.Name, cfg.Value, f)
 				if refusal != "" {
 					return nil, refusal
 				}

@@ -122,6 +122,10 @@ func (f *fakeBroker) LeaderWithID() (addr, id string) {
 	return "", f.leaderID
 }
 
+func (f *fakeBroker) InSyncReplicas() int { return 1 }
+
+func (f *fakeBroker) LogFormat() command.LogFormat { return command.MaxLogFormat }
+
 func (f *fakeBroker) LeaderCaughtUp() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -270,6 +270,22 @@ func (t *Tx) Compact(q Queue, nowMs int64, prop CompactProposal, lim CompactLimi
 	return out, t.set(compactStateKey(q.ID), encodeJSONRecord(st))
 }
 
+// ConfigMaxCompactionLagMs is Kafka's max.compaction.lag.ms, kept in
+// Queue.Configs.
+const ConfigMaxCompactionLagMs = "max.compaction.lag.ms"
+
+// CompactionSealAgeMs is the age at which a compaction pass may seal a
+// compacted queue's active segment: segment.ms, or max.compaction.lag.ms
+// when that is set and shorter (a config of log format 8, so a queue
+// applied by an older binary never has it).
+func CompactionSealAgeMs(q Queue) int64 {
+	_, ageMs := SegmentLimits(q)
+	if maxLag, ok := q.Config(ConfigMaxCompactionLagMs); ok {
+		ageMs = min(ageMs, maxLag)
+	}
+	return ageMs
+}
+
 // compactCut checks the leader's proposal for a new pass and returns its
 // cut; with Seal it seals the active segment first.
 func (t *Tx) compactCut(q Queue, nowMs int64, prop CompactProposal) (uint64, bool, error) {
@@ -283,7 +299,7 @@ func (t *Tx) compactCut(q Queue, nowMs int64, prop CompactProposal) (uint64, boo
 		return 0, false, err
 	}
 	if prop.Seal {
-		_, ageMs := SegmentLimits(q)
+		ageMs := CompactionSealAgeMs(q)
 		if h.End == h.ActiveBase || nowMs-h.ActiveSinceMs < ageMs || nowMs-h.LastAppendMs < lag || openPos < h.End {
 			return 0, false, nil
 		}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -86,8 +87,8 @@ func TestRecordRoundTrips(t *testing.T) {
 	if got, err := decodeMeta(meta.encode()); err != nil || got != meta {
 		t.Fatalf("meta: %+v, %v", got, err)
 	}
-	q := Queue{ID: 5, Name: "payments", DedupWindowSeconds: 60, CreatedAtMs: 99}
-	if got, err := decodeQueue(q.encode()); err != nil || got != q {
+	q := Queue{ID: 5, Name: "payments", DedupWindowSeconds: 60, CreatedAtMs: 99, Configs: map[string]int64{"min.insync.replicas": 2}}
+	if got, err := decodeQueue(q.encode()); err != nil || !reflect.DeepEqual(got, q) {
 		t.Fatalf("queue: %+v, %v", got, err)
 	}
 	p := Partition{ID: 8, QueueID: 5, Name: "eu", NextOffset: 100, StartOffset: 3}

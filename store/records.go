@@ -104,11 +104,41 @@ type Queue struct {
 	DeleteRetentionMs    int64 `json:"deleteRetentionMs,omitempty"`
 	MinCleanableDirtyPPM int64 `json:"minCleanableDirtyPpm,omitempty"`
 	CompactedLayout      bool  `json:"compactedLayout,omitempty"`
+	// Configs holds the Kafka topic configs of log format 8 and later
+	// (command.ConfigCompressionType, …) by name; a config absent is at
+	// its default. JSON writes a map's keys in order, so every replica
+	// encodes the same bytes.
+	Configs map[string]int64 `json:"configs,omitempty"`
 	// Consuming over HTTP; nil means the default (see package fsm).
 	LeaseTimeSeconds         *int64 `json:"leaseTime,omitempty"`
 	RetryLimit               *int32 `json:"retryLimit,omitempty"`
 	DeadLetterQueue          *bool  `json:"deadLetterQueue,omitempty"`
 	DelayedProcessingSeconds *int64 `json:"delayedProcessing,omitempty"`
+}
+
+// Config is the value of a Kafka topic config kept in Configs, and
+// whether the topic sets it.
+func (q Queue) Config(name string) (v int64, set bool) {
+	v, set = q.Configs[name]
+	return v, set
+}
+
+// SetConfig sets a config kept in Configs; 0 returns it to its default.
+// It writes a new map: copies of q (a cached queue) keep the old one.
+func (q *Queue) SetConfig(name string, v int64) {
+	configs := make(map[string]int64, len(q.Configs)+1)
+	for k, old := range q.Configs {
+		if k != name {
+			configs[k] = old
+		}
+	}
+	if v != 0 {
+		configs[name] = v
+	}
+	q.Configs = configs
+	if len(configs) == 0 {
+		q.Configs = nil
+	}
 }
 
 // Queue and node records are JSON behind the version byte: they are small,

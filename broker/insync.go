@@ -1,0 +1,60 @@
+package broker
+
+import (
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// contactWatch follows, while this node leads, which voters' heartbeats
+// fail: raft reports each failed heartbeat and each resumed one. It is
+// what Kafka's min.insync.replicas counts under raft (InSyncReplicas).
+type contactWatch struct {
+	mu      sync.Mutex
+	failing map[raft.ServerID]bool
+}
+
+// observe is a raft observer's filter: it records what it sees and
+// queues nothing.
+func (w *contactWatch) observe(o *raft.Observation) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch d := o.Data.(type) {
+	case raft.LeaderObservation:
+		w.failing = nil // a new term: the old view of the peers is gone
+	case raft.FailedHeartbeatObservation:
+		if w.failing == nil {
+			w.failing = map[raft.ServerID]bool{}
+		}
+		w.failing[d.PeerID] = true
+	case raft.ResumedHeartbeatObservation:
+		delete(w.failing, d.PeerID)
+	}
+	return false
+}
+
+func (s *Service) watchContact() {
+	s.node.Raft.RegisterObserver(raft.NewObserver(make(chan raft.Observation, 1), false, s.contact.observe))
+}
+
+// InSyncReplicas counts the voters this leader is in touch with, itself
+// included: Kafka's in-sync replicas under raft, where a write is
+// committed once a majority of them hold it. It is 0 on a follower.
+func (s *Service) InSyncReplicas() int {
+	if !s.IsLeader() {
+		return 0
+	}
+	f := s.node.Raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	s.contact.mu.Lock()
+	defer s.contact.mu.Unlock()
+	n := 0
+	for _, srv := range f.Configuration().Servers {
+		if srv.Suffrage == raft.Voter && !s.contact.failing[srv.ID] {
+			n++
+		}
+	}
+	return n
+}
