@@ -52,7 +52,10 @@ func (c *conn) holdToTopicConfigs(t broker.TopicInfo, acks int16, batches []reco
 	}
 	if ct := t.Config(command.ConfigCompressionType, 0); ct > 0 {
 		codec := recordbatch.Codec(ct - 1) // uncompressed, gzip, snappy, lz4, zstd
-		level := int(t.Config(compressionLevelConfig(codec), 0))
+		level := 0
+		if name := compressionLevelConfig(codec); name != "" {
+			level = int(topicConfigValue(t, name)) // the level described, default included
+		}
 		for i := range batches {
 			raw, err := recordbatch.Recompress(batches[i].Raw, codec, level, maxRewrittenBatch)
 			if err != nil {
