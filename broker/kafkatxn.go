@@ -81,6 +81,17 @@ func (s *Service) EndTxn(id string, producerID int64, epoch int16, commit bool) 
 	return apply(s, &cmd)
 }
 
+// EndTxnBump commits or aborts the producer's transaction and moves it to
+// its next epoch, which the answer carries (Kafka's transaction version
+// 2; log format 9, ErrUpgradeInProgress before).
+func (s *Service) EndTxnBump(id string, producerID int64, epoch int16, commit bool) (command.TxnProducerResult, error) {
+	if err := validateTransactionalID(id); err != nil {
+		return command.TxnProducerResult{}, err
+	}
+	cmd := command.EndTxnBumpCommand{NowMs: s.now().UnixMilli(), TransactionalID: id, ProducerID: producerID, Epoch: epoch, Commit: commit}
+	return apply(s, &cmd)
+}
+
 // Now is the time the leader stamps into entries.
 func (s *Service) Now() time.Time { return s.now() }
 

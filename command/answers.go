@@ -40,6 +40,7 @@ func (*InitTxnProducerCommand) answers(TxnProducerResult)   {}
 func (*AddToTxnCommand) answers(AddToTxnResult)             {}
 func (*TxnOffsetCommitCommand) answers([]TopicOutcome)      {}
 func (*EndTxnCommand) answers(TopicOutcome)                 {}
+func (*EndTxnBumpCommand) answers(TxnProducerResult)        {}
 func (*ForgetTxnsCommand) answers(int)                      {} // ids forgotten
 func (*CompactCommand) answers(CompactResult)               {}
 func (*ReplayDeadLetterCommand) answers(ReplayResult)       {}

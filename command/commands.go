@@ -71,6 +71,8 @@ const (
 	// Kafka share groups (share.go), log format 7.
 	CmdShareAcquire CommandType = 44
 	CmdShareAck     CommandType = 45
+	// Kafka transaction version 2 (kafkatxn.go), log format 9.
+	CmdEndTxnBump CommandType = 46
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.

@@ -61,6 +61,7 @@ func init() {
 	registerCodec(CmdAddToTxn, decodeAddToTxn)
 	registerCodec(CmdTxnOffsetCommit, decodeTxnOffsetCommit)
 	registerCodec(CmdEndTxn, decodeEndTxn)
+	registerCodec(CmdEndTxnBump, decodeEndTxnBump)
 	registerCodec(CmdForgetTxns, decodeForgetTxns)
 	registerCodec(CmdCompact, decodeCompact)
 	registerCodec(CmdReplayDeadLetter, decodeReplayDeadLetter)

@@ -224,6 +224,39 @@ func decodeEndTxn(b []byte) (*EndTxnCommand, error) {
 	return c, d.finish()
 }
 
+// EndTxnBumpCommand commits or aborts a producer's transaction and moves
+// the transactional id to its next epoch (Kafka's transaction version 2,
+// KIP-890 part 2: EndTxn v5+), answering the producer id and epoch the
+// next transaction uses. An abort with no transaction in progress only
+// moves the epoch. A retry from the epoch before, after the call it
+// repeats went through, is answered again with the current pair.
+type EndTxnBumpCommand struct {
+	NowMs           int64
+	TransactionalID string
+	ProducerID      int64
+	Epoch           int16
+	Commit          bool
+}
+
+func (c *EndTxnBumpCommand) since() LogFormat { return LogFormat9 }
+
+// Encode returns the raft entry for the command.
+func (c *EndTxnBumpCommand) Encode() []byte {
+	e := encoder{}
+	e.byte(byte(CmdEndTxnBump))
+	e.txnProducer(c.NowMs, c.TransactionalID, c.ProducerID, c.Epoch)
+	e.bool(c.Commit)
+	return e.b
+}
+
+func decodeEndTxnBump(b []byte) (*EndTxnBumpCommand, error) {
+	d := decoder{b: b}
+	c := &EndTxnBumpCommand{}
+	c.NowMs, c.TransactionalID, c.ProducerID, c.Epoch = d.txnProducer()
+	c.Commit = d.byte() == 1
+	return c, d.finish()
+}
+
 // TxnIDExpirationMs is how long a transactional id without a transaction
 // in progress is kept after its last use, in replicated time (Kafka's
 // transactional.id.expiration.ms default, 7 days).

@@ -59,9 +59,12 @@ const (
 	// min.insync.replicas, max.compaction.lag.ms and the rest of Kafka's
 	// list), which a format 7 state machine refuses.
 	LogFormat8 LogFormat = 8
+	// LogFormat9 adds EndTxnBump (46): Kafka's transaction version 2
+	// (KIP-890 part 2), whose EndTxn moves the producer to a new epoch.
+	LogFormat9 LogFormat = 9
 
 	// MaxLogFormat is the newest format this binary reads and writes.
-	MaxLogFormat = LogFormat8
+	MaxLogFormat = LogFormat9
 )
 
 // Command is an entry the leader proposes.

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -259,6 +261,15 @@ func corpusScenario() []corpusEntry {
 		{"f8-alter-topic-configs", &command.AlterTopicCommand{Name: "shaped", Settings: []command.TopicSetting{
 			{Name: command.ConfigCompressionType, Value: 0}, {Name: command.ConfigMaxCompactionLagMs, Value: 60_000},
 			{Name: command.ConfigFlushMs, Value: -1}, {Name: command.ConfigCompressionZstdLvl, Value: -7}}}},
+		// Format 9: transaction version 2 ends a transaction and moves
+		// the producer to its next epoch; the retry is answered again.
+		{"f9-set-log-format", &command.SetLogFormatCommand{Format: command.LogFormat9}},
+		{"f9-init-txn-producer", &command.InitTxnProducerCommand{NowMs: later + 20_000_000, TransactionalID: "etl-2", TimeoutMs: 60_000, ProducerID: -1, Epoch: -1}},
+		{"f9-add-to-txn", &command.AddToTxnCommand{NowMs: later + 20_000_001, TransactionalID: "etl-2", ProducerID: txn2PID, Partitions: []store.TxnPartition{{Topic: "events", Partition: 0}}}},
+		{"f9-produce-transactional", &command.ProduceCommand{NowMs: later + 20_000_002, Topic: "events", Partition: 0, Batches: []command.ProduceBatch{txnBatch(txn2PID, 0, 0, 2)}}},
+		{"f9-end-txn-bump", &command.EndTxnBumpCommand{NowMs: later + 20_000_003, TransactionalID: "etl-2", ProducerID: txn2PID, Commit: true}},
+		{"f9-end-txn-bump-retried", &command.EndTxnBumpCommand{NowMs: later + 20_000_004, TransactionalID: "etl-2", ProducerID: txn2PID, Commit: true}},
+		{"f9-end-txn-bump-empty-abort", &command.EndTxnBumpCommand{NowMs: later + 20_000_005, TransactionalID: "etl-2", ProducerID: txn2PID, Epoch: 1}},
 	}
 }
 
@@ -281,8 +292,12 @@ const (
 	corpusDeadLetterID    = 18
 )
 
-// txnPID is the producer id the corpus scenario's init-txn-producer gets.
-const txnPID = 12
+// txnPID and txn2PID are the producer ids the corpus scenario's
+// init-txn-producer and f9-init-txn-producer get.
+const (
+	txnPID  = 12
+	txn2PID = 1<<44 + 9
+)
 
 // corpusCompactedQueueID is the id the scenario gives topic "latest".
 const corpusCompactedQueueID = 13
@@ -434,7 +449,12 @@ func readCorpusEntries(t *testing.T, dir string) (entries [][]byte, names []stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.Sort(files)
+	// In scenario order: by the number before the first dash (a plain
+	// sort puts 100 before 11).
+	slices.SortFunc(files, func(a, b string) int {
+		n := func(p string) int { v, _ := strconv.Atoi(strings.SplitN(filepath.Base(p), "-", 2)[0]); return v }
+		return cmp.Compare(n(a), n(b))
+	})
 	for _, p := range files {
 		entries = append(entries, readFile(t, p))
 		names = append(names, filepath.Base(p))

@@ -215,6 +215,38 @@ func (p *Processor) endTxnCommand(tx *store.Tx, meta *store.Meta, c *command.End
 	return command.TxnInvalidState
 }
 
+// endTxnBump ends a transaction as endTxnCommand does and moves the id to
+// its next epoch (transaction version 2). The retry of a call that went
+// through comes from the epoch before (st.Prev) and is answered again; the
+// other direction from there is INVALID_TXN_STATE, as Kafka answers it.
+func (p *Processor) endTxnBump(tx *store.Tx, meta *store.Meta, c *command.EndTxnBumpCommand) command.TxnProducerResult {
+	refuse := func(o command.TopicOutcome) command.TxnProducerResult {
+		return command.TxnProducerResult{Outcome: o, ProducerID: -1, Epoch: -1}
+	}
+	st, outcome := txnFor(tx, c.TransactionalID, c.ProducerID, c.Epoch)
+	ended := st.Status == store.TxnCompleteCommit || st.Status == store.TxnCompleteAbort
+	if outcome != command.TopicOK {
+		if st.Prev == nil || *st.Prev != (store.TxnProducer{ID: c.ProducerID, Epoch: c.Epoch}) || !ended {
+			return refuse(outcome)
+		}
+		if (st.Status == store.TxnCompleteCommit) != c.Commit {
+			return refuse(command.TxnInvalidState)
+		}
+		return command.TxnProducerResult{Outcome: command.TopicOK, ProducerID: st.ProducerID, Epoch: st.Epoch}
+	}
+	switch {
+	case st.Status == store.TxnOngoing:
+		p.endTxn(tx, meta, &st, c.Commit)
+	case c.Commit:
+		return refuse(command.TxnInvalidState) // nothing to commit
+	default:
+		st.Status, st.UpdatedMs = store.TxnCompleteAbort, meta.ClockMs // an empty abort: only the epoch moves
+	}
+	bumpEpoch(tx, meta, &st)
+	must(tx.PutTxn(st))
+	return command.TxnProducerResult{Outcome: command.TopicOK, ProducerID: st.ProducerID, Epoch: st.Epoch}
+}
+
 // endTxn writes the transaction's marker on every partition it wrote to,
 // records an abort's range for read_committed readers, commits the staged
 // offsets of a commit, and leaves st complete (the caller stores it).

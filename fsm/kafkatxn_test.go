@@ -453,3 +453,58 @@ func TestTransactionalIDsExpire(t *testing.T) {
 		t.Fatalf("a forgotten id came back as %+v, want a new producer id at epoch 0", got)
 	}
 }
+
+func endTxnBump(nowMs int64, id string, producer int64, epoch int16, commit bool) []byte {
+	c := command.EndTxnBumpCommand{NowMs: nowMs, TransactionalID: id, ProducerID: producer, Epoch: epoch, Commit: commit}
+	return c.Encode()
+}
+
+// Transaction version 2: each EndTxn moves the producer to its next epoch,
+// whose transaction starts its sequences over; a retry from the epoch
+// before is answered again, the other direction refused; an abort with
+// nothing in progress only moves the epoch, a commit is refused.
+func TestEndTxnBumpMovesTheEpoch(t *testing.T) {
+	f := newFSM(t)
+	tp := store.TxnPartition{Topic: "t", Partition: 0}
+	answers := f.ApplyBatch(logs(1, produceCmd(1, "t", idemBatch(-1, -1, -1, 1)), initTxn(2, "tx")))
+	pid := answers[1].(command.TxnProducerResult).ProducerID
+	answers = f.ApplyBatch(logs(3,
+		addToTxn(3, "tx", pid, 0, nil, tp),
+		produceCmd(4, "t", txnBatch(pid, 0, 0, 2)), // offsets 1-2
+		endTxnBump(5, "tx", pid, 0, true),          // marker 3
+		endTxnBump(6, "tx", pid, 0, true),          // the retry
+		endTxnBump(7, "tx", pid, 0, false),         // the other direction
+		endTxnBump(8, "tx", pid, 1, true),          // nothing in progress
+		addToTxn(9, "tx", pid, 1, nil, tp),
+		produceCmd(10, "t", txnBatch(pid, 1, 0, 1)), // offset 4: sequence 0 again
+		endTxnBump(11, "tx", pid, 1, false),         // marker 5
+		endTxnBump(12, "tx", pid, 2, false),         // an empty abort
+		produceCmd(13, "t", txnBatch(pid, 1, 1, 1)), // a fenced epoch
+	))
+	want := []command.TxnProducerResult{
+		{Outcome: command.TopicOK, ProducerID: pid, Epoch: 1},
+		{Outcome: command.TopicOK, ProducerID: pid, Epoch: 1},
+		{Outcome: command.TxnInvalidState, ProducerID: -1, Epoch: -1},
+		{Outcome: command.TxnInvalidState, ProducerID: -1, Epoch: -1},
+	}
+	for i, w := range want {
+		if got := answers[2+i].(command.TxnProducerResult); got != w {
+			t.Fatalf("EndTxn %d: %+v, want %+v", i, got, w)
+		}
+	}
+	if got := answers[7].(command.ProduceResult); got.Outcome != command.TopicOK || got.BaseOffset != 4 {
+		t.Fatalf("the next epoch's first write: %+v", got)
+	}
+	if got := answers[8].(command.TxnProducerResult); got != (command.TxnProducerResult{Outcome: command.TopicOK, ProducerID: pid, Epoch: 2}) {
+		t.Fatalf("abort: %+v", got)
+	}
+	if got := answers[9].(command.TxnProducerResult); got != (command.TxnProducerResult{Outcome: command.TopicOK, ProducerID: pid, Epoch: 3}) {
+		t.Fatalf("empty abort: %+v", got)
+	}
+	if got := answers[10].(command.ProduceResult); got.Outcome == command.TopicOK {
+		t.Fatalf("a write from a bumped-away epoch: %+v", got)
+	}
+	if hw, lso, aborted := partitionView(t, f, "t"); hw != 6 || lso != 6 || len(aborted) != 1 || aborted[0].FirstOffset != 4 || aborted[0].LastOffset != 5 {
+		t.Fatalf("log: hw %d lso %d aborted %+v", hw, lso, aborted)
+	}
+}

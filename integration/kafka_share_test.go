@@ -33,13 +33,26 @@ import (
 func TestFranzGoShareGroupSuite(t *testing.T) {
 	c := startCluster(t, 3)
 	requireLogFormat(t, c.leader(), int(command.LogFormat7))
-	records := cmpOrEnv("WAGGLE_SHARE_RECORDS", "50000")
-	tests := []string{"TestShareGroupETL", "TestShareGroupAckOnClose", "TestShareGroupOffsetsAdmin"}
+	out := runFranzGoTests(t, c.followers()[0], cmpOrEnv("WAGGLE_SHARE_RECORDS", "50000"),
+		"TestShareGroupETL", "TestShareGroupAckOnClose", "TestShareGroupOffsetsAdmin")
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "share_test.go") && strings.Contains(line, "level ") {
+			t.Log(strings.TrimSpace(line))
+		}
+	}
+}
+
+// runFranzGoTests runs franz-go's own kgo integration tests against the
+// node seed with KGO_TEST_RECORDS records, requires each to pass (a skip,
+// which the suite makes when a broker lacks a feature, fails), and
+// answers their output.
+func runFranzGoTests(t *testing.T, seed *node, records string, tests ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-timeout=7m", "-v", "github.com/twmb/franz-go/pkg/kgo",
 		"-run", "^("+strings.Join(tests, "|")+")$")
-	cmd.Env = append(os.Environ(), "KGO_SEEDS="+c.followers()[0].kafkaAddr, "KGO_TEST_RECORDS="+records, "KGO_LOG_LEVEL=none")
+	cmd.Env = append(os.Environ(), "KGO_SEEDS="+seed.kafkaAddr, "KGO_TEST_RECORDS="+records, "KGO_LOG_LEVEL=none")
 	out, err := cmd.CombinedOutput()
 	verdicts := map[string]string{}
 	for _, m := range regexp.MustCompile(`(?m)^--- (PASS|FAIL|SKIP): (\w+)`).FindAllStringSubmatch(string(out), -1) {
@@ -55,13 +68,9 @@ func TestFranzGoShareGroupSuite(t *testing.T) {
 		if len(tail) > 6000 {
 			tail = tail[len(tail)-6000:]
 		}
-		t.Fatalf("franz-go's share tests (%d records): %v\n%s", mustAtoi(records), err, tail)
+		t.Fatalf("franz-go's tests %v (%d records): %v\n%s", tests, mustAtoi(records), err, tail)
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.Contains(line, "share_test.go") && strings.Contains(line, "level ") {
-			t.Log(strings.TrimSpace(line))
-		}
-	}
+	return string(out)
 }
 
 func cmpOrEnv(name, def string) string {

@@ -10,6 +10,7 @@ import (
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/fault"
 	"github.com/waggle-mq/waggle/recordbatch"
+	"github.com/waggle-mq/waggle/store"
 )
 
 func init() { register(kmsg.Produce.Int16(), 3, 13, handleProduce) }
@@ -53,9 +54,23 @@ func handleProduce(c *conn, kreq kmsg.Request) (reply, error) {
 			}
 			if code != 0 {
 				p.ErrorCode, p.BaseOffset = code, -1 // as every other refusal, and Kafka
+			}
+		}
+	}
+	joinFailed := c.joinTxn(req, names, resp)
+	for i, rt := range req.Topics {
+		if names[i] == "" {
+			continue
+		}
+		for j, rp := range rt.Partitions {
+			p := &resp.Topics[i].Partitions[j]
+			if code := joinFailed[store.TxnPartition{Topic: names[i], Partition: rp.Partition}]; code != 0 {
+				p.ErrorCode, p.BaseOffset = code, -1
+			}
+			if p.ErrorCode != 0 {
 				continue
 			}
-			if wait := c.producePartition(name, req.Acks, rp, p); wait != nil {
+			if wait := c.producePartition(names[i], req.Acks, rp, p); wait != nil {
 				waits = append(waits, wait)
 			}
 		}

@@ -1,11 +1,43 @@
 package kafka
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/waggle-mq/waggle/command"
+)
 
 func init() { register(kmsg.ApiVersions.Int16(), 0, 4, answerNow(handleAPIVersions)) }
 
-func handleAPIVersions(_ *conn, req kmsg.Request) (kmsg.Response, error) {
-	return apiVersionsResponse(req.GetVersion(), 0), nil
+func handleAPIVersions(c *conn, req kmsg.Request) (kmsg.Response, error) {
+	resp := apiVersionsResponse(req.GetVersion(), 0)
+	if req.GetVersion() >= 3 {
+		addFeatures(resp, c.s.svc.LogFormat())
+	}
+	return resp, nil
+}
+
+// transactionVersion is the feature level of Kafka transactions (KIP-1022)
+// that a cluster at log format f serves: 2 (KIP-890 part 2, an epoch per
+// transaction) once every member writes EndTxnBump, else 1.
+func transactionVersion(f command.LogFormat) int16 {
+	if f >= command.LogFormat9 {
+		return 2
+	}
+	return 1
+}
+
+// addFeatures lists the features this broker supports and the levels the
+// cluster has finalized (KIP-584): clients read transaction.version to
+// pick the transaction protocol. The epoch of the finalized levels is the
+// log format, which only rises.
+func addFeatures(resp *kmsg.ApiVersionsResponse, f command.LogFormat) {
+	sf := kmsg.NewApiVersionsResponseSupportedFeature()
+	sf.Name, sf.MinVersion, sf.MaxVersion = "transaction.version", 0, 2
+	resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+	ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+	ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = "transaction.version", transactionVersion(f), transactionVersion(f)
+	resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+	resp.FinalizedFeaturesEpoch = int64(f)
 }
 
 // apiVersionsResponse lists every registered API with its version range.

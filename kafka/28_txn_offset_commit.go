@@ -11,12 +11,14 @@ import (
 	"github.com/waggle-mq/waggle/store"
 )
 
-func init() { register(kmsg.TxnOffsetCommit.Int16(), 0, 3, answerNow(handleTxnOffsetCommit)) }
+func init() { register(kmsg.TxnOffsetCommit.Int16(), 0, 5, answerNow(handleTxnOffsetCommit)) }
 
 // handleTxnOffsetCommit stages a consumer group's offsets in the producer's
 // transaction. From v3 the consumer's member id and generation are checked
 // as OffsetCommit checks them (KIP-447), so a consumer fenced by a
-// rebalance cannot commit through a transaction either.
+// rebalance cannot commit through a transaction either. From v5
+// (transaction version 2, KIP-890) the group joins the transaction here,
+// without AddOffsetsToTxn.
 func handleTxnOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.TxnOffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
@@ -63,11 +65,23 @@ func handleTxnOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	}
 	var outcomes []command.TopicOutcome
 	if code == 0 && len(offsets) > 0 {
-		var err error
 		// Staged in the transaction's raft group, whose leader may be
 		// another node than this coordinator.
-		if outcomes, err = c.s.writer(c.s.placedIn(req.TransactionalID)).TxnOffsetCommit(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, offsets); err != nil {
-			code = txnCallCode(err)
+		txnGroup := c.s.writer(c.s.placedIn(req.TransactionalID))
+		if req.Version >= 5 {
+			res, err := txnGroup.AddToTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, nil, []string{req.Group})
+			switch {
+			case err != nil:
+				code = txnCallCode(err)
+			case res.Outcome != command.TopicOK:
+				code = txnCode(res.Outcome, req.Version, 2)
+			}
+		}
+		if code == 0 {
+			var err error
+			if outcomes, err = txnGroup.TxnOffsetCommit(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, offsets); err != nil {
+				code = txnCallCode(err)
+			}
 		}
 	}
 	i := 0

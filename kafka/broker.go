@@ -73,6 +73,7 @@ type Broker interface {
 	AddToTxn(id string, producerID int64, epoch int16, parts []store.TxnPartition, groups []string) (command.AddToTxnResult, error)
 	TxnOffsetCommit(id string, producerID int64, epoch int16, group string, offsets []command.OffsetCommit) ([]command.TopicOutcome, error)
 	EndTxn(id string, producerID int64, epoch int16, commit bool) (command.TopicOutcome, error)
+	EndTxnBump(id string, producerID int64, epoch int16, commit bool) (command.TxnProducerResult, error)
 	Txn(id string) (st store.TxnState, found bool, err error)
 	EachTxn(fn func(store.TxnState)) error
 	PendingTxnOffsets(group string) ([]store.TxnOffset, error)

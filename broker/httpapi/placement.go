@@ -230,7 +230,7 @@ const maxForwardedEntry = 64 << 20
 // in a group led elsewhere, sends. Anything else, say a SeedIDs with
 // another group's range, is refused.
 var forwardable = map[command.CommandType]bool{
-	command.CmdDeleteOffsets: true, command.CmdCommitOffsets: true, command.CmdTxnOffsetCommit: true,
+	command.CmdDeleteOffsets: true, command.CmdCommitOffsets: true, command.CmdTxnOffsetCommit: true, command.CmdAddToTxn: true,
 	command.CmdCreateTopic: true, command.CmdDeleteQueue: true, command.CmdAlterTopic: true, command.CmdAddPartitions: true,
 	command.CmdDeleteDeadLetters: true, command.CmdKeyed: true, command.CmdNewProducerID: true, command.CmdAlterGroupConfig: true,
 }
