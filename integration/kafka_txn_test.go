@@ -363,11 +363,14 @@ func TestKafkaTransactionAdminAPIs(t *testing.T) {
 	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
-	// The epoch after the commit is still the producer's own (no bump
-	// before EndTxn v5), which describe checks against.
-	if pid2, epoch2, err := p.ProducerID(ctx); err != nil || pid2 != pid || epoch2 != epoch {
-		t.Fatalf("after the commit the producer uses %d epoch %d (%v), before %d epoch %d", pid2, epoch2, err, pid, epoch)
+	// The commit moves the producer to its next epoch (transaction
+	// version 2, EndTxn v5); its batches keep the epoch they were
+	// written at, which describe reports below.
+	writtenAt := epoch
+	if pid2, epoch2, err := p.ProducerID(ctx); err != nil || pid2 != pid || epoch2 != epoch+1 {
+		t.Fatalf("after the commit the producer uses %d epoch %d (%v), before %d epoch %d; want the next epoch", pid2, epoch2, err, pid, epoch)
 	}
+	epoch++ // what describe expects from here
 	d = describe()
 	if d.State != "CompleteCommit" || len(d.Topics) != 0 {
 		t.Fatalf("committed transaction described as %q with partitions %v, want CompleteCommit and none", d.State, d.Topics)
@@ -375,9 +378,9 @@ func TestKafkaTransactionAdminAPIs(t *testing.T) {
 	requireList(list(nil, "Ongoing"), map[string]string{})
 	requireList(list(nil, "CompleteCommit"), map[string]string{"desc-done": "CompleteCommit", "desc-open": "CompleteCommit"})
 	committed, ok := producers()[pid]
-	if !ok || committed.ProducerEpoch != epoch || committed.CurrentTxnStartOffset != -1 || committed.LastSequence != 2 {
+	if !ok || committed.ProducerEpoch != writtenAt || committed.CurrentTxnStartOffset != -1 || committed.LastSequence != 2 {
 		t.Fatalf("after the commit producer %d described as %+v (present %v); want epoch %d, no transaction start (-1), last sequence 2",
-			pid, committed, ok, epoch)
+			pid, committed, ok, writtenAt)
 	}
 	got := consumeN(t, brokers, "desc", 6, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if v := values(got); !slices.Equal(v, []string{"p0", "p1", "done", "o1", "o2", "o3"}) {
