@@ -40,6 +40,7 @@ type Service struct {
 
 	storageFull atomic.Bool // set by the node's disk watch (SetStorageFull)
 	contact     contactWatch
+	acls        aclCache
 
 	retainAfter  string // the queue name the next retention pass starts after (leader only)
 	compactAfter string // where the next compaction look resumes

@@ -41,6 +41,7 @@ func (*AddToTxnCommand) answers(AddToTxnResult)             {}
 func (*TxnOffsetCommitCommand) answers([]TopicOutcome)      {}
 func (*EndTxnCommand) answers(TopicOutcome)                 {}
 func (*EndTxnBumpCommand) answers(TxnProducerResult)        {}
+func (*AlterACLsCommand) answers(AlterACLsResult)           {}
 func (*ForgetTxnsCommand) answers(int)                      {} // ids forgotten
 func (*CompactCommand) answers(CompactResult)               {}
 func (*ReplayDeadLetterCommand) answers(ReplayResult)       {}

@@ -73,6 +73,8 @@ const (
 	CmdShareAck     CommandType = 45
 	// Kafka transaction version 2 (kafkatxn.go), log format 9.
 	CmdEndTxnBump CommandType = 46
+	// Kafka ACLs (acls.go), log format 10.
+	CmdAlterACLs CommandType = 47
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.

@@ -62,6 +62,7 @@ func init() {
 	registerCodec(CmdTxnOffsetCommit, decodeTxnOffsetCommit)
 	registerCodec(CmdEndTxn, decodeEndTxn)
 	registerCodec(CmdEndTxnBump, decodeEndTxnBump)
+	registerCodec(CmdAlterACLs, decodeAlterACLs)
 	registerCodec(CmdForgetTxns, decodeForgetTxns)
 	registerCodec(CmdCompact, decodeCompact)
 	registerCodec(CmdReplayDeadLetter, decodeReplayDeadLetter)

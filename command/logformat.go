@@ -62,9 +62,12 @@ const (
 	// LogFormat9 adds EndTxnBump (46): Kafka's transaction version 2
 	// (KIP-890 part 2), whose EndTxn moves the producer to a new epoch.
 	LogFormat9 LogFormat = 9
+	// LogFormat10 adds AlterACLs (47): Kafka ACL bindings, consulted by
+	// the authorizer beside the principals' roles.
+	LogFormat10 LogFormat = 10
 
 	// MaxLogFormat is the newest format this binary reads and writes.
-	MaxLogFormat = LogFormat9
+	MaxLogFormat = LogFormat10
 )
 
 // Command is an entry the leader proposes.

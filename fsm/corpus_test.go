@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/recordbatch"
 	"github.com/waggle-mq/waggle/store"
@@ -270,6 +271,21 @@ func corpusScenario() []corpusEntry {
 		{"f9-end-txn-bump", &command.EndTxnBumpCommand{NowMs: later + 20_000_003, TransactionalID: "etl-2", ProducerID: txn2PID, Commit: true}},
 		{"f9-end-txn-bump-retried", &command.EndTxnBumpCommand{NowMs: later + 20_000_004, TransactionalID: "etl-2", ProducerID: txn2PID, Commit: true}},
 		{"f9-end-txn-bump-empty-abort", &command.EndTxnBumpCommand{NowMs: later + 20_000_005, TransactionalID: "etl-2", ProducerID: txn2PID, Epoch: 1}},
+		// Format 10: Kafka ACL bindings created (one twice) and deleted
+		// (one of them not there).
+		{"f10-set-log-format", &command.SetLogFormatCommand{Format: command.LogFormat10}},
+		{"f10-create-acls", &command.AlterACLsCommand{Create: []store.ACL{
+			{ResourceType: auth.ResourceTopic, ResourceName: "audit-", PatternType: auth.PatternPrefixed, Principal: "User:ann", Host: "*",
+				Operation: auth.OperationWrite, Permission: auth.PermissionAllow},
+			{ResourceType: auth.ResourceGroup, ResourceName: "*", PatternType: auth.PatternLiteral, Principal: "User:*", Host: "10.0.0.9",
+				Operation: auth.OperationRead, Permission: auth.PermissionDeny},
+			{ResourceType: auth.ResourceTopic, ResourceName: "audit-", PatternType: auth.PatternPrefixed, Principal: "User:ann", Host: "*",
+				Operation: auth.OperationWrite, Permission: auth.PermissionAllow}}}},
+		{"f10-delete-acls", &command.AlterACLsCommand{Delete: []store.ACL{
+			{ResourceType: auth.ResourceGroup, ResourceName: "*", PatternType: auth.PatternLiteral, Principal: "User:*", Host: "10.0.0.9",
+				Operation: auth.OperationRead, Permission: auth.PermissionDeny},
+			{ResourceType: auth.ResourceCluster, ResourceName: auth.ClusterResource, PatternType: auth.PatternLiteral, Principal: "User:bob", Host: "*",
+				Operation: auth.OperationAlter, Permission: auth.PermissionAllow}}}},
 	}
 }
 

@@ -133,6 +133,7 @@ func init() {
 	register(command.CmdTxnOffsetCommit, func(c *command.TxnOffsetCommitCommand) int64 { return c.NowMs }, (*Processor).txnOffsetCommit)
 	register(command.CmdEndTxn, func(c *command.EndTxnCommand) int64 { return c.NowMs }, (*Processor).endTxnCommand)
 	register(command.CmdEndTxnBump, func(c *command.EndTxnBumpCommand) int64 { return c.NowMs }, (*Processor).endTxnBump)
+	register(command.CmdAlterACLs, nil, (*Processor).alterACLs)
 	register(command.CmdForgetTxns, func(c *command.ForgetTxnsCommand) int64 { return c.NowMs }, (*Processor).forgetTxns)
 	register(command.CmdCompact, func(c *command.CompactCommand) int64 { return c.NowMs }, (*Processor).compact)
 	register(command.CmdReplayDeadLetter, func(c *command.ReplayDeadLetterCommand) int64 { return c.NowMs }, (*Processor).replayDeadLetter)

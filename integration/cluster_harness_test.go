@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -345,7 +346,13 @@ func (c *cluster) members() (clusterAnswer, error) {
 	if err != nil {
 		return cl, err
 	}
-	if status := getJSON(c.t, l.url("/api/v1/cluster"), &cl); status != http.StatusOK {
+	status := 0
+	if slices.Contains(l.args, "--auth") {
+		status = authDo(c.t, http.MethodGet, l.url("/api/v1/cluster"), bootstrapToken, nil, &cl)
+	} else {
+		status = getJSON(c.t, l.url("/api/v1/cluster"), &cl)
+	}
+	if status != http.StatusOK {
 		return cl, fmt.Errorf("cluster listing on node %d: status %d", l.id, status)
 	}
 	return cl, nil

@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"net"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -8,9 +10,18 @@ import (
 )
 
 // may reports whether the connection's principal may do action on the
-// named resource; always true with auth off.
+// named resource, by its role and the cluster's ACLs (auth.ACLSet.Allows,
+// the HTTP listener's authorizer too); always true with auth off.
 func (c *conn) may(action auth.Action, kind auth.Kind, name string) bool {
-	return !c.s.cfg.Auth.Enabled || (c.principal != nil && c.principal.Allows(action, kind, name))
+	return !c.s.cfg.Auth.Enabled || c.s.svc.ACLSet().Allows(c.principal, c.host(), action, kind, name)
+}
+
+// host is the client's IP address, which ACL bindings may name.
+func (c *conn) host() string {
+	if a, ok := c.nc.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	return ""
 }
 
 // topicDenied is TOPIC_AUTHORIZATION_FAILED when the principal may not do

@@ -31,8 +31,11 @@ type Broker interface {
 	LogFormat() command.LogFormat
 	Now() time.Time
 
-	// Authentication (SASL).
+	// Authentication (SASL) and authorization (Kafka ACLs, in group 0).
 	User(name string) (auth.User, bool, error)
+	ACLSet() *auth.ACLSet
+	ACLs() ([]auth.ACL, error)
+	AlterACLs(create, del []auth.ACL) (command.AlterACLsResult, error)
 
 	// Topics.
 	Topics(names []string) ([]broker.TopicInfo, error)

@@ -124,6 +124,8 @@ func (f *fakeBroker) LeaderWithID() (addr, id string) {
 
 func (f *fakeBroker) InSyncReplicas() int { return 1 }
 
+func (f *fakeBroker) ACLSet() *auth.ACLSet { return nil }
+
 func (f *fakeBroker) LogFormat() command.LogFormat { return command.MaxLogFormat }
 
 func (f *fakeBroker) LeaderCaughtUp() bool {

@@ -35,5 +35,5 @@ func txnCallCode(err error) int16 {
 // producer id, idempotent (KIP-679) or transactional (transactional ids
 // have no ACLs of their own in waggle).
 func (c *conn) writesNowhere() bool {
-	return c.s.cfg.Auth.Enabled && (c.principal == nil || !c.principal.AllowsAnyWrite())
+	return c.s.cfg.Auth.Enabled && !c.s.svc.ACLSet().AllowsAnyWrite(c.principal, c.host())
 }

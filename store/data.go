@@ -478,6 +478,7 @@ func (s *Store) Reset() error {
 	defer s.filters.rebuild()
 	defer s.refs.forget()
 	s.setCatalog(newCatalog(nil)) // before the keys go: no reader pairs old records with an empty store
+	defer s.aclGen.n.Add(1)
 	if err := s.db.DropAll(); err != nil {
 		return fmt.Errorf("reset: %w", err)
 	}

@@ -515,6 +515,7 @@ func (s *Store) RestoreLinking(r io.Reader, files SegmentFiles) (err error) {
 	// restore failed part way), the catalog is what badger holds.
 	s.setCatalog(newCatalog(nil))
 	defer func() {
+		s.aclGen.n.Add(1)
 		if lerr := s.loadCatalog(); err == nil {
 			err = lerr
 		}

@@ -47,6 +47,8 @@ type Store struct {
 
 	// dedup indexes the dedup logs (dedupindex.go); derived, not state.
 	dedup *dedupIndex
+
+	aclGen aclGeneration // see ACLGeneration
 }
 
 // Open opens (or creates) the badger database in dir, with message data in
@@ -201,6 +203,7 @@ type Tx struct {
 
 	heads       map[uint64]*streamHead // streams this transaction appended to
 	afterCommit []func() error         // file removals, once the commit stands
+	aclWrite    bool                   // the transaction changed the ACLs
 	committed   bool
 
 	store *Store      // set on write transactions

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"net"
 	"net/http"
 	"strings"
 
@@ -59,25 +60,29 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, perm permissi
 	if perm.param != "" {
 		name = r.PathValue(perm.param)
 	}
-	if !p.Allows(perm.action, perm.kind, name) && !(perm.param == "" && roleAllows(p, perm.action, perm.kind)) {
+	acls, host := s.svc.ACLSet(), remoteHost(r)
+	if !acls.Allows(&p, host, perm.action, perm.kind, name) && !(perm.param == "" && acls.AllowsSome(&p, host, perm.action, perm.kind)) {
 		writeError(w, http.StatusForbidden, "forbidden", "principal "+p.Name+" ("+string(p.Role)+") may not do this")
 		return r, false
 	}
 	return r.WithContext(context.WithValue(r.Context(), principalKey{}, p)), true
 }
 
-// roleAllows is the check before the body is read: the role may do the
-// action on some name of the kind.
-func roleAllows(p auth.Principal, action auth.Action, kind auth.Kind) bool {
-	p.Queues, p.Groups = nil, nil
-	return p.Allows(action, kind, "")
+// remoteHost is the client's IP address, which ACL bindings may name (of
+// the connection: a follower forwarding a client's request is the host).
+func remoteHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // allow checks one body-named resource against the request's principal
 // and answers 403 when it may not; true means go on.
 func (s *Server) allow(w http.ResponseWriter, r *http.Request, action auth.Action, kind auth.Kind, name string) bool {
 	p, ok := r.Context().Value(principalKey{}).(auth.Principal)
-	if !s.auth.Enabled || !ok || p.Allows(action, kind, name) {
+	if !s.auth.Enabled || !ok || s.svc.ACLSet().Allows(&p, remoteHost(r), action, kind, name) {
 		return true
 	}
 	writeError(w, http.StatusForbidden, "forbidden", "principal "+p.Name+" ("+string(p.Role)+") may not do this on "+name)

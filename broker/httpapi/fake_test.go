@@ -53,6 +53,8 @@ func (f *fakeBroker) called(method string) bool { return slices.Contains(f.calls
 
 func (f *fakeBroker) ServesReads() bool { return true }
 
+func (f *fakeBroker) ACLSet() *auth.ACLSet { return nil }
+
 func (f *fakeBroker) LeaderCaughtUp() bool { return !f.applying }
 
 func (f *fakeBroker) IsLeader() bool {

@@ -82,6 +82,7 @@ type Broker interface {
 	// Users and tokens (users.go, authn.go).
 	TokenPrincipal(token string) (auth.Principal, bool, error)
 	Users() ([]auth.Principal, error)
+	ACLSet() *auth.ACLSet
 	PutUser(p auth.Principal, password string) error
 	DeleteUser(name string) (bool, error)
 	Tokens() ([]auth.Principal, error)

@@ -1,0 +1,62 @@
+package broker
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/waggle-mq/waggle/auth"
+	"github.com/waggle-mq/waggle/command"
+	"github.com/waggle-mq/waggle/store"
+)
+
+// Kafka ACL bindings live in group 0 with the users (store/acls.go); every
+// node's authorizer reads them from its replica of group 0.
+
+// aclCache is the ACL set as of a generation of the registry's store.
+type aclCache struct {
+	mu     sync.Mutex
+	loaded bool
+	gen    uint64
+	set    *auth.ACLSet
+}
+
+// ACLSet is the bindings in force on this node, for the authorizer
+// (auth.ACLSet.Allows); nil when there are none. It is loaded again only
+// after a commit changed them.
+func (s *Service) ACLSet() *auth.ACLSet {
+	st := s.registry()
+	gen := st.ACLGeneration()
+	s.acls.mu.Lock()
+	defer s.acls.mu.Unlock()
+	if s.acls.loaded && s.acls.gen == gen {
+		return s.acls.set
+	}
+	var acls []auth.ACL
+	if err := st.View(func(tx *store.Tx) (err error) { acls, err = tx.ACLs(); return err }); err != nil {
+		return s.acls.set // keep the last set; the next call reads again
+	}
+	s.acls.loaded, s.acls.gen, s.acls.set = true, gen, auth.NewACLSet(acls)
+	return s.acls.set
+}
+
+// ACLs lists every binding from this node's replica of group 0.
+func (s *Service) ACLs() ([]auth.ACL, error) {
+	var acls []auth.ACL
+	err := s.registry().View(func(tx *store.Tx) (err error) { acls, err = tx.ACLs(); return err })
+	return acls, err
+}
+
+// AlterACLs deletes and creates bindings in one group 0 entry (log format
+// 10, ErrUpgradeInProgress before), sent to group 0's leader from a data
+// group's service; the caller checked them. At most
+// command.MaxACLsPerEntry of each.
+func (s *Service) AlterACLs(create, del []auth.ACL) (command.AlterACLsResult, error) {
+	if len(create) > command.MaxACLsPerEntry || len(del) > command.MaxACLsPerEntry {
+		return command.AlterACLsResult{}, fmt.Errorf("%w: at most %d bindings created and %d deleted at once", ErrInvalid, command.MaxACLsPerEntry, command.MaxACLsPerEntry)
+	}
+	target := s
+	if s.group != 0 {
+		target = s.meta.Forwarding()
+	}
+	return apply(target, &command.AlterACLsCommand{Create: create, Delete: del})
+}
