@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/command"
@@ -12,12 +13,16 @@ import (
 // Kafka ACL bindings live in group 0 with the users (store/acls.go); every
 // node's authorizer reads them from its replica of group 0.
 
-// aclCache is the ACL set as of a generation of the registry's store.
+// aclCache is the ACL set as of a generation of the registry's store:
+// every authorization reads it, without a lock; a reload takes one.
 type aclCache struct {
-	mu     sync.Mutex
-	loaded bool
-	gen    uint64
-	set    *auth.ACLSet
+	mu      sync.Mutex
+	current atomic.Pointer[aclsAt]
+}
+
+type aclsAt struct {
+	gen uint64
+	set *auth.ACLSet
 }
 
 // ACLSet is the bindings in force on this node, for the authorizer
@@ -26,17 +31,24 @@ type aclCache struct {
 func (s *Service) ACLSet() *auth.ACLSet {
 	st := s.registry()
 	gen := st.ACLGeneration()
+	if c := s.acls.current.Load(); c != nil && c.gen == gen {
+		return c.set
+	}
 	s.acls.mu.Lock()
 	defer s.acls.mu.Unlock()
-	if s.acls.loaded && s.acls.gen == gen {
-		return s.acls.set
+	if c := s.acls.current.Load(); c != nil && c.gen == gen {
+		return c.set
 	}
 	var acls []auth.ACL
 	if err := st.View(func(tx *store.Tx) (err error) { acls, err = tx.ACLs(); return err }); err != nil {
-		return s.acls.set // keep the last set; the next call reads again
+		if c := s.acls.current.Load(); c != nil {
+			return c.set // keep the last set; the next call reads again
+		}
+		return nil
 	}
-	s.acls.loaded, s.acls.gen, s.acls.set = true, gen, auth.NewACLSet(acls)
-	return s.acls.set
+	set := auth.NewACLSet(acls)
+	s.acls.current.Store(&aclsAt{gen: gen, set: set})
+	return set
 }
 
 // ACLs lists every binding from this node's replica of group 0.
