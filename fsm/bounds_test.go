@@ -234,6 +234,14 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 	if o := h.one((&command.EndTxnCommand{NowMs: now, TransactionalID: "big", ProducerID: txnProducer, Commit: true}).Encode()).(command.TopicOutcome); o != command.TopicOK {
 		t.Fatalf("committing the largest transaction answered %d", o)
 	}
+	// Again, ended by transaction version 2's EndTxn.
+	h.one((&command.AddToTxnCommand{NowMs: now, TransactionalID: "big", ProducerID: txnProducer, Partitions: txnParts}).Encode())
+	for _, tp := range txnParts {
+		h.one((&command.ProduceCommand{NowMs: now, Topic: "grown", Partition: tp.Partition, Batches: []command.ProduceBatch{txnBatch(txnProducer, 0, 1, 1)}}).Encode())
+	}
+	if r := h.one((&command.EndTxnBumpCommand{NowMs: now, TransactionalID: "big", ProducerID: txnProducer, Commit: true}).Encode()).(command.TxnProducerResult); r.Outcome != command.TopicOK {
+		t.Fatalf("committing the largest transaction at version 2 answered %+v", r)
+	}
 	var forget []string
 	for i := range command.MaxForgetTxns {
 		forget = append(forget, "id-"+strconv.Itoa(i))
@@ -290,6 +298,14 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 		many[i] = command.GroupConfigChange{Name: fmt.Sprint("c", i), Value: "v"}
 	}
 	h.one((&command.AlterGroupConfigCommand{Group: "g", Changes: many}).Encode())
+	bindings := make([]store.ACL, 2*store.MaxACLs) // past the cap: the rest are refused
+	for i := range bindings {
+		bindings[i] = store.ACL{ResourceType: 2, ResourceName: fmt.Sprint("t-", i), PatternType: 3, Principal: "User:*", Host: "*", Operation: 3, Permission: 3}
+	}
+	if r := h.one((&command.AlterACLsCommand{Create: bindings}).Encode()).(command.AlterACLsResult); r.Created[store.MaxACLs-1] == false || r.Created[store.MaxACLs] {
+		t.Fatalf("creating past the cap of %d bindings: the cap did not hold", store.MaxACLs)
+	}
+	h.one((&command.AlterACLsCommand{Delete: bindings}).Encode())
 	leaseIDs := make([]string, 2_000)
 	names := make([]string, len(leaseIDs))
 	for i := range leaseIDs {

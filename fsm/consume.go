@@ -280,28 +280,48 @@ type ackTarget struct {
 	cur   store.Cursor
 }
 
+// ackTargets are the cursors an entry acks in, each loaded at its first
+// use and written once at the end, in first-use order (deterministic).
+type ackTargets[K comparable] struct {
+	byKey map[K]*ackTarget
+	order []*ackTarget
+}
+
+// get answers the target of k, loading it the first time; nil with why
+// when there is none.
+func (ts *ackTargets[K]) get(k K, load func() (*ackTarget, string)) (*ackTarget, string) {
+	if tg := ts.byKey[k]; tg != nil {
+		return tg, ""
+	}
+	tg, why := load()
+	if tg != nil {
+		if ts.byKey == nil {
+			ts.byKey = map[K]*ackTarget{}
+		}
+		ts.byKey[k], ts.order = tg, append(ts.order, tg)
+	}
+	return tg, why
+}
+
+// put writes every target's cursor.
+func (ts *ackTargets[K]) put(tx *store.Tx, group string, meta *store.Meta) {
+	for _, tg := range ts.order {
+		must(tx.PutCursor(group, tg.cur, meta.NextID))
+	}
+}
+
 func (p *Processor) ack(tx *store.Tx, meta *store.Meta, c *command.AckCommand) []command.AckResult {
 	out := make([]command.AckResult, len(c.Acks))
-	targets := map[uint64]*ackTarget{}
-	var order []*ackTarget // first-use order, for deterministic writes
+	var targets ackTargets[uint64]
 	for i, a := range c.Acks {
-		tg, errText := targets[a.PartitionID], ""
-		if tg == nil {
-			tg, errText = p.ackTarget(tx, c.Group, a.PartitionID)
-			if tg != nil {
-				targets[a.PartitionID] = tg
-				order = append(order, tg)
-			}
-		}
+		tg, errText := targets.get(a.PartitionID, func() (*ackTarget, string) { return p.ackTarget(tx, c.Group, a.PartitionID) })
 		if tg == nil {
 			out[i] = command.AckResult{Error: errText}
 			continue
 		}
 		out[i] = p.ackOne(tx, meta, c.Group, tg, a)
 	}
-	for _, tg := range order {
-		must(tx.PutCursor(c.Group, tg.cur, meta.NextID))
-	}
+	targets.put(tx, c.Group, meta)
 	return out
 }
 

@@ -78,27 +78,16 @@ var shareAckStatus = map[string]string{
 func (p *Processor) shareAck(tx *store.Tx, meta *store.Meta, c *command.ShareAckCommand) []command.ShareAckResult {
 	out := make([]command.ShareAckResult, len(c.Acks))
 	type partKey struct{ queue, partition string }
-	targets := map[partKey]*ackTarget{}
-	var order []*ackTarget // first-use order, for deterministic writes
+	var targets ackTargets[partKey]
 	for i, a := range c.Acks {
-		k := partKey{a.Queue, a.Partition}
-		tg, errText := targets[k], ""
-		if tg == nil {
-			tg, errText = shareTarget(tx, c.Group, a.Queue, a.Partition)
-			if tg != nil {
-				targets[k] = tg
-				order = append(order, tg)
-			}
-		}
+		tg, errText := targets.get(partKey{a.Queue, a.Partition}, func() (*ackTarget, string) { return shareTarget(tx, c.Group, a.Queue, a.Partition) })
 		if tg == nil {
 			out[i] = command.ShareAckResult{Error: errText}
 			continue
 		}
 		out[i] = p.shareAckOne(tx, meta, c.Group, tg, a)
 	}
-	for _, tg := range order {
-		must(tx.PutCursor(c.Group, tg.cur, meta.NextID))
-	}
+	targets.put(tx, c.Group, meta)
 	return out
 }
 

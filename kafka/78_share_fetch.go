@@ -11,6 +11,17 @@ import (
 
 func init() { register(kmsg.ShareFetch.Int16(), 1, 2, answerNow(handleShareFetch)) }
 
+// shareCaller checks the group and member a ShareFetch or
+// ShareAcknowledge names, and the principal's right to the group; a code
+// refuses the request.
+func (c *conn) shareCaller(groupID, memberID *string) (group, member string, code int16, msg string) {
+	group, member = derefString(groupID), derefString(memberID)
+	if group == "" || member == "" || len(member) > maxMemberIDLen {
+		return group, member, kerr.InvalidRequest.Code, "GroupId and MemberId must be given."
+	}
+	return group, member, c.groupDenied(auth.Read, group), ""
+}
+
 // defaultShareMaxRecords is what a share fetch that names no MaxRecords
 // acquires at most.
 const defaultShareMaxRecords = 500
@@ -31,12 +42,9 @@ func handleShareFetch(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		}
 		return resp, nil
 	}
-	group, member := derefString(req.GroupID), derefString(req.MemberID)
-	if group == "" || member == "" || len(member) > maxMemberIDLen {
-		return fail(kerr.InvalidRequest.Code, "GroupId and MemberId must be given.")
-	}
-	if code := c.groupDenied(auth.Read, group); code != 0 {
-		return fail(code, "")
+	group, member, code, msg := c.shareCaller(req.GroupID, req.MemberID)
+	if code != 0 {
+		return fail(code, msg)
 	}
 	var adds, forgets []sharePart
 	var acks []partAcks
@@ -65,7 +73,6 @@ func handleShareFetch(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	resp.AcquisitionLockTimeoutMillis = int32(cfg.lockMs)
 	k := shareSessionKey{group, member}
 	var parts []sharePart
-	var code int16
 	switch req.ShareSessionEpoch {
 	case 0:
 		if len(acks) > 0 {

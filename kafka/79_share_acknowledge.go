@@ -3,8 +3,6 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/waggle-mq/waggle/auth"
 )
 
 func init() { register(kmsg.ShareAcknowledge.Int16(), 1, 2, answerNow(handleShareAcknowledge)) }
@@ -23,16 +21,12 @@ func handleShareAcknowledge(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		}
 		return resp, nil
 	}
-	group, member := derefString(req.GroupID), derefString(req.MemberID)
-	if group == "" || member == "" || len(member) > maxMemberIDLen {
-		return fail(kerr.InvalidRequest.Code, "GroupId and MemberId must be given.")
-	}
-	if code := c.groupDenied(auth.Read, group); code != 0 {
-		return fail(code, "")
+	group, member, code, msg := c.shareCaller(req.GroupID, req.MemberID)
+	if code != 0 {
+		return fail(code, msg)
 	}
 	k := shareSessionKey{group, member}
 	var parts []sharePart
-	var code int16
 	switch req.ShareSessionEpoch {
 	case 0:
 		return fail(kerr.InvalidShareSessionEpoch.Code, "Acknowledgements need an open share session.")

@@ -92,17 +92,21 @@ func (c *conn) shareAdminDenied(group string, action auth.Action) int16 {
 	return 0
 }
 
-// shareGroupBusy refuses to change the positions of a group with members
-// (NON_EMPTY_GROUP) or of a group of another kind (GROUP_ID_NOT_FOUND).
-func (c *conn) shareGroupBusy(group string) (int16, string) {
+// shareOffsetsRefusal refuses to change the positions of a share group
+// the principal may not manage, of one with members (NON_EMPTY_GROUP) or
+// of a group of another kind (GROUP_ID_NOT_FOUND), with a message.
+func (c *conn) shareOffsetsRefusal(group string) (int16, *string) {
+	if code := c.shareAdminDenied(group, auth.Manage); code != 0 {
+		return code, nil
+	}
 	co, _ := c.coordinator(group)
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	switch {
 	case co.consumers[group] != nil || co.groups[group] != nil && len(co.groups[group].members) > 0:
-		return kerr.GroupIDNotFound.Code, "Group " + group + " is not a share group."
+		return kerr.GroupIDNotFound.Code, kmsg.StringPtr("Group " + group + " is not a share group.")
 	case co.shares[group] != nil && len(co.shares[group].members) > 0:
-		return kerr.NonEmptyGroup.Code, "The share group has members."
+		return kerr.NonEmptyGroup.Code, kmsg.StringPtr("The share group has members.")
 	}
-	return 0, ""
+	return 0, nil
 }

@@ -18,11 +18,7 @@ func init() {
 func handleAlterShareGroupOffsets(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AlterShareGroupOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
-	if resp.ErrorCode = c.shareAdminDenied(req.GroupID, auth.Manage); resp.ErrorCode != 0 {
-		return resp, nil
-	}
-	if code, msg := c.shareGroupBusy(req.GroupID); code != 0 {
-		resp.ErrorCode, resp.ErrorMessage = code, kmsg.StringPtr(msg)
+	if resp.ErrorCode, resp.ErrorMessage = c.shareOffsetsRefusal(req.GroupID); resp.ErrorCode != 0 {
 		return resp, nil
 	}
 	var offsets []command.OffsetCommit

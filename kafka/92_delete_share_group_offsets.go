@@ -17,11 +17,7 @@ func init() {
 func handleDeleteShareGroupOffsets(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DeleteShareGroupOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteShareGroupOffsetsResponse)
-	if resp.ErrorCode = c.shareAdminDenied(req.GroupID, auth.Manage); resp.ErrorCode != 0 {
-		return resp, nil
-	}
-	if code, msg := c.shareGroupBusy(req.GroupID); code != 0 {
-		resp.ErrorCode, resp.ErrorMessage = code, kmsg.StringPtr(msg)
+	if resp.ErrorCode, resp.ErrorMessage = c.shareOffsetsRefusal(req.GroupID); resp.ErrorCode != 0 {
 		return resp, nil
 	}
 	var offsets []command.OffsetCommit

@@ -153,15 +153,23 @@ func (co *coordinator) memberRegex(group, memberID string) string {
 func (co *coordinator) consumerTopicNames(group string, extra []string) []string {
 	co.mu.Lock()
 	defer co.mu.Unlock()
+	var members map[string]*cmember
+	if g := co.consumers[group]; g != nil {
+		members = g.members
+	}
+	return subscribedNames(members, func(m *cmember) []string { return m.subscribed }, extra)
+}
+
+// subscribedNames is, in order, every topic one of members subscribes to
+// and every one of extra.
+func subscribedNames[M any](members map[string]M, subscribed func(M) []string, extra []string) []string {
 	set := map[string]bool{}
 	for _, n := range extra {
 		set[n] = true
 	}
-	if g := co.consumers[group]; g != nil {
-		for _, m := range g.members {
-			for _, n := range m.subscribed {
-				set[n] = true
-			}
+	for _, m := range members {
+		for _, n := range subscribed(m) {
+			set[n] = true
 		}
 	}
 	return slices.Sorted(maps.Keys(set))

@@ -56,18 +56,11 @@ type sgroup struct {
 func (co *coordinator) shareTopicNames(group string, extra []string) []string {
 	co.mu.Lock()
 	defer co.mu.Unlock()
-	set := map[string]bool{}
-	for _, n := range extra {
-		set[n] = true
-	}
+	var members map[string]*smember
 	if g := co.shares[group]; g != nil {
-		for _, m := range g.members {
-			for _, n := range m.subscribed {
-				set[n] = true
-			}
-		}
+		members = g.members
 	}
-	return slices.Sorted(maps.Keys(set))
+	return subscribedNames(members, func(m *smember) []string { return m.subscribed }, extra)
 }
 
 func shareHeartbeatError(req *kmsg.ShareGroupHeartbeatRequest, code int16, msg string) *kmsg.ShareGroupHeartbeatResponse {
