@@ -28,11 +28,15 @@ const (
 	PatternLiteral  int8 = 3
 	PatternPrefixed int8 = 4
 
-	OperationAny    int8 = 1
-	OperationAll    int8 = 2
-	OperationRead   int8 = 3
-	OperationWrite  int8 = 4
-	OperationAlter  int8 = 7
+	OperationAny          int8 = 1
+	OperationAll          int8 = 2
+	OperationRead         int8 = 3
+	OperationWrite        int8 = 4
+	OperationCreate       int8 = 5
+	OperationDelete       int8 = 6
+	OperationAlter        int8 = 7
+	OperationAlterConfigs int8 = 11
+
 	PermissionAny   int8 = 1
 	PermissionDeny  int8 = 2
 	PermissionAllow int8 = 3
@@ -65,11 +69,39 @@ func resourceOf(k Kind) int8 {
 	return ResourceCluster
 }
 
+// Enforced reports whether the authorizer applies a binding of operation
+// op with permission: ALL, READ, WRITE and ALTER (waggle's consume,
+// produce and manage rights) either way, and a DENY of CREATE, DELETE or
+// ALTER_CONFIGS, which denies the manage right they are part of. Kafka
+// grants those three separately, waggle only together: an ALLOW of one of
+// them would grant more, or nothing, so it is not applied.
+func Enforced(op, permission int8) bool {
+	switch op {
+	case OperationAll, OperationRead, OperationWrite, OperationAlter:
+		return true
+	case OperationCreate, OperationDelete, OperationAlterConfigs:
+		return permission == PermissionDeny
+	}
+	return false
+}
+
+// covers reports whether a binding's operation applies to op, the one an
+// action asks (operationOf).
+func (a ACL) covers(op int8) bool {
+	return a.Operation == op || a.Operation == OperationAll || (op == OperationAlter && a.Permission == PermissionDeny && Enforced(a.Operation, PermissionDeny))
+}
+
 // ACLSet is the bindings in force, by resource type; nil holds none. It is
 // not changed once made.
 type ACLSet struct {
 	byType map[int8][]ACL
+	// unreadable: the bindings could not be read; only admins pass.
+	unreadable bool
 }
+
+// Unreadable is the set of a node that could not read its bindings: it
+// fails closed, refusing everyone but admins, so a DENY is never skipped.
+var Unreadable = &ACLSet{unreadable: true}
 
 // NewACLSet indexes bindings.
 func NewACLSet(acls []ACL) *ACLSet {
@@ -95,7 +127,7 @@ func (s *ACLSet) Allows(p *Principal, host string, action Action, kind Kind, nam
 		return false
 	case p.Role == Admin:
 		return true
-	case s.matches(p, host, PermissionDeny, action, kind, name):
+	case s != nil && s.unreadable, s.matches(p, host, PermissionDeny, action, kind, name):
 		return false
 	}
 	return p.Allows(action, kind, name) || s.matches(p, host, PermissionAllow, action, kind, name)
@@ -104,15 +136,41 @@ func (s *ACLSet) Allows(p *Principal, host string, action Action, kind Kind, nam
 // AllowsAnyWrite reports whether p may write to some queue, by its role or
 // by an ALLOW binding for WRITE (Kafka's InitProducerId asks it).
 func (s *ACLSet) AllowsAnyWrite(p *Principal, host string) bool {
-	return p != nil && (p.AllowsAnyWrite() || s.allowsSome(p, host, Write, Queue))
+	switch {
+	case p == nil:
+		return false
+	case p.Role == Admin:
+		return true
+	case s != nil && s.unreadable:
+		return false
+	}
+	return p.AllowsAnyWrite() || s.allowsSome(p, host, Write, Queue)
 }
 
-// AllowsSome reports whether p may do action on some resource of kind: its
-// role on any name, or an ALLOW binding (the HTTP listener asks it before
-// reading a body that names the resources).
+// AllowsSome reports whether p may do action on some resource of kind:
+// its role on any name, or an ALLOW binding, unless a DENY covers every
+// name of the kind (the HTTP listener asks it before reading a body that
+// names the resources, then Allows of each). The cluster has one name:
+// Allows decides.
 func (s *ACLSet) AllowsSome(p *Principal, host string, action Action, kind Kind) bool {
-	if p == nil {
+	switch {
+	case kind == Cluster:
+		return s.Allows(p, host, action, kind, "")
+	case p == nil:
 		return false
+	case p.Role == Admin:
+		return true
+	case s != nil && s.unreadable:
+		return false
+	}
+	if s != nil {
+		op := operationOf(action)
+		for _, a := range s.byType[resourceOf(kind)] {
+			everyName := (a.PatternType == PatternLiteral && a.ResourceName == "*") || (a.PatternType == PatternPrefixed && a.ResourceName == "")
+			if a.Permission == PermissionDeny && everyName && a.covers(op) && a.appliesTo(p, host) {
+				return false
+			}
+		}
 	}
 	role := *p
 	role.Queues, role.Groups = nil, nil
@@ -120,12 +178,12 @@ func (s *ACLSet) AllowsSome(p *Principal, host string, action Action, kind Kind)
 }
 
 func (s *ACLSet) allowsSome(p *Principal, host string, action Action, kind Kind) bool {
-	if s == nil {
+	if s == nil || s.unreadable {
 		return false
 	}
 	op := operationOf(action)
 	for _, a := range s.byType[resourceOf(kind)] {
-		if a.Permission == PermissionAllow && (a.Operation == op || a.Operation == OperationAll) && a.appliesTo(p, host) {
+		if a.Permission == PermissionAllow && a.covers(op) && a.appliesTo(p, host) {
 			return true
 		}
 	}
@@ -141,7 +199,7 @@ func (s *ACLSet) matches(p *Principal, host string, permission int8, action Acti
 	}
 	op := operationOf(action)
 	for _, a := range s.byType[resourceOf(kind)] {
-		if a.Permission == permission && (a.Operation == op || a.Operation == OperationAll) && a.appliesTo(p, host) && a.names(name) {
+		if a.Permission == permission && a.covers(op) && a.appliesTo(p, host) && a.names(name) {
 			return true
 		}
 	}

@@ -75,3 +75,47 @@ func TestFilterMatches(t *testing.T) {
 		}
 	}
 }
+
+// The checks the review of the first version found missing: a DENY on the
+// cluster holds against an ALLOW on it also before a body is read; a DENY
+// of one manage operation denies the manage right; a DENY of every name
+// stops the check before the body; an unreadable set fails closed.
+func TestACLSetDenialsHold(t *testing.T) {
+	bob := &Principal{Name: "bob", Role: ReadWrite}
+	set := NewACLSet([]ACL{
+		{ResourceCluster, ClusterResource, PatternLiteral, "User:*", "*", OperationAlter, PermissionAllow},
+		{ResourceCluster, ClusterResource, PatternLiteral, "User:bob", "*", OperationAll, PermissionDeny},
+		{ResourceTopic, "orders", PatternLiteral, "User:bob", "*", OperationDelete, PermissionDeny},
+		{ResourceGroup, "", PatternPrefixed, "User:bob", "*", OperationRead, PermissionDeny},
+	})
+	if set.AllowsSome(bob, "h", Manage, Cluster) || set.AllowsSome(bob, "h", Read, Cluster) {
+		t.Error("bob passes the cluster check before the body despite his DENY ALL on the cluster")
+	}
+	if set.Allows(&Principal{Name: "carol", Role: ReadOnly, Queues: []string{"x"}}, "h", Manage, Cluster, "") == false {
+		t.Error("carol's ALLOW ALTER on the cluster does not hold")
+	}
+	grant := NewACLSet([]ACL{
+		{ResourceTopic, "orders", PatternLiteral, "User:bob", "*", OperationAlter, PermissionAllow},
+		{ResourceTopic, "orders", PatternLiteral, "User:bob", "*", OperationDelete, PermissionDeny},
+	})
+	if grant.Allows(bob, "h", Manage, Queue, "orders") {
+		t.Error("a DENY DELETE did not deny the manage right")
+	}
+	if set.AllowsSome(bob, "h", Read, Group) || !set.AllowsSome(bob, "h", Read, Queue) {
+		t.Error("a DENY of every group name must stop the check before the body, and only for groups")
+	}
+	if Unreadable.Allows(bob, "h", Read, Queue, "q") || Unreadable.AllowsSome(bob, "h", Read, Queue) || Unreadable.AllowsAnyWrite(bob, "h") {
+		t.Error("an unreadable set let a non-admin through")
+	}
+	if !Unreadable.Allows(&Principal{Name: "root", Role: Admin}, "h", Read, Queue, "q") {
+		t.Error("an unreadable set refused an admin")
+	}
+	for op, want := range map[int8]bool{OperationRead: true, OperationAll: true, OperationCreate: false, 8 /* DESCRIBE */ : false, 12 /* IDEMPOTENT_WRITE */ : false} {
+		if Enforced(op, PermissionAllow) != want {
+			t.Errorf("Enforced(%d, ALLOW) = %v, want %v", op, !want, want)
+		}
+	}
+	if !Enforced(OperationCreate, PermissionDeny) {
+		t.Error("a DENY CREATE is not enforced")
+	}
+}

@@ -26,8 +26,8 @@ type aclsAt struct {
 }
 
 // ACLSet is the bindings in force on this node, for the authorizer
-// (auth.ACLSet.Allows); nil when there are none. It is loaded again only
-// after a commit changed them.
+// (auth.ACLSet.Allows); nil when there are none, auth.Unreadable when they
+// could not be read. It is loaded again only after a commit changed them.
 func (s *Service) ACLSet() *auth.ACLSet {
 	st := s.registry()
 	gen := st.ACLGeneration()
@@ -44,7 +44,7 @@ func (s *Service) ACLSet() *auth.ACLSet {
 		if c := s.acls.current.Load(); c != nil {
 			return c.set // keep the last set; the next call reads again
 		}
-		return nil
+		return auth.Unreadable // fail closed: a DENY is never skipped
 	}
 	set := auth.NewACLSet(acls)
 	s.acls.current.Store(&aclsAt{gen: gen, set: set})

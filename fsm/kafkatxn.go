@@ -46,7 +46,7 @@ func (p *Processor) initTxnProducer(tx *store.Tx, meta *store.Meta, c *command.I
 // bumpEpoch moves a transactional id to its next epoch, or to a new
 // producer id once the epochs run out, remembering the pair it leaves.
 func bumpEpoch(tx *store.Tx, meta *store.Meta, st *store.TxnState) {
-	st.Prev = &store.TxnProducer{ID: st.ProducerID, Epoch: st.Epoch}
+	st.Prev, st.PrevEnded = &store.TxnProducer{ID: st.ProducerID, Epoch: st.Epoch}, false
 	if st.Epoch < math.MaxInt16-1 {
 		st.Epoch++
 		return
@@ -217,8 +217,9 @@ func (p *Processor) endTxnCommand(tx *store.Tx, meta *store.Meta, c *command.End
 
 // endTxnBump ends a transaction as endTxnCommand does and moves the id to
 // its next epoch (transaction version 2). The retry of a call that went
-// through comes from the epoch before (st.Prev) and is answered again; the
-// other direction from there is INVALID_TXN_STATE, as Kafka answers it.
+// through comes from the epoch before (st.Prev, left by such a call) and
+// is answered again; the other direction from there is INVALID_TXN_STATE,
+// as Kafka answers it.
 func (p *Processor) endTxnBump(tx *store.Tx, meta *store.Meta, c *command.EndTxnBumpCommand) command.TxnProducerResult {
 	refuse := func(o command.TopicOutcome) command.TxnProducerResult {
 		return command.TxnProducerResult{Outcome: o, ProducerID: -1, Epoch: -1}
@@ -226,7 +227,7 @@ func (p *Processor) endTxnBump(tx *store.Tx, meta *store.Meta, c *command.EndTxn
 	st, outcome := txnFor(tx, c.TransactionalID, c.ProducerID, c.Epoch)
 	ended := st.Status == store.TxnCompleteCommit || st.Status == store.TxnCompleteAbort
 	if outcome != command.TopicOK {
-		if st.Prev == nil || *st.Prev != (store.TxnProducer{ID: c.ProducerID, Epoch: c.Epoch}) || !ended {
+		if !st.PrevEnded || *st.Prev != (store.TxnProducer{ID: c.ProducerID, Epoch: c.Epoch}) || !ended {
 			return refuse(outcome)
 		}
 		if (st.Status == store.TxnCompleteCommit) != c.Commit {
@@ -243,6 +244,7 @@ func (p *Processor) endTxnBump(tx *store.Tx, meta *store.Meta, c *command.EndTxn
 		st.Status, st.UpdatedMs = store.TxnCompleteAbort, meta.ClockMs // an empty abort: only the epoch moves
 	}
 	bumpEpoch(tx, meta, &st)
+	st.PrevEnded = true
 	must(tx.PutTxn(st))
 	return command.TxnProducerResult{Outcome: command.TopicOK, ProducerID: st.ProducerID, Epoch: st.Epoch}
 }

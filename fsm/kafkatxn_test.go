@@ -508,3 +508,24 @@ func TestEndTxnBumpMovesTheEpoch(t *testing.T) {
 		t.Fatalf("log: hw %d lso %d aborted %+v", hw, lso, aborted)
 	}
 }
+
+// A producer fenced by a new instance's InitProducerId stays fenced at
+// version 2: its EndTxn from the old epoch is not taken for a retry.
+func TestEndTxnBumpKeepsAZombieFenced(t *testing.T) {
+	f := newFSM(t)
+	tp := store.TxnPartition{Topic: "t", Partition: 0}
+	answers := f.ApplyBatch(logs(1, produceCmd(1, "t", idemBatch(-1, -1, -1, 1)), initTxn(2, "tx")))
+	pid := answers[1].(command.TxnProducerResult).ProducerID
+	answers = f.ApplyBatch(logs(3,
+		addToTxn(3, "tx", pid, 0, nil, tp),
+		produceCmd(4, "t", txnBatch(pid, 0, 0, 1)),
+		(&command.InitTxnProducerCommand{NowMs: 5, TransactionalID: "tx", TimeoutMs: 10_000, ProducerID: -1, Epoch: -1}).Encode(), // a new instance
+		endTxnBump(6, "tx", pid, 0, false), // the zombie
+	))
+	if got := answers[2].(command.TxnProducerResult); got.Epoch != 1 {
+		t.Fatalf("the new instance: %+v", got)
+	}
+	if got := answers[3].(command.TxnProducerResult); got.Outcome != command.ProducerFenced {
+		t.Fatalf("the zombie's EndTxn: %+v, want PRODUCER_FENCED", got)
+	}
+}

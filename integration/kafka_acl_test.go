@@ -93,6 +93,12 @@ func TestKafkaACLsOnBothListeners(t *testing.T) {
 	if rs, err := annAdm.CreateACLs(ctx, grant); err != nil || len(rs) != 1 || !errors.Is(rs[0].Err, kerr.ClusterAuthorizationFailed) {
 		t.Fatalf("ann creates a binding: %+v, %v; want CLUSTER_AUTHORIZATION_FAILED", rs, err)
 	}
+	// A binding waggle would not apply is refused, not stored: an ALLOW of
+	// DESCRIBE alone (describing follows READ and WRITE).
+	describeOnly := kadm.NewACLs().Allow("User:ann").Topics("audit-").ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpDescribe)
+	if rs, err := adm.CreateACLs(ctx, describeOnly); err != nil || len(rs) != 1 || !errors.Is(rs[0].Err, kerr.InvalidRequest) {
+		t.Fatalf("creating an ALLOW DESCRIBE binding: %+v, %v; want INVALID_REQUEST", rs, err)
+	}
 	deny := kadm.NewACLs().Deny("User:*").Topics("secret").ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpAll)
 	for _, b := range []*kadm.ACLBuilder{grant, deny} {
 		rs, err := adm.CreateACLs(ctx, b)

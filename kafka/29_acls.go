@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -96,25 +97,27 @@ func handleCreateACLs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			continue
 		}
 		a := auth.ACL{ResourceType: int8(cr.ResourceType), ResourceName: cr.ResourceName, PatternType: int8(cr.ResourcePatternType),
-			Principal: cr.Principal, Host: cr.Host, Operation: int8(cr.Operation), Permission: int8(cr.PermissionType)}
+			Principal: cr.Principal, Host: normalHost(cr.Host), Operation: int8(cr.Operation), Permission: int8(cr.PermissionType)}
 		if msg := checkBinding(a); msg != "" {
 			r.ErrorCode, r.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr(msg)
 			continue
 		}
 		create, at = append(create, a), append(at, i)
 	}
-	if len(create) == 0 {
-		return resp, nil
-	}
-	res, err := c.s.writer(0).AlterACLs(create, nil)
-	for j, i := range at {
-		r := &resp.Results[i]
-		switch {
-		case err != nil:
-			r.ErrorCode, r.ErrorMessage = aclWriteCode(err), kmsg.StringPtr(err.Error())
-		case !res.Created[j]:
-			r.ErrorCode, r.ErrorMessage = kerr.PolicyViolation.Code, kmsg.StringPtr("the cluster holds its limit of ACL bindings")
+	// Entries of at most MaxACLsPerEntry creations each.
+	for len(create) > 0 {
+		n := min(len(create), command.MaxACLsPerEntry)
+		res, err := c.s.writer(0).AlterACLs(create[:n], nil)
+		for j, i := range at[:n] {
+			r := &resp.Results[i]
+			switch {
+			case err != nil:
+				r.ErrorCode, r.ErrorMessage = aclWriteCode(err), kmsg.StringPtr(err.Error())
+			case !res.Created[j]:
+				r.ErrorCode, r.ErrorMessage = kerr.PolicyViolation.Code, kmsg.StringPtr("the cluster holds its limit of ACL bindings")
+			}
 		}
+		create, at = create[n:], at[n:]
 	}
 	return resp, nil
 }
@@ -130,13 +133,18 @@ func handleDeleteACLs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	}
 	var del []auth.ACL
 	seen := map[auth.ACL]bool{}
+	matched := make([][]auth.ACL, len(req.Filters))
 	for i, rf := range req.Filters {
 		r := &resp.Results[i]
 		*r = kmsg.NewDeleteACLsResponseResult()
 		if r.ErrorCode = refusal; refusal != 0 {
 			continue
 		}
-		f := filterOf(rf.ResourceType, rf.ResourceName, rf.ResourcePatternType, rf.Principal, rf.Host, rf.Operation, rf.PermissionType)
+		host := rf.Host
+		if host != nil {
+			host = kmsg.StringPtr(normalHost(*host))
+		}
+		f := filterOf(rf.ResourceType, rf.ResourceName, rf.ResourcePatternType, rf.Principal, host, rf.Operation, rf.PermissionType)
 		if msg := checkFilter(f); msg != "" {
 			r.ErrorCode, r.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr(msg)
 			continue
@@ -150,6 +158,7 @@ func handleDeleteACLs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			m.Principal, m.Host = a.Principal, a.Host
 			m.Operation, m.PermissionType = kmsg.ACLOperation(a.Operation), kmsg.ACLPermissionType(a.Permission)
 			r.MatchingACLs = append(r.MatchingACLs, m)
+			matched[i] = append(matched[i], a)
 			if !seen[a] {
 				seen[a] = true
 				del = append(del, a)
@@ -160,16 +169,22 @@ func handleDeleteACLs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		return resp, nil
 	}
 	// A filter may match every binding: entries of at most
-	// MaxACLsPerEntry each.
+	// MaxACLsPerEntry each. A filter whose bindings were not all deleted
+	// answers the error, those that were are not undone.
 	var err error
 	for len(del) > 0 && err == nil {
 		n := min(len(del), command.MaxACLsPerEntry)
-		_, err = c.s.writer(0).AlterACLs(nil, del[:n])
-		del = del[n:]
+		if _, err = c.s.writer(0).AlterACLs(nil, del[:n]); err == nil {
+			del = del[n:]
+		}
 	}
 	if err != nil {
+		left := map[auth.ACL]bool{}
+		for _, a := range del {
+			left[a] = true
+		}
 		for i := range resp.Results {
-			if r := &resp.Results[i]; r.ErrorCode == 0 && len(r.MatchingACLs) > 0 {
+			if r := &resp.Results[i]; r.ErrorCode == 0 && slices.ContainsFunc(matched[i], func(a auth.ACL) bool { return left[a] }) {
 				r.ErrorCode, r.ErrorMessage, r.MatchingACLs = aclWriteCode(err), kmsg.StringPtr(err.Error()), nil
 			}
 		}
@@ -218,10 +233,10 @@ func checkBinding(a auth.ACL) string {
 		return "a binding's principal is User:<name> or User:*"
 	case a.Host != "*" && net.ParseIP(a.Host) == nil:
 		return "a binding's host is * or an IP address"
-	case a.Operation <= auth.OperationAny || a.Operation > 15:
-		return "a binding names one operation (ALL, READ, WRITE, ALTER, ...)"
 	case a.Permission != auth.PermissionAllow && a.Permission != auth.PermissionDeny:
 		return "a binding's permission is ALLOW or DENY"
+	case !auth.Enforced(a.Operation, a.Permission):
+		return "waggle applies ALL, READ, WRITE and ALTER (its consume, produce and manage rights), and a DENY of CREATE, DELETE or ALTER_CONFIGS (which denies the manage right); describing follows READ and WRITE"
 	case len(a.ResourceName) > 4096 || len(a.Principal) > 4096 || len(a.Host) > 256:
 		return "a binding's names are at most 4096 bytes"
 	}
@@ -233,6 +248,16 @@ func filterOf(rt kmsg.ACLResourceType, name *string, pt kmsg.ACLResourcePatternT
 	op kmsg.ACLOperation, perm kmsg.ACLPermissionType) auth.Filter {
 	return auth.Filter{ResourceType: int8(rt), ResourceName: name, PatternType: int8(pt),
 		Principal: principal, Host: host, Operation: int8(op), Permission: int8(perm)}
+}
+
+// normalHost writes an IP address as the authorizer compares it (what
+// net.IP.String gives for the client's address); "*" and anything else
+// as it is.
+func normalHost(h string) string {
+	if ip := net.ParseIP(h); ip != nil {
+		return ip.String()
+	}
+	return h
 }
 
 // checkFilter refuses a filter with an UNKNOWN part, as Kafka does.

@@ -56,10 +56,16 @@ func (c *conn) holdToTopicConfigs(t broker.TopicInfo, acks int16, batches []reco
 		if name := compressionLevelConfig(codec); name != "" {
 			level = int(topicConfigValue(t, name)) // the level described, default included
 		}
+		// As Kafka's validator: the rewritten batches are held to
+		// max.message.bytes too (one batch is decompressed at a time).
+		total, limit := 0, broker.ProduceLimit(t)
 		for i := range batches {
 			raw, err := recordbatch.Recompress(batches[i].Raw, codec, level, maxRewrittenBatch)
 			if err != nil {
 				return -1, kerr.CorruptMessage.Code, err.Error()
+			}
+			if total += len(raw); total > limit {
+				return -1, kerr.MessageTooLarge.Code, fmt.Sprintf("the records take more than max.message.bytes (%d) in %s", limit, compressionTypes[ct])
 			}
 			batches[i].Raw, batches[i].Codec = raw, codec
 		}

@@ -74,9 +74,14 @@ type TxnState struct {
 	Epoch           int16  `json:"epoch"`
 	// Prev is the producer id and epoch before the last bump, so a retried
 	// InitProducerId that names them is answered again (KIP-360).
-	Prev      *TxnProducer `json:"prev,omitempty"`
-	TimeoutMs int32        `json:"timeoutMs"`
-	Status    TxnStatus    `json:"status"`
+	Prev *TxnProducer `json:"prev,omitempty"`
+	// PrevEnded: the bump that left Prev ended a transaction (EndTxn of
+	// transaction version 2), so an EndTxn retried from Prev is answered
+	// again; any other bump (InitProducerId fencing a zombie, a timeout)
+	// clears it, and the zombie stays fenced.
+	PrevEnded bool      `json:"prevEnded,omitempty"`
+	TimeoutMs int32     `json:"timeoutMs"`
+	Status    TxnStatus `json:"status"`
 	// StartMs is when the transaction in progress began (its first
 	// partition or group); UpdatedMs the last change.
 	StartMs    int64          `json:"startMs,omitempty"`

@@ -73,7 +73,10 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, perm permissi
 func remoteHost(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.String() // as bindings are stored
 	}
 	return host
 }
