@@ -72,8 +72,20 @@ func startWaggleNodesForBench(b *testing.B) (brokers []string, leader *node, nod
 	// A cluster raises its log format once every member has registered:
 	// measure the steady state, not the first seconds.
 	requireLogFormat(b, leader, int(command.MaxLogFormat))
-	createTopic(b, kafkaClient(b, brokers), benchTopic, 1, nil)
+	createTopic(b, kafkaClient(b, brokers), benchTopic, 1, benchTopicConfigs())
 	return brokers, leader, nodes
+}
+
+// benchTopicConfigs are the bench topic's configs from
+// WAGGLE_BENCH_TOPIC_CONFIGS ("compression.type=zstd,max.message.bytes=…").
+func benchTopicConfigs() map[string]string {
+	configs := map[string]string{}
+	for _, kv := range strings.Split(os.Getenv("WAGGLE_BENCH_TOPIC_CONFIGS"), ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			configs[k] = v
+		}
+	}
+	return configs
 }
 
 // nodesWritten is the bytes the nodes have written to disk so far, in all.
