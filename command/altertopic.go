@@ -55,10 +55,15 @@ var format8Configs = []string{ConfigCompressionType, ConfigCompressionGzipLvl, C
 	ConfigFileDeleteDelayMs, ConfigPreallocate}
 
 // ConfigSince is the log format whose state machine accepts the named
-// topic config.
+// topic config: format 1's CreateTopic carries retention, size and
+// segment limits in fields of its own, format 2 the compaction configs
+// (and AlterTopic), format 8 the rest.
 func ConfigSince(name string) LogFormat {
-	if slices.Contains(format8Configs, name) {
+	switch {
+	case slices.Contains(format8Configs, name):
 		return LogFormat8
+	case name == ConfigRetentionMs, name == ConfigRetentionBytes, name == ConfigMaxMessageBytes, name == ConfigSegmentBytes, name == ConfigSegmentMs:
+		return LogFormat1
 	}
 	return LogFormat2
 }

@@ -165,3 +165,15 @@ func TestShareLeaseIDNamesItsHolder(t *testing.T) {
 		t.Fatalf("HeldBy is wrong about %q", id)
 	}
 }
+
+// Format 1's CreateTopic carries retention, size and segment limits, so a
+// topic created with them needs no later format (a fresh cluster creates
+// topics before it raises its format); compaction needs 2, the rest 8.
+func TestTopicConfigFormats(t *testing.T) {
+	for name, want := range map[string]LogFormat{ConfigRetentionMs: LogFormat1, ConfigSegmentMs: LogFormat1, ConfigMaxMessageBytes: LogFormat1,
+		ConfigCleanupPolicy: LogFormat2, ConfigCompressionType: LogFormat8, ConfigMinInsyncReplicas: LogFormat8} {
+		if got := ConfigSince(name); got != want {
+			t.Errorf("ConfigSince(%s) = %d, want %d", name, got, want)
+		}
+	}
+}

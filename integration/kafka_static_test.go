@@ -110,7 +110,7 @@ func TestStaticMemberRestartKeepsItsPartitionsWithoutRebalance(t *testing.T) {
 		bParts = bp
 		return nil
 	})
-	unmoved := a.snapshot()
+	unmoved := a.settled(t)
 
 	start := time.Now()
 	b.close()
@@ -136,6 +136,24 @@ func (m *staticMember) snapshot() memberState {
 	s := memberState{member: m}
 	s.assigned, s.revoked, s.partitions = m.state()
 	return s
+}
+
+// settled is the member's state once it has not changed for 1 s (the
+// second member's join may still be finishing on a loaded machine): the
+// state a restart is then checked not to change.
+func (m *staticMember) settled(t *testing.T) memberState {
+	t.Helper()
+	var last memberState
+	waitFor(t, 20*time.Second, func() error {
+		before := m.snapshot()
+		time.Sleep(time.Second)
+		last = m.snapshot()
+		if last.assigned != before.assigned || last.revoked != before.revoked || !slices.Equal(last.partitions, before.partitions) {
+			return fmt.Errorf("still rebalancing: assigned %d→%d, revoked %d→%d", before.assigned, last.assigned, before.revoked, last.revoked)
+		}
+		return nil
+	})
+	return last
 }
 
 // checkRestartWithoutRebalance requires a static member's restart begun
@@ -200,7 +218,7 @@ func TestStaticMemberRestartWithLibrdkafka(t *testing.T) {
 		}
 		return nil
 	})
-	unmoved := a.snapshot()
+	unmoved := a.settled(t)
 
 	began := time.Now()
 	first.Process.Signal(syscall.SIGTERM)
