@@ -122,29 +122,26 @@ func NewACLSet(acls []ACL) *ACLSet {
 // its patterns (Principal.Allows) grant, and an ALLOW binding grants
 // beyond them.
 func (s *ACLSet) Allows(p *Principal, host string, action Action, kind Kind, name string) bool {
-	switch {
-	case p == nil:
-		return false
-	case p.Role == Admin:
-		return true
-	case s != nil && s.unreadable, s.matches(p, host, PermissionDeny, action, kind, name):
+	if allowed, decided := s.decided(p); decided {
+		return allowed
+	}
+	if kind == Cluster {
+		name = ClusterResource
+	}
+	named := func(a ACL) bool { return a.names(name) }
+	if s.binds(p, host, PermissionDeny, action, kind, named) {
 		return false
 	}
-	return p.Allows(action, kind, name) || s.matches(p, host, PermissionAllow, action, kind, name)
+	return p.Allows(action, kind, name) || s.binds(p, host, PermissionAllow, action, kind, named)
 }
 
 // AllowsAnyWrite reports whether p may write to some queue, by its role or
 // by an ALLOW binding for WRITE (Kafka's InitProducerId asks it).
 func (s *ACLSet) AllowsAnyWrite(p *Principal, host string) bool {
-	switch {
-	case p == nil:
-		return false
-	case p.Role == Admin:
-		return true
-	case s != nil && s.unreadable:
-		return false
+	if allowed, decided := s.decided(p); decided {
+		return allowed
 	}
-	return p.AllowsAnyWrite() || s.allowsSome(p, host, Write, Queue)
+	return p.AllowsAnyWrite() || s.binds(p, host, PermissionAllow, Write, Queue, anyName)
 }
 
 // AllowsSome reports whether p may do action on some resource of kind:
@@ -153,53 +150,48 @@ func (s *ACLSet) AllowsAnyWrite(p *Principal, host string) bool {
 // names the resources, then Allows of each). The cluster has one name:
 // Allows decides.
 func (s *ACLSet) AllowsSome(p *Principal, host string, action Action, kind Kind) bool {
-	switch {
-	case kind == Cluster:
+	if kind == Cluster {
 		return s.Allows(p, host, action, kind, "")
-	case p == nil:
-		return false
-	case p.Role == Admin:
-		return true
-	case s != nil && s.unreadable:
-		return false
 	}
-	if s != nil {
-		op := operationOf(action)
-		for _, a := range s.byType[resourceOf(kind)] {
-			everyName := (a.PatternType == PatternLiteral && a.ResourceName == "*") || (a.PatternType == PatternPrefixed && a.ResourceName == "")
-			if a.Permission == PermissionDeny && everyName && a.covers(op) && a.appliesTo(p, host) {
-				return false
-			}
-		}
+	if allowed, decided := s.decided(p); decided {
+		return allowed
+	}
+	everyName := func(a ACL) bool {
+		return (a.PatternType == PatternLiteral && a.ResourceName == "*") || (a.PatternType == PatternPrefixed && a.ResourceName == "")
+	}
+	if s.binds(p, host, PermissionDeny, action, kind, everyName) {
+		return false
 	}
 	role := *p
 	role.Queues, role.Groups = nil, nil
-	return role.Allows(action, kind, "") || s.allowsSome(p, host, action, kind)
+	return role.Allows(action, kind, "") || s.binds(p, host, PermissionAllow, action, kind, anyName)
 }
 
-func (s *ACLSet) allowsSome(p *Principal, host string, action Action, kind Kind) bool {
-	if s == nil || s.unreadable {
-		return false
+// decided settles a check before any binding is read: nobody is refused,
+// an admin allowed, and everyone else refused by an unreadable set.
+func (s *ACLSet) decided(p *Principal) (allowed, decided bool) {
+	switch {
+	case p == nil:
+		return false, true
+	case p.Role == Admin:
+		return true, true
+	case s != nil && s.unreadable:
+		return false, true
 	}
-	op := operationOf(action)
-	for _, a := range s.byType[resourceOf(kind)] {
-		if a.Permission == PermissionAllow && a.covers(op) && a.appliesTo(p, host) {
-			return true
-		}
-	}
-	return false
+	return false, false
 }
 
-func (s *ACLSet) matches(p *Principal, host string, permission int8, action Action, kind Kind, name string) bool {
+func anyName(ACL) bool { return true }
+
+// binds reports whether a binding of permission for p at host covers the
+// operation action asks on resources of kind, among those names accepts.
+func (s *ACLSet) binds(p *Principal, host string, permission int8, action Action, kind Kind, names func(ACL) bool) bool {
 	if s == nil {
 		return false
 	}
-	if kind == Cluster {
-		name = ClusterResource
-	}
 	op := operationOf(action)
 	for _, a := range s.byType[resourceOf(kind)] {
-		if a.Permission == permission && a.covers(op) && a.appliesTo(p, host) && a.names(name) {
+		if a.Permission == permission && a.covers(op) && a.appliesTo(p, host) && names(a) {
 			return true
 		}
 	}

@@ -29,8 +29,7 @@ type aclsAt struct {
 // (auth.ACLSet.Allows); nil when there are none, auth.Unreadable when they
 // could not be read. It is loaded again only after a commit changed them.
 func (s *Service) ACLSet() *auth.ACLSet {
-	st := s.registry()
-	gen := st.ACLGeneration()
+	gen := s.registry().ACLGeneration()
 	if c := s.acls.current.Load(); c != nil && c.gen == gen {
 		return c.set
 	}
@@ -39,8 +38,8 @@ func (s *Service) ACLSet() *auth.ACLSet {
 	if c := s.acls.current.Load(); c != nil && c.gen == gen {
 		return c.set
 	}
-	var acls []auth.ACL
-	if err := st.View(func(tx *store.Tx) (err error) { acls, err = tx.ACLs(); return err }); err != nil {
+	acls, err := s.ACLs()
+	if err != nil {
 		if c := s.acls.current.Load(); c != nil {
 			return c.set // keep the last set; the next call reads again
 		}

@@ -267,4 +267,3 @@ func checkFilter(f auth.Filter) string {
 	}
 	return ""
 }
-

@@ -96,7 +96,9 @@ var topicConfigDefs = []topicConfigDef{
 		"a compacted partition's records are compacted at most this long after they are written, however little is dirty"),
 	{configMaxMessageBytes, kmsg.ConfigTypeInt, "message.max.bytes",
 		intParser(configMaxMessageBytes, 1, broker.MaxTopicMessageBytes),
-		func(t broker.TopicInfo) (string, bool) { return strconv.Itoa(broker.ProduceLimit(t)), t.MaxMessageBytes != 0 }, false,
+		func(t broker.TopicInfo) (string, bool) {
+			return strconv.Itoa(broker.ProduceLimit(t)), t.MaxMessageBytes != 0
+		}, false,
 		"largest record batch a produce may carry (at most 16 MiB)"},
 	kept(command.ConfigTimestampAfterMax, "log.message.timestamp.after.max.ms", kmsg.ConfigTypeLong, 0, math.MaxInt64, defaultTimestampAfterMaxMs,
 		"a CreateTime record stamped further than this ahead of the leader's clock is refused (INVALID_TIMESTAMP)"),
@@ -106,7 +108,9 @@ var topicConfigDefs = []topicConfigDef{
 		enumShow(command.ConfigTimestampType, timestampTypes), false,
 		"CreateTime keeps the producer's timestamps; LogAppendTime stamps each batch with the leader's clock"},
 	{configMinCleanableDirty, kmsg.ConfigTypeDouble, "log.cleaner.min.cleanable.ratio", parseDirtyRatio,
-		func(t broker.TopicInfo) (string, bool) { return ratio(t.MinCleanableDirtyPPM), t.MinCleanableDirtyRatioSet }, false,
+		func(t broker.TopicInfo) (string, bool) {
+			return ratio(t.MinCleanableDirtyPPM), t.MinCleanableDirtyRatioSet
+		}, false,
 		"share of new bytes that starts a compaction pass"},
 	{configMinCompactionLag, kmsg.ConfigTypeLong, "log.cleaner.min.compaction.lag.ms", parseNonNegativeMs(configMinCompactionLag),
 		func(t broker.TopicInfo) (string, bool) { return i64(t.MinCompactionLagMs), t.MinCompactionLagMsSet }, false,
@@ -122,7 +126,9 @@ var topicConfigDefs = []topicConfigDef{
 	fixedConfig("remote.storage.enable", "remote.log.storage.system.enable", kmsg.ConfigTypeBoolean, "false", nil,
 		"false only: waggle has no tiered storage"),
 	{configRetentionBytes, kmsg.ConfigTypeLong, "log.retention.bytes", intParser(configRetentionBytes, -1, 1<<62),
-		func(t broker.TopicInfo) (string, bool) { return i64(orDefault(t.RetentionBytes, -1)), t.RetentionBytes != 0 }, false,
+		func(t broker.TopicInfo) (string, bool) {
+			return i64(orDefault(t.RetentionBytes, -1)), t.RetentionBytes != 0
+		}, false,
 		"bytes kept per partition (-1: no limit)"},
 	{configRetentionMs, kmsg.ConfigTypeLong, "log.retention.ms", intParser(configRetentionMs, -1, 1<<62),
 		func(t broker.TopicInfo) (string, bool) { return i64(t.RetentionMs), t.RetentionSet }, false,
@@ -355,5 +361,5 @@ func parseDirtyRatio(v string) (int64, bool, string) {
 	return ppm, true, ""
 }
 
-func i64(v int64) string       { return strconv.FormatInt(v, 10) }
-func ratio(ppm int64) string   { return strconv.FormatFloat(float64(ppm)/1e6, 'g', -1, 64) }
+func i64(v int64) string     { return strconv.FormatInt(v, 10) }
+func ratio(ppm int64) string { return strconv.FormatFloat(float64(ppm)/1e6, 'g', -1, 64) }
