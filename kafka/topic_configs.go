@@ -41,6 +41,9 @@ type topicConfigDef struct {
 	parse func(v string) (value int64, stored bool, refusal string)
 	// show is the value in force for a topic, and whether the topic set it.
 	show func(t broker.TopicInfo) (value string, set bool)
+	// value is a kept config's value in force as a number (nil for the
+	// others): what the produce path reads.
+	value func(t broker.TopicInfo) (n int64, set bool)
 	// fixed: waggle's design allows one value (AlterConfigs refuses others).
 	fixed bool
 	doc   string
@@ -61,21 +64,21 @@ const (
 )
 
 var topicConfigDefs = []topicConfigDef{
-	{configCleanupPolicy, kmsg.ConfigTypeList, "log.cleanup.policy", parseCleanupPolicy,
-		func(t broker.TopicInfo) (string, bool) { return policyName(t.CleanupPolicy), t.CleanupPolicySet }, false,
-		"delete, compact, or compact,delete"},
+	stored(configCleanupPolicy, kmsg.ConfigTypeList, "log.cleanup.policy", parseCleanupPolicy,
+		func(t broker.TopicInfo) (string, bool) { return policyName(t.CleanupPolicy), t.CleanupPolicySet },
+		"delete, compact, or compact,delete"),
 	kept(command.ConfigCompressionGzipLvl, "compression.gzip.level", kmsg.ConfigTypeInt, -1, 9, -1,
 		"gzip level (1-9, -1 the codec's default) when compression.type is gzip"),
 	kept(command.ConfigCompressionLZ4Lvl, "compression.lz4.level", kmsg.ConfigTypeInt, 1, 17, defaultLZ4Level,
 		"lz4 level (1-17) when compression.type is lz4"),
-	{command.ConfigCompressionType, kmsg.ConfigTypeString, "compression.type", enumParser(command.ConfigCompressionType, compressionTypes),
-		enumShow(command.ConfigCompressionType, compressionTypes), false,
-		"the codec batches are stored in: producer keeps the producer's; any other makes the leader recompress batches in another codec"},
+	stored(command.ConfigCompressionType, kmsg.ConfigTypeString, "compression.type", enumParser(command.ConfigCompressionType, compressionTypes),
+		enumShow(command.ConfigCompressionType, compressionTypes),
+		"the codec batches are stored in: producer keeps the producer's; any other makes the leader recompress batches in another codec"),
 	kept(command.ConfigCompressionZstdLvl, "compression.zstd.level", kmsg.ConfigTypeInt, -131072, 22, defaultZstdLevel,
 		"zstd level when compression.type is zstd"),
-	{configDeleteRetention, kmsg.ConfigTypeLong, "log.cleaner.delete.retention.ms", parseNonNegativeMs(configDeleteRetention),
-		func(t broker.TopicInfo) (string, bool) { return i64(t.DeleteRetentionMs), t.DeleteRetentionMsSet }, false,
-		"how long a compacted tombstone is kept"},
+	stored(configDeleteRetention, kmsg.ConfigTypeLong, "log.cleaner.delete.retention.ms", parseNonNegativeMs(configDeleteRetention),
+		func(t broker.TopicInfo) (string, bool) { return i64(t.DeleteRetentionMs), t.DeleteRetentionMsSet },
+		"how long a compacted tombstone is kept"),
 	kept(command.ConfigFileDeleteDelayMs, "log.segment.delete.delay.ms", kmsg.ConfigTypeLong, 0, math.MaxInt64, 60_000,
 		"kept and described; waggle removes a segment file once no snapshot links it"),
 	kept(command.ConfigFlushMessages, "log.flush.interval.messages", kmsg.ConfigTypeLong, 1, math.MaxInt64, math.MaxInt64,
@@ -94,27 +97,27 @@ var topicConfigDefs = []topicConfigDef{
 		"-2 only: without tiered storage every record is local, kept by retention.ms"),
 	kept(command.ConfigMaxCompactionLagMs, "log.cleaner.max.compaction.lag.ms", kmsg.ConfigTypeLong, 1, math.MaxInt64, math.MaxInt64,
 		"a compacted partition's records are compacted at most this long after they are written, however little is dirty"),
-	{configMaxMessageBytes, kmsg.ConfigTypeInt, "message.max.bytes",
+	stored(configMaxMessageBytes, kmsg.ConfigTypeInt, "message.max.bytes",
 		intParser(configMaxMessageBytes, 1, broker.MaxTopicMessageBytes),
 		func(t broker.TopicInfo) (string, bool) {
 			return strconv.Itoa(broker.ProduceLimit(t)), t.MaxMessageBytes != 0
-		}, false,
-		"largest record batch a produce may carry (at most 16 MiB)"},
+		},
+		"largest record batch a produce may carry (at most 16 MiB)"),
 	kept(command.ConfigTimestampAfterMax, "log.message.timestamp.after.max.ms", kmsg.ConfigTypeLong, 0, math.MaxInt64, defaultTimestampAfterMaxMs,
 		"a CreateTime record stamped further than this ahead of the leader's clock is refused (INVALID_TIMESTAMP)"),
 	kept(command.ConfigTimestampBeforeMax, "log.message.timestamp.before.max.ms", kmsg.ConfigTypeLong, 0, math.MaxInt64, math.MaxInt64,
 		"a CreateTime record stamped further than this behind the leader's clock is refused (INVALID_TIMESTAMP)"),
-	{command.ConfigTimestampType, kmsg.ConfigTypeString, "log.message.timestamp.type", enumParser(command.ConfigTimestampType, timestampTypes),
-		enumShow(command.ConfigTimestampType, timestampTypes), false,
-		"CreateTime keeps the producer's timestamps; LogAppendTime stamps each batch with the leader's clock"},
-	{configMinCleanableDirty, kmsg.ConfigTypeDouble, "log.cleaner.min.cleanable.ratio", parseDirtyRatio,
+	stored(command.ConfigTimestampType, kmsg.ConfigTypeString, "log.message.timestamp.type", enumParser(command.ConfigTimestampType, timestampTypes),
+		enumShow(command.ConfigTimestampType, timestampTypes),
+		"CreateTime keeps the producer's timestamps; LogAppendTime stamps each batch with the leader's clock"),
+	stored(configMinCleanableDirty, kmsg.ConfigTypeDouble, "log.cleaner.min.cleanable.ratio", parseDirtyRatio,
 		func(t broker.TopicInfo) (string, bool) {
 			return ratio(t.MinCleanableDirtyPPM), t.MinCleanableDirtyRatioSet
-		}, false,
-		"share of new bytes that starts a compaction pass"},
-	{configMinCompactionLag, kmsg.ConfigTypeLong, "log.cleaner.min.compaction.lag.ms", parseNonNegativeMs(configMinCompactionLag),
-		func(t broker.TopicInfo) (string, bool) { return i64(t.MinCompactionLagMs), t.MinCompactionLagMsSet }, false,
-		"how old a record must be to be compacted"},
+		},
+		"share of new bytes that starts a compaction pass"),
+	stored(configMinCompactionLag, kmsg.ConfigTypeLong, "log.cleaner.min.compaction.lag.ms", parseNonNegativeMs(configMinCompactionLag),
+		func(t broker.TopicInfo) (string, bool) { return i64(t.MinCompactionLagMs), t.MinCompactionLagMsSet },
+		"how old a record must be to be compacted"),
 	kept(command.ConfigMinInsyncReplicas, "min.insync.replicas", kmsg.ConfigTypeInt, 1, math.MaxInt32, 1,
 		"an acks=all produce is refused (NOT_ENOUGH_REPLICAS) while fewer of the topic's raft voters, the leader counted, are in touch with the leader"),
 	kept(command.ConfigPreallocate, "log.preallocate", kmsg.ConfigTypeBoolean, 0, 1, 0,
@@ -125,31 +128,48 @@ var topicConfigDefs = []topicConfigDef{
 		"false only: waggle has no tiered storage"),
 	fixedConfig("remote.storage.enable", "remote.log.storage.system.enable", kmsg.ConfigTypeBoolean, "false", nil,
 		"false only: waggle has no tiered storage"),
-	{configRetentionBytes, kmsg.ConfigTypeLong, "log.retention.bytes", intParser(configRetentionBytes, -1, 1<<62),
+	stored(configRetentionBytes, kmsg.ConfigTypeLong, "log.retention.bytes", intParser(configRetentionBytes, -1, 1<<62),
 		func(t broker.TopicInfo) (string, bool) {
 			return i64(orDefault(t.RetentionBytes, -1)), t.RetentionBytes != 0
-		}, false,
-		"bytes kept per partition (-1: no limit)"},
-	{configRetentionMs, kmsg.ConfigTypeLong, "log.retention.ms", intParser(configRetentionMs, -1, 1<<62),
-		func(t broker.TopicInfo) (string, bool) { return i64(t.RetentionMs), t.RetentionSet }, false,
-		"how long records are kept (-1: for ever)"},
-	{configSegmentBytes, kmsg.ConfigTypeInt, "log.segment.bytes", intParser(configSegmentBytes, broker.MinSegmentBytes, 1<<30),
-		func(t broker.TopicInfo) (string, bool) { return i64(t.SegmentBytes), t.SegmentBytesSet }, false,
-		"size of a segment file"},
+		},
+		"bytes kept per partition (-1: no limit)"),
+	stored(configRetentionMs, kmsg.ConfigTypeLong, "log.retention.ms", intParser(configRetentionMs, -1, 1<<62),
+		func(t broker.TopicInfo) (string, bool) { return i64(t.RetentionMs), t.RetentionSet },
+		"how long records are kept (-1: for ever)"),
+	stored(configSegmentBytes, kmsg.ConfigTypeInt, "log.segment.bytes", intParser(configSegmentBytes, broker.MinSegmentBytes, 1<<30),
+		func(t broker.TopicInfo) (string, bool) { return i64(t.SegmentBytes), t.SegmentBytesSet },
+		"size of a segment file"),
 	kept(command.ConfigSegmentIndexBytes, "log.index.size.max.bytes", kmsg.ConfigTypeInt, 4, math.MaxInt32, 10_485_760,
 		"kept and described; waggle's offset index is in badger, not a file per segment"),
 	kept(command.ConfigSegmentJitterMs, "log.roll.jitter.ms", kmsg.ConfigTypeLong, 0, math.MaxInt64, 0,
 		"kept and described; segments are sealed by segment.ms without jitter"),
-	{configSegmentMs, kmsg.ConfigTypeLong, "log.roll.ms", intParser(configSegmentMs, 1000, 1<<62),
-		func(t broker.TopicInfo) (string, bool) { return i64(t.SegmentMs), t.SegmentMsSet }, false,
-		"age at which a segment is sealed"},
+	stored(configSegmentMs, kmsg.ConfigTypeLong, "log.roll.ms", intParser(configSegmentMs, 1000, 1<<62),
+		func(t broker.TopicInfo) (string, bool) { return i64(t.SegmentMs), t.SegmentMsSet },
+		"age at which a segment is sealed"),
 	fixedConfig("unclean.leader.election.enable", "unclean.leader.election.enable", kmsg.ConfigTypeBoolean, "false", nil,
 		"false only: raft elects only leaders holding every committed write"),
 }
 
+// topicConfigIndex finds a config's definition by name.
+var topicConfigIndex = func() map[string]int {
+	m := make(map[string]int, len(topicConfigDefs))
+	for i, d := range topicConfigDefs {
+		m[d.name] = i
+	}
+	return m
+}()
+
+// stored is a config with a parser and a display of its own (those of
+// the first formats, read from broker.TopicInfo's fields, and the
+// enumerated ones).
+func stored(name string, typ kmsg.ConfigType, synonym string, parse func(string) (int64, bool, string),
+	show func(broker.TopicInfo) (string, bool), doc string) topicConfigDef {
+	return topicConfigDef{name: name, typ: typ, synonym: synonym, parse: parse, show: show, doc: doc}
+}
+
 func topicConfigDefOf(name string) (topicConfigDef, bool) {
-	i := slices.IndexFunc(topicConfigDefs, func(d topicConfigDef) bool { return d.name == name })
-	if i < 0 {
+	i, ok := topicConfigIndex[name]
+	if !ok {
 		return topicConfigDef{}, false
 	}
 	return topicConfigDefs[i], true
@@ -184,12 +204,11 @@ func topicSetting(name string, v *string, f command.LogFormat) (s command.TopicS
 	return command.TopicSetting{Name: name, Value: value}, stored, refusal
 }
 
-// topicConfigValue is the value in force of a format 8 config kept as an
-// integer (kept: explicit zeros stored as -1).
+// topicConfigValue is the value in force of a config kept as an integer
+// (kept), its default included.
 func topicConfigValue(t broker.TopicInfo, name string) int64 {
 	d, _ := topicConfigDefOf(name)
-	v, _ := d.show(t)
-	n, _ := strconv.ParseInt(v, 10, 64)
+	n, _ := d.value(t)
 	return n
 }
 
@@ -209,7 +228,17 @@ func kept(name, synonym string, typ kmsg.ConfigType, lo, hi, def int64, doc stri
 		}
 		return i64(n)
 	}
-	return topicConfigDef{name: name, typ: typ, synonym: synonym, doc: doc,
+	value := func(t broker.TopicInfo) (int64, bool) {
+		n, ok := t.Configs[name]
+		switch {
+		case !ok:
+			return def, false
+		case n == -1 && zeroAs == -1:
+			return 0, true
+		}
+		return n, true
+	}
+	return topicConfigDef{name: name, typ: typ, synonym: synonym, doc: doc, value: value,
 		parse: func(v string) (int64, bool, string) {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if boolean {
@@ -228,14 +257,8 @@ func kept(name, synonym string, typ kmsg.ConfigType, lo, hi, def int64, doc stri
 			return n, true, ""
 		},
 		show: func(t broker.TopicInfo) (string, bool) {
-			n, ok := t.Configs[name]
-			switch {
-			case !ok:
-				return format(def), false
-			case n == -1 && zeroAs == -1:
-				return format(0), true
-			}
-			return format(n), true
+			n, set := value(t)
+			return format(n), set
 		},
 	}
 }
