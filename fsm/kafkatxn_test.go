@@ -454,6 +454,14 @@ func TestTransactionalIDsExpire(t *testing.T) {
 	}
 }
 
+// newTxnProducer is a state machine with topic "t" (offset 0 written)
+// and transactional id "tx" at epoch 0, whose producer id it answers.
+func newTxnProducer(t *testing.T) (*FSM, int64) {
+	f := newFSM(t)
+	answers := f.ApplyBatch(logs(1, produceCmd(1, "t", idemBatch(-1, -1, -1, 1)), initTxn(2, "tx")))
+	return f, answers[1].(command.TxnProducerResult).ProducerID
+}
+
 func endTxnBump(nowMs int64, id string, producer int64, epoch int16, commit bool) []byte {
 	c := command.EndTxnBumpCommand{NowMs: nowMs, TransactionalID: id, ProducerID: producer, Epoch: epoch, Commit: commit}
 	return c.Encode()
@@ -464,11 +472,9 @@ func endTxnBump(nowMs int64, id string, producer int64, epoch int16, commit bool
 // before is answered again, the other direction refused; an abort with
 // nothing in progress only moves the epoch, a commit is refused.
 func TestEndTxnBumpMovesTheEpoch(t *testing.T) {
-	f := newFSM(t)
+	f, pid := newTxnProducer(t)
 	tp := store.TxnPartition{Topic: "t", Partition: 0}
-	answers := f.ApplyBatch(logs(1, produceCmd(1, "t", idemBatch(-1, -1, -1, 1)), initTxn(2, "tx")))
-	pid := answers[1].(command.TxnProducerResult).ProducerID
-	answers = f.ApplyBatch(logs(3,
+	answers := f.ApplyBatch(logs(3,
 		addToTxn(3, "tx", pid, 0, nil, tp),
 		produceCmd(4, "t", txnBatch(pid, 0, 0, 2)), // offsets 1-2
 		endTxnBump(5, "tx", pid, 0, true),          // marker 3
@@ -512,14 +518,12 @@ func TestEndTxnBumpMovesTheEpoch(t *testing.T) {
 // A producer fenced by a new instance's InitProducerId stays fenced at
 // version 2: its EndTxn from the old epoch is not taken for a retry.
 func TestEndTxnBumpKeepsAZombieFenced(t *testing.T) {
-	f := newFSM(t)
+	f, pid := newTxnProducer(t)
 	tp := store.TxnPartition{Topic: "t", Partition: 0}
-	answers := f.ApplyBatch(logs(1, produceCmd(1, "t", idemBatch(-1, -1, -1, 1)), initTxn(2, "tx")))
-	pid := answers[1].(command.TxnProducerResult).ProducerID
-	answers = f.ApplyBatch(logs(3,
+	answers := f.ApplyBatch(logs(3,
 		addToTxn(3, "tx", pid, 0, nil, tp),
 		produceCmd(4, "t", txnBatch(pid, 0, 0, 1)),
-		(&command.InitTxnProducerCommand{NowMs: 5, TransactionalID: "tx", TimeoutMs: 10_000, ProducerID: -1, Epoch: -1}).Encode(), // a new instance
+		initTxn(5, "tx"),                   // a new instance
 		endTxnBump(6, "tx", pid, 0, false), // the zombie
 	))
 	if got := answers[2].(command.TxnProducerResult); got.Epoch != 1 {
