@@ -2,6 +2,7 @@ package store
 
 import (
 	"crypto/sha256"
+	"errors"
 	"sync/atomic"
 
 	"github.com/waggle-mq/waggle/auth"
@@ -36,24 +37,26 @@ func (s *Store) ACLGeneration() uint64 { return s.aclGen.n.Load() }
 
 // PutACL stores a binding; it reports false when it was there already.
 func (t *Tx) PutACL(a ACL) (added bool, err error) {
-	if _, err := t.get(aclKey(a)); err == nil {
+	k := aclKey(a)
+	if _, err := t.get(k); err == nil {
 		return false, nil
-	} else if err != ErrNotFound {
+	} else if !errors.Is(err, ErrNotFound) {
 		return false, err
 	}
 	t.aclsChanged()
-	return true, t.set(aclKey(a), encodeJSONRecord(a))
+	return true, t.set(k, encodeJSONRecord(a))
 }
 
 // DeleteACL removes a binding; it reports false when there was none.
 func (t *Tx) DeleteACL(a ACL) (deleted bool, err error) {
-	if _, err := t.get(aclKey(a)); err == ErrNotFound {
+	k := aclKey(a)
+	if _, err := t.get(k); errors.Is(err, ErrNotFound) {
 		return false, nil
 	} else if err != nil {
 		return false, err
 	}
 	t.aclsChanged()
-	return true, t.del(aclKey(a))
+	return true, t.del(k)
 }
 
 // ACLs lists every binding (at most MaxACLs), in key order.
