@@ -140,11 +140,7 @@ func handleDeleteACLs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		if r.ErrorCode = refusal; refusal != 0 {
 			continue
 		}
-		host := rf.Host
-		if host != nil {
-			host = kmsg.StringPtr(normalHost(*host))
-		}
-		f := filterOf(rf.ResourceType, rf.ResourceName, rf.ResourcePatternType, rf.Principal, host, rf.Operation, rf.PermissionType)
+		f := filterOf(rf.ResourceType, rf.ResourceName, rf.ResourcePatternType, rf.Principal, rf.Host, rf.Operation, rf.PermissionType)
 		if msg := checkFilter(f); msg != "" {
 			r.ErrorCode, r.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr(msg)
 			continue
@@ -243,9 +239,13 @@ func checkBinding(a auth.ACL) string {
 	return ""
 }
 
-// filterOf is a DescribeAcls or DeleteAcls filter as the authorizer reads it.
+// filterOf is a DescribeAcls or DeleteAcls filter as the authorizer reads
+// it, its host written as bindings store theirs (normalHost).
 func filterOf(rt kmsg.ACLResourceType, name *string, pt kmsg.ACLResourcePatternType, principal, host *string,
 	op kmsg.ACLOperation, perm kmsg.ACLPermissionType) auth.Filter {
+	if host != nil {
+		host = kmsg.StringPtr(normalHost(*host))
+	}
 	return auth.Filter{ResourceType: int8(rt), ResourceName: name, PatternType: int8(pt),
 		Principal: principal, Host: host, Operation: int8(op), Permission: int8(perm)}
 }
