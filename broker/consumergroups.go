@@ -184,9 +184,7 @@ func (s *Service) GroupCursors(group string) ([]Cursor, error) {
 			}
 			cur := Cursor{Queue: q.Name, Partition: c.Partition, Positioned: true, Committed: c.Offset, LeaderEpoch: c.LeaderEpoch,
 				Metadata: c.Metadata, Expired: c.Expired}
-			if c.Lease != nil {
-				cur.InFlight = len(c.Lease.Offsets)
-			}
+			cur.InFlight = c.InFlight()
 			p, err := tx.Partition(q.ID, c.Partition)
 			if err == nil {
 				cur.HighWatermark = int64(p.NextOffset)

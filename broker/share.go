@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -22,15 +23,29 @@ const (
 	ShareFromEnd   time.Duration = -1
 )
 
+// ShareTerms are the share group's configs an acquisition applies.
+type ShareTerms struct {
+	LeaseMs       int64 // share.record.lock.duration.ms
+	MaxDeliveries int32 // share.delivery.count.limit; 0: no limit
+	// Start is where a group that has not read the topic starts:
+	// ShareFromStart, ShareFromEnd, or (a positive duration) at the first
+	// record stamped that long ago or later (share.auto.offset.reset
+	// earliest, latest, by_duration).
+	Start           time.Duration
+	MaxLocks        int  // share.partition.max.record.locks
+	ReadUncommitted bool // share.isolation.level=read_uncommitted
+}
+
 // ShareAcquire leases up to batch records of a topic's partitions, in the
 // order given, to a share group's member (holder), each partition under a
-// lease of its own that lasts leaseMs. A record already delivered maxDeliveries
-// times is archived instead (0: no limit). A group that has not read the
-// topic starts by start: ShareFromStart, ShareFromEnd, or (a positive
-// duration) at the first record stamped that long ago or later
-// (share.auto.offset.reset earliest, latest, by_duration). It answers
-// what it leased, per partition.
-func (s *Service) ShareAcquire(group, holder, topic string, partitions []int32, batch int, leaseMs int64, maxDeliveries int32, start time.Duration) ([]command.PopResult, error) {
+// lease of its own, on the group's terms. From log format 11 members
+// hold a partition's records side by side: an acquisition takes the
+// records no one holds or finished among the terms' MaxLocks from the
+// group's position on. Before, a partition under a live lease is passed
+// over, an acquisition takes at most MaxLocks records, and reads
+// committed whatever the terms say. It answers what it leased, per
+// partition.
+func (s *Service) ShareAcquire(group, holder, topic string, partitions []int32, batch int, terms ShareTerms) ([]command.PopResult, error) {
 	switch {
 	case len(partitions) == 0:
 		return nil, nil
@@ -38,16 +53,24 @@ func (s *Service) ShareAcquire(group, holder, topic string, partitions []int32, 
 		return nil, fmt.Errorf("%w: at most %d partitions per acquisition", ErrInvalid, MaxSharePartitions)
 	case batch < 1 || batch > command.MaxShareAcquireBatch:
 		return nil, fmt.Errorf("%w: batch must be between 1 and %d", ErrInvalid, command.MaxShareAcquireBatch)
+	case terms.MaxLocks < 1 || terms.MaxLocks > command.MaxShareLocks:
+		return nil, fmt.Errorf("%w: share.partition.max.record.locks must be between 1 and %d", ErrInvalid, command.MaxShareLocks)
 	}
 	now := s.now()
-	cmd := command.ShareAcquireCommand{NowMs: now.UnixMilli(), Group: group, Queue: topic, Batch: batch, LeaseMs: leaseMs,
-		MaxDeliveries: maxDeliveries, FromNew: start == ShareFromEnd}
-	if start > 0 {
-		cmd.FromMs = now.Add(-start).UnixMilli()
+	cmd := command.ShareAcquireCommand{NowMs: now.UnixMilli(), Group: group, Queue: topic, Batch: batch, LeaseMs: terms.LeaseMs,
+		MaxDeliveries: terms.MaxDeliveries, FromNew: terms.Start == ShareFromEnd}
+	if terms.Start > 0 {
+		cmd.FromMs = now.Add(-terms.Start).UnixMilli()
+	}
+	leaseID := command.ShareLeaseID
+	if s.sharesSideBySide() {
+		cmd.MaxLocks, cmd.ReadUncommitted, leaseID = int32(terms.MaxLocks), terms.ReadUncommitted, command.SharedLeaseID
+	} else {
+		cmd.Batch = min(batch, terms.MaxLocks)
 	}
 	for _, p := range partitions {
 		cmd.Partitions = append(cmd.Partitions, strconv.Itoa(int(p)))
-		cmd.LeaseIDs = append(cmd.LeaseIDs, command.ShareLeaseID(holder, s.newLeaseID()))
+		cmd.LeaseIDs = append(cmd.LeaseIDs, leaseID(holder, s.newLeaseID()))
 	}
 	res, err := apply(s, &cmd)
 	if err != nil {
@@ -59,6 +82,10 @@ func (s *Service) ShareAcquire(group, holder, topic string, partitions []int32, 
 	return res.Leases, nil
 }
 
+// sharesSideBySide reports whether share group members may hold one
+// partition's records side by side (log format 11).
+func (s *Service) sharesSideBySide() bool { return s.LogFormat() >= command.LogFormat11 }
+
 // ShareAck acknowledges leased records of a share group in one raft entry.
 func (s *Service) ShareAck(group string, acks []command.ShareAck) ([]command.ShareAckResult, error) {
 	if len(acks) == 0 {
@@ -69,8 +96,10 @@ func (s *Service) ShareAck(group string, acks []command.ShareAck) ([]command.Sha
 
 // ShareAcquirable picks, from a topic's partitions, those an acquisition
 // by the share group may lease something from, as this node's store
-// knows them: not under a live lease, and with records past the group's
-// position (or a position still to be worked out). It leaves out only what
+// knows them: with a lease that expired, or with records past the group's
+// position that no lease holds and no one finished (before log format 11:
+// not under a live lease, with records past the position), or a position
+// still to be worked out. It leaves out only what
 // surely has nothing, so a share fetch with nothing to take waits for an
 // append instead of writing an empty entry. appended is closed by the
 // topic's next append (nil when the topic does not exist); subscribed
@@ -81,6 +110,7 @@ func (s *Service) ShareAcquirable(group, topic string, partitions []int32) (wort
 	if err != nil || appended == nil {
 		return nil, false, appended, err
 	}
+	sideBySide := s.sharesSideBySide()
 	err = s.store.View(func(tx *store.Tx) error {
 		meta, err := tx.Meta()
 		if err != nil {
@@ -111,10 +141,15 @@ func (s *Service) ShareAcquirable(group, topic string, partitions []int32) (wort
 			if !found {
 				cur.Offset = int64(part.StartOffset)
 			}
-			if cur.Lease != nil && cur.Lease.ExpiresAtMs > meta.ClockMs {
-				continue // held
-			}
-			if cur.Lease != nil || cur.Offset < int64(part.NextOffset) {
+			live := slices.ContainsFunc(cur.Leases, func(l *store.Lease) bool { return l.ExpiresAtMs > meta.ClockMs })
+			expired := slices.ContainsFunc(cur.Leases, func(l *store.Lease) bool { return l.ExpiresAtMs <= meta.ClockMs })
+			untaken := int64(part.NextOffset) - cur.Offset - int64(len(cur.Done)) - int64(cur.InFlight())
+			switch {
+			case expired:
+				worth = append(worth, p)
+			case !sideBySide && !live && cur.Offset < int64(part.NextOffset):
+				worth = append(worth, p)
+			case sideBySide && untaken > 0:
 				worth = append(worth, p)
 			}
 		}

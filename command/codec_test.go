@@ -148,6 +148,26 @@ func TestShareCommandsRoundTrip(t *testing.T) {
 	if _, err := decodeShareAcquire(acq.Encode()[1:]); err == nil {
 		t.Fatal("an oversized batch decoded")
 	}
+	shared := acq
+	shared.Batch, shared.MaxLocks, shared.ReadUncommitted = 200, 2000, true
+	if _, err := decodeShareAcquireShared(shared.Encode()[1:]); err == nil {
+		t.Fatal("a shared acquisition with indexed lease ids decoded")
+	}
+	shared.LeaseIDs = []string{SharedLeaseID("m", "l0"), SharedLeaseID("m", "l2")}
+	entry := shared.Encode()
+	if CommandType(entry[0]) != CmdShareAcquireShared {
+		t.Fatalf("an acquisition with MaxLocks is entry type %d", entry[0])
+	}
+	if got, err := decodeShareAcquireShared(entry[1:]); err != nil || !reflect.DeepEqual(*got, shared) {
+		t.Fatalf("round trip of %+v: %+v, %v", shared, got, err)
+	}
+	if _, err := EncodeAs(&shared, LogFormat10); !errors.Is(err, ErrLogFormatTooOld) {
+		t.Fatalf("a shared acquisition proposed at format 10: %v", err)
+	}
+	shared.MaxLocks = MaxShareLocks + 1
+	if _, err := decodeShareAcquireShared(shared.Encode()[1:]); err == nil {
+		t.Fatal("an acquisition with too many locks decoded")
+	}
 	ack := ShareAckCommand{NowMs: 8, Group: "g", Acks: []ShareAck{{Queue: "q", Partition: "0", Holder: "m", First: 10, Last: 12, Kind: ShareAccept},
 		{Queue: "q", Partition: "2", Holder: "m", Kind: ShareRelease, Rest: true}, {Queue: "q", Partition: "2", Holder: "m", Kind: ShareRenew, RenewMs: 30_000}}}
 	gotAck, err := decodeShareAck(ack.Encode()[1:])
@@ -163,6 +183,9 @@ func TestShareLeaseIDNamesItsHolder(t *testing.T) {
 	id := ShareLeaseID("m-1", "uuid")
 	if !HeldBy(id, "m-1") || HeldBy(id, "m") || HeldBy(id, "m-12") || HeldBy("m-1", "m-1") || HeldBy("share:m-1", "m-1") {
 		t.Fatalf("HeldBy is wrong about %q", id)
+	}
+	if shared := SharedLeaseID("m-1", "uuid"); !HeldBy(shared, "m-1") || HeldBy(shared, "m") || store.IndexedLease(shared) || !store.IndexedLease(id) {
+		t.Fatalf("HeldBy or IndexedLease is wrong about %q", shared)
 	}
 }
 

@@ -75,6 +75,9 @@ const (
 	CmdEndTxnBump CommandType = 46
 	// Kafka ACLs (acls.go), log format 10.
 	CmdAlterACLs CommandType = 47
+	// Share acquisitions beside other members' leases (share.go), log
+	// format 11.
+	CmdShareAcquireShared CommandType = 48
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.

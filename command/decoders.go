@@ -75,6 +75,7 @@ func init() {
 	registerCodec(CmdAlterGroupConfig, decodeAlterGroupConfig)
 	registerCodec(CmdShareAcquire, decodeShareAcquire)
 	registerCodec(CmdShareAck, decodeShareAck)
+	registerCodec(CmdShareAcquireShared, decodeShareAcquireShared)
 }
 
 // KnownCommand reports whether this binary decodes command type t.

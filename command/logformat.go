@@ -65,9 +65,14 @@ const (
 	// LogFormat10 adds AlterACLs (47): Kafka ACL bindings, consulted by
 	// the authorizer beside the principals' roles.
 	LogFormat10 LogFormat = 10
+	// LogFormat11 adds ShareAcquireShared (48): share group members
+	// acquire records of a partition beside each other's leases, and may
+	// read uncommitted; a cursor then holds several leases, which a format
+	// 10 node could not read.
+	LogFormat11 LogFormat = 11
 
 	// MaxLogFormat is the newest format this binary reads and writes.
-	MaxLogFormat = LogFormat10
+	MaxLogFormat = LogFormat11
 )
 
 // Command is an entry the leader proposes.

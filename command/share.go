@@ -1,11 +1,18 @@
 package command
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/waggle-mq/waggle/store"
+)
 
 // Kafka share groups (KIP-932) on the same leases as HTTP pops: a share
-// consumer acquires records of a partition under a lease (one per partition
-// and group at a time, as a pop), acknowledges them by offset, and what it
-// releases, or leaves when its lease runs out, is delivered again.
+// consumer acquires records of a partition under a lease, acknowledges
+// them by offset, and what it releases, or leaves when its lease runs out,
+// is delivered again. From log format 11 members hold leases on one
+// partition's records side by side; before, one lease per partition and
+// group at a time, as a pop.
 
 // ShareAcquireCommand leases up to Batch records in all, partition by
 // partition in the order given, to a share group's member, each partition
@@ -15,17 +22,27 @@ import "fmt"
 // A group that has not read the queue yet starts at its end with FromNew
 // (share.auto.offset.reset=latest), at the first record stamped FromMs or
 // later with FromMs (by_duration), else at its start (earliest).
+//
+// With MaxLocks set (log format 11, entry type ShareAcquireShared), a
+// partition's records are acquired beside other members' live leases
+// (Kafka's share-partition): the records neither finished nor held, among
+// the MaxLocks from the group's position on (share.partition.max.record.locks),
+// and ReadUncommitted takes records of open and aborted transactions too.
+// Without it (format 7) a partition under any live lease is passed over,
+// and ReadUncommitted is not written.
 type ShareAcquireCommand struct {
-	NowMs         int64
-	Group         string
-	Queue         string
-	Partitions    []string
-	LeaseIDs      []string
-	Batch         int
-	LeaseMs       int64
-	MaxDeliveries int32 // 0: no limit
-	FromNew       bool
-	FromMs        int64
+	NowMs           int64
+	Group           string
+	Queue           string
+	Partitions      []string
+	LeaseIDs        []string
+	Batch           int
+	LeaseMs         int64
+	MaxDeliveries   int32 // 0: no limit
+	FromNew         bool
+	FromMs          int64
+	MaxLocks        int32
+	ReadUncommitted bool
 }
 
 // ShareAcquireResult answers a ShareAcquireCommand: one pop result per
@@ -65,9 +82,21 @@ type ShareAck struct {
 // (the leader's id), and naming its holder.
 func ShareLeaseID(holder, unique string) string { return "share:" + holder + ":" + unique }
 
+// SharedLeaseID is the id of a lease a share group's member takes beside
+// other members' leases (log format 11): ShareLeaseID's form under
+// store.SharedLeasePrefix, which keeps it out of the lease index.
+func SharedLeaseID(holder, unique string) string {
+	return store.SharedLeasePrefix + holder + ":" + unique
+}
+
 // HeldBy reports whether lease id is one holder holds.
 func HeldBy(id, holder string) bool {
-	return len(id) > len(holder)+7 && id[:6] == "share:" && id[6:6+len(holder)] == holder && id[6+len(holder)] == ':'
+	for _, prefix := range []string{"share:", store.SharedLeasePrefix} {
+		if rest, ok := strings.CutPrefix(id, prefix); ok {
+			return len(rest) > len(holder)+1 && rest[:len(holder)] == holder && rest[len(holder)] == ':'
+		}
+	}
+	return false
 }
 
 // ShareAckCommand acknowledges leased records of a share group.
@@ -86,13 +115,26 @@ type ShareAckResult struct {
 // MaxShareAcquireBatch bounds the records one ShareAcquire leases.
 const MaxShareAcquireBatch = 10_000
 
-func (c *ShareAcquireCommand) since() LogFormat { return LogFormat7 }
+// MaxShareLocks bounds a ShareAcquireShared's MaxLocks (Kafka's bound on
+// share.partition.max.record.locks).
+const MaxShareLocks = 10_000
+
+func (c *ShareAcquireCommand) since() LogFormat {
+	if c.MaxLocks > 0 {
+		return LogFormat11
+	}
+	return LogFormat7
+}
 func (c *ShareAckCommand) since() LogFormat     { return LogFormat7 }
 
 // Encode returns the raft entry for the command.
 func (c *ShareAcquireCommand) Encode() []byte {
 	e := encoder{}
-	e.byte(byte(CmdShareAcquire))
+	if c.MaxLocks > 0 {
+		e.byte(byte(CmdShareAcquireShared))
+	} else {
+		e.byte(byte(CmdShareAcquire))
+	}
 	e.varint(c.NowMs)
 	e.string(c.Group)
 	e.string(c.Queue)
@@ -106,11 +148,37 @@ func (c *ShareAcquireCommand) Encode() []byte {
 	e.varint(int64(c.MaxDeliveries))
 	e.bool(c.FromNew)
 	e.varint(c.FromMs)
+	if c.MaxLocks > 0 {
+		e.varint(int64(c.MaxLocks))
+		e.bool(c.ReadUncommitted)
+	}
 	return e.b
 }
 
 func decodeShareAcquire(b []byte) (*ShareAcquireCommand, error) {
 	d := decoder{b: b}
+	c := decodeShareAcquireFields(&d)
+	return c, d.finish()
+}
+
+func decodeShareAcquireShared(b []byte) (*ShareAcquireCommand, error) {
+	d := decoder{b: b}
+	c := decodeShareAcquireFields(&d)
+	c.MaxLocks, c.ReadUncommitted = int32(d.varint()), d.byte() == 1
+	if d.err == nil && (c.MaxLocks < 1 || c.MaxLocks > MaxShareLocks) {
+		return nil, fmt.Errorf("command: share acquire max locks %d", c.MaxLocks)
+	}
+	for _, id := range c.LeaseIDs {
+		if store.IndexedLease(id) {
+			return nil, fmt.Errorf("command: shared lease id %q lacks its prefix", id)
+		}
+	}
+	return c, d.finish()
+}
+
+// decodeShareAcquireFields reads the fields both layouts of a share
+// acquisition start with.
+func decodeShareAcquireFields(d *decoder) *ShareAcquireCommand {
 	c := &ShareAcquireCommand{NowMs: d.varint(), Group: d.string(), Queue: d.string()}
 	n := d.count(2)
 	c.Partitions, c.LeaseIDs = make([]string, n), make([]string, n)
@@ -119,9 +187,9 @@ func decodeShareAcquire(b []byte) (*ShareAcquireCommand, error) {
 	}
 	c.Batch, c.LeaseMs, c.MaxDeliveries, c.FromNew, c.FromMs = int(d.varint()), d.varint(), int32(d.varint()), d.byte() == 1, d.varint()
 	if d.err == nil && (c.Batch < 1 || c.Batch > MaxShareAcquireBatch) {
-		return nil, fmt.Errorf("command: share acquire batch %d", c.Batch)
+		d.err = fmt.Errorf("command: share acquire batch %d", c.Batch)
 	}
-	return c, d.finish()
+	return c
 }
 
 // Encode returns the raft entry for the command.

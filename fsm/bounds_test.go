@@ -313,6 +313,12 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 	}
 	h.one((&command.ShareAcquireCommand{NowMs: later, Group: "sharers", Queue: "wide", Partitions: names, LeaseIDs: leaseIDs,
 		Batch: command.MaxShareAcquireBatch, LeaseMs: 1000, MaxDeliveries: 1}).Encode())
+	shared := make([]string, len(names))
+	for i := range shared {
+		shared[i] = command.SharedLeaseID("m", fmt.Sprint(i))
+	}
+	h.one((&command.ShareAcquireCommand{NowMs: later, Group: "sharers", Queue: "wide", Partitions: names, LeaseIDs: shared,
+		Batch: command.MaxShareAcquireBatch, LeaseMs: 1000, MaxDeliveries: 1, MaxLocks: command.MaxShareLocks, ReadUncommitted: true}).Encode())
 	acks := make([]command.ShareAck, 10_000)
 	for i := range acks {
 		acks[i] = command.ShareAck{Queue: "wide", Partition: fmt.Sprint(i), Holder: "none", Kind: command.ShareRelease, Rest: true}

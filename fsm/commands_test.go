@@ -536,7 +536,7 @@ func TestFSM_DeleteQueue(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Fatalf("keys by family after cleanup %v, want those of the new queue alone %v", got, want)
 	}
-	if c, found := h.cursor("g", "q", "p"); !found || c.Lease == nil || c.Lease.ID != "L2" {
+	if c, found := h.cursor("g", "q", "p"); !found || len(c.Leases) != 1 || c.Leases[0].ID != "L2" {
 		t.Fatalf("the new queue's cursor after cleanup: %+v (found %v)", c, found)
 	}
 }
@@ -597,7 +597,7 @@ func TestFSM_CommitOffsets(t *testing.T) {
 	if out := run(h, &command.CommitOffsetsCommand{NowMs: 4002, Group: "g", Offsets: []command.OffsetCommit{{Topic: "q", Partition: 0, Offset: 1}}}); !slices.Equal(out, []command.TopicOutcome{command.TopicOK}) {
 		t.Fatalf("commit on an HTTP queue: %v", out)
 	}
-	if c, _ := h.cursor("g", "q", "0"); c.Offset != 1 || c.Lease == nil || c.Lease.ID != "L" || !slices.Equal(c.Lease.Offsets, []int64{0, 1}) {
+	if c, _ := h.cursor("g", "q", "0"); c.Offset != 1 || len(c.Leases) != 1 || c.Leases[0].ID != "L" || !slices.Equal(c.Leases[0].Offsets, []int64{0, 1}) {
 		t.Fatalf("cursor after a commit under a lease: %+v", c)
 	}
 	if r := run(h, &command.ExtendLeaseCommand{NowMs: 4003, LeaseID: "L", Seconds: 120}); !r.Success {
@@ -681,10 +681,10 @@ func TestFSM_ExtendLease(t *testing.T) {
 		var exp int64
 		h.view(func(tx *store.Tx) error {
 			g, c, err := tx.LeaseCursor("L")
-			if err != nil || g != "g" || c.Lease == nil {
-				t.Fatalf("lease L reads group %q, %+v, %v", g, c.Lease, err)
+			if err != nil || g != "g" || c.LeaseByID("L") == nil {
+				t.Fatalf("lease L reads group %q, %+v, %v", g, c.Leases, err)
 			}
-			exp = c.Lease.ExpiresAtMs
+			exp = c.LeaseByID("L").ExpiresAtMs
 			return nil
 		})
 		return exp
@@ -789,7 +789,7 @@ func TestFSM_Seek(t *testing.T) {
 		t.Fatalf("seek of a new group: %d", r)
 	}
 	requirePositions(t, h, "g3", "q", map[string]int64{"p": 6, "r": 5})
-	if c, found := h.cursor("g2", "q", "p"); !found || c.Offset != 0 || c.Lease == nil || c.Lease.ID != "K" {
+	if c, found := h.cursor("g2", "q", "p"); !found || c.Offset != 0 || c.LeaseByID("K") == nil {
 		t.Fatalf("another group's cursor after a seek: %+v", c)
 	}
 
@@ -961,8 +961,8 @@ func TestFSM_Transaction(t *testing.T) {
 	if ms := h.messages("out", "0"); len(ms) != 1 || ms[0].TransactionID != "o1" {
 		t.Fatalf("out holds %+v, want o1 once", ms)
 	}
-	if c, _ := h.cursor("g", "q", "p"); c.Lease == nil || c.Lease.Acks[0] != command.AckCompleted || c.Lease.Acks[1] != "" {
-		t.Fatalf("lease after the commit: %+v", c.Lease)
+	if c, _ := h.cursor("g", "q", "p"); len(c.Leases) != 1 || c.Leases[0].Acks[0] != command.AckCompleted || c.Leases[0].Acks[1] != "" {
+		t.Fatalf("lease after the commit: %+v", c.Leases)
 	}
 	h.view(func(tx *store.Tx) error {
 		if r, found, err := tx.KV("n", "fresh"); !found || r.Version != 1 || err != nil {

@@ -34,25 +34,8 @@ func (p *Processor) popWith(tx *store.Tx, meta *store.Meta, c *command.PopComman
 		return command.PopResult{Error: "unknown queue"}
 	}
 	must(err)
-	view, err := tx.ConsumerGroupView(c.Group, q.ID)
-	must(err)
+	view := subscribe(tx, meta, c.Group, q, c.FromNew, fromMs)
 	sub := view.Sub
-	if !view.Subscribed {
-		// The group's first pop decides where it starts, for every
-		// partition: from new is a reset to the end, worked out per
-		// partition when it is read.
-		sub = store.Subscription{FromNew: c.FromNew, StartedMs: meta.ClockMs}
-		switch {
-		case c.FromNew:
-			sub.Reset = newReset(meta, store.ResetToEnd)
-		case fromMs > 0:
-			sub.Reset = newReset(meta, store.ResetToTime)
-			sub.Reset.AtMs = fromMs
-		}
-		must(tx.PutSubscription(c.Group, q.ID, sub, meta.NextID))
-		view, err = tx.ConsumerGroupView(c.Group, q.ID)
-		must(err)
-	}
 	now := meta.ClockMs
 	parts, windowFull := popCandidates(tx, q.ID, c.Partition, sub.Resume)
 	leaseMs := c.LeaseMs
@@ -68,20 +51,19 @@ func (p *Processor) popWith(tx *store.Tx, meta *store.Meta, c *command.PopComman
 			cur.Offset = int64(part.StartOffset)
 		}
 		settled := false
-		if cur.Lease != nil {
-			if cur.Lease.ExpiresAtMs > now || settles == maxSettlesPerPop {
+		if len(cur.Leases) > 0 {
+			if anyLive(cur.Leases, now) || settles+indexedLeases(cur.Leases) > maxSettlesPerPop {
 				continue // a consumer holds this partition
 			}
-			settle(tx, &cur)
+			settles += settleExpired(tx, &cur, now)
 			settled = true
-			settles++
 		}
-		jumped := cur.Lease == nil && skipExpired(&cur, part)
+		jumped := len(cur.Leases) == 0 && skipExpired(&cur, part)
 		var offsets []int64
 		var hashes []uint64
 		passed := false
 		if cur.Offset < int64(part.NextOffset) { // else there is nothing to read
-			offsets, hashes, passed = deliverable(tx, part, &cur, c.Batch, now, delayMs)
+			offsets, hashes, passed = deliverable(tx, part, &cur, pick{batch: c.Batch, now: now, delayMs: delayMs})
 		}
 		if maxDeliveries > 0 && len(offsets) > 0 {
 			var archived bool
@@ -102,7 +84,7 @@ func (p *Processor) popWith(tx *store.Tx, meta *store.Meta, c *command.PopComman
 			cur.Attempts[o]++
 			res.Attempts = append(res.Attempts, cur.Attempts[o])
 		}
-		cur.Lease = &store.Lease{ID: c.LeaseID, ExpiresAtMs: res.ExpiresAtMs, Offsets: offsets, TxHashes: hashes}
+		cur.Leases = []*store.Lease{{ID: c.LeaseID, ExpiresAtMs: res.ExpiresAtMs, Offsets: offsets, TxHashes: hashes}}
 		cur.UpdatedMs = now
 		must(tx.PutCursor(c.Group, cur, meta.NextID))
 		must(tx.PutLease(c.LeaseID, c.Group, q.ID, part.Name))
@@ -117,6 +99,32 @@ func (p *Processor) popWith(tx *store.Tx, meta *store.Meta, c *command.PopComman
 		must(tx.PutSubscription(c.Group, q.ID, sub, meta.NextID))
 	}
 	return command.PopResult{More: windowFull}
+}
+
+// subscribe answers the group's view of queue q, subscribing the group
+// first when it has not read q yet: its first pop or acquisition decides
+// where it starts, for every partition. From new is a reset to the end,
+// worked out per partition when it is read; fromMs (when set) a reset to
+// the first record stamped then or later; else the group starts at each
+// partition's start.
+func subscribe(tx *store.Tx, meta *store.Meta, group string, q store.Queue, fromNew bool, fromMs int64) store.ConsumerGroupView {
+	view, err := tx.ConsumerGroupView(group, q.ID)
+	must(err)
+	if view.Subscribed {
+		return view
+	}
+	sub := store.Subscription{FromNew: fromNew, StartedMs: meta.ClockMs}
+	switch {
+	case fromNew:
+		sub.Reset = newReset(meta, store.ResetToEnd)
+	case fromMs > 0:
+		sub.Reset = newReset(meta, store.ResetToTime)
+		sub.Reset.AtMs = fromMs
+	}
+	must(tx.PutSubscription(group, q.ID, sub, meta.NextID))
+	view, err = tx.ConsumerGroupView(group, q.ID)
+	must(err)
+	return view
 }
 
 // popCandidates lists the partitions a pop looks at, in order: the named
@@ -190,21 +198,40 @@ func skipExpired(cur *store.Cursor, part store.Partition) bool {
 	return true
 }
 
+// pick says what deliverable may take.
+type pick struct {
+	batch        int
+	now, delayMs int64
+	// shared: a share acquisition beside other members' leases (log
+	// format 11). It passes over taken offsets (finished, or under a live
+	// lease) and over records no consumer may see that the cursor has not
+	// reached, takes only offsets below the cursor's plus window
+	// (share.partition.max.record.locks), and with uncommitted reads as
+	// Kafka's read_uncommitted.
+	shared      bool
+	taken       map[int64]bool
+	window      int64
+	uncommitted bool
+}
+
 // deliverable lists up to batch offsets from the cursor that are not
 // finished, stopping at the first message still delayed or inside a Kafka
 // transaction still open (order is kept), with the TxHash of each one's
 // transactionId. Records no consumer may see (Kafka transaction markers,
 // records of aborted Kafka transactions) count as finished: when nothing
 // unfinished comes before such an entry the cursor passes it whole (moved
-// reports that it did); otherwise the pop stops there and a later one
-// passes it, so the cursor never lists them one by one.
-func deliverable(tx *store.Tx, part store.Partition, cur *store.Cursor, batch int, now, delayMs int64) (offsets []int64, hashes []uint64, moved bool) {
-	view, err := tx.CommittedView(part)
-	must(err)
-	entries, err := tx.Entries(part.ID, uint64(cur.Offset), 64<<20, batch+len(cur.Done)+1)
+// reports that it did); otherwise a pop stops there (a shared acquisition
+// goes on past it) and a later one passes it, so the cursor never lists
+// them one by one.
+func deliverable(tx *store.Tx, part store.Partition, cur *store.Cursor, k pick) (offsets []int64, hashes []uint64, moved bool) {
+	view := readView(tx, part, k.uncommitted)
+	entries, err := tx.Entries(part.ID, uint64(cur.Offset), 64<<20, k.batch+len(cur.Done)+len(k.taken)+1)
 	must(err)
 	for _, e := range entries {
-		if e.Offset >= view.Stable || delayMs > 0 && e.MaxTimestampMs+delayMs > now {
+		if e.Offset >= view.Stable || k.delayMs > 0 && e.MaxTimestampMs+k.delayMs > k.now {
+			break
+		}
+		if k.window > 0 && int64(e.Offset) >= cur.Offset+k.window {
 			break
 		}
 		hidden, err := view.Hidden(e)
@@ -212,6 +239,9 @@ func deliverable(tx *store.Tx, part store.Partition, cur *store.Cursor, batch in
 		if hidden {
 			passDone(cur)
 			if len(offsets) > 0 || int64(e.Offset) > cur.Offset {
+				if k.shared {
+					continue // passed once the cursor reaches it
+				}
 				break // something before it is unfinished
 			}
 			cur.Offset = max(cur.Offset, int64(e.Offset)+int64(e.Count))
@@ -220,17 +250,31 @@ func deliverable(tx *store.Tx, part store.Partition, cur *store.Cursor, batch in
 			continue
 		}
 		for o := int64(e.Offset); o < int64(e.Offset)+int64(e.Count); o++ {
-			if o < cur.Offset || slices.Contains(cur.Done, o) {
+			if k.window > 0 && o >= cur.Offset+k.window {
+				return offsets, hashes, moved
+			}
+			if o < cur.Offset || k.taken[o] || !k.shared && slices.Contains(cur.Done, o) {
 				continue
 			}
 			offsets = append(offsets, o)
 			hashes = append(hashes, store.TxHash(entryTxID(e, o)))
-			if len(offsets) == batch {
+			if len(offsets) == k.batch {
 				return offsets, hashes, moved
 			}
 		}
 	}
 	return offsets, hashes, moved
+}
+
+// readView is a committed read of a partition, or with uncommitted one as
+// Kafka's read_uncommitted.
+func readView(tx *store.Tx, part store.Partition, uncommitted bool) *store.CommittedView {
+	if uncommitted {
+		return tx.UncommittedView(part)
+	}
+	view, err := tx.CommittedView(part)
+	must(err)
+	return view
 }
 
 // entryTxID is the transactionId of offset o of an entry.
@@ -241,18 +285,51 @@ func entryTxID(e store.Entry, o int64) string {
 	return command.KafkaRecordTxID(o)
 }
 
-// settle ends a cursor's lease: finished messages are done, the rest wait
-// for redelivery, and the cursor moves past the finished prefix.
-func settle(tx *store.Tx, cur *store.Cursor) {
-	l := cur.Lease
+// settleLease ends lease l of a cursor: its finished messages are done,
+// the rest wait for redelivery, and the cursor moves past the finished
+// prefix.
+func settleLease(tx *store.Tx, cur *store.Cursor, l *store.Lease) {
 	for _, o := range l.Offsets {
 		if s := l.Acks[o]; s == command.AckCompleted || s == command.AckDLQ {
 			cur.Done = append(cur.Done, o)
 		}
 	}
 	passDone(cur)
-	must(tx.DeleteLease(l.ID))
-	cur.Lease = nil
+	if store.IndexedLease(l.ID) {
+		must(tx.DeleteLease(l.ID))
+	}
+	cur.DropLease(l)
+}
+
+// settleExpired settles the cursor's leases that expired by now; it
+// answers how many of them the lease index held (each a key deleted).
+func settleExpired(tx *store.Tx, cur *store.Cursor, now int64) (indexed int) {
+	for _, l := range slices.Clone(cur.Leases) {
+		if l.ExpiresAtMs > now {
+			continue
+		}
+		if store.IndexedLease(l.ID) {
+			indexed++
+		}
+		settleLease(tx, cur, l)
+	}
+	return indexed
+}
+
+// anyLive reports whether one of leases is live at now.
+func anyLive(leases []*store.Lease, now int64) bool {
+	return slices.ContainsFunc(leases, func(l *store.Lease) bool { return l.ExpiresAtMs > now })
+}
+
+// indexedLeases counts the leases the lease index holds.
+func indexedLeases(leases []*store.Lease) int {
+	n := 0
+	for _, l := range leases {
+		if store.IndexedLease(l.ID) {
+			n++
+		}
+	}
+	return n
 }
 
 // passDone moves a cursor past the finished prefix of what follows it.
@@ -343,14 +420,10 @@ func (p *Processor) ackTarget(tx *store.Tx, group string, partitionID uint64) (*
 	return &ackTarget{queue: q, part: part, cur: cur}, ""
 }
 
-// leased finds the leased offset whose message has the transactionId: the
-// lease keeps each message's TxHash, and a hash match is confirmed by
+// leased finds the offset of lease l whose message has the transactionId:
+// the lease keeps each message's TxHash, and a hash match is confirmed by
 // reading that one message.
-func (tg *ackTarget) leased(tx *store.Tx, meta *store.Meta, txID string) (int64, bool) {
-	l := tg.cur.Lease
-	if l == nil {
-		return 0, false
-	}
+func (tg *ackTarget) leased(tx *store.Tx, meta *store.Meta, l *store.Lease, txID string) (int64, bool) {
 	h := store.TxHash(txID)
 	for i, o := range l.Offsets {
 		if i >= len(l.TxHashes) || l.TxHashes[i] != h {
@@ -371,23 +444,21 @@ func (p *Processor) ackOne(tx *store.Tx, meta *store.Meta, group string, tg *ack
 	default:
 		return fail("status must be completed, failed, retry or dlq")
 	}
-	cur := &tg.cur
-	l := cur.Lease
-	if l == nil || l.ID != a.LeaseID || l.ExpiresAtMs <= now {
+	l := tg.cur.LeaseByID(a.LeaseID)
+	if l == nil || l.ExpiresAtMs <= now {
 		return fail("lease unknown or expired")
 	}
-	offset, ok := tg.leased(tx, meta, a.TransactionID)
+	offset, ok := tg.leased(tx, meta, l, a.TransactionID)
 	if !ok {
 		return fail("transactionId is not in this lease")
 	}
-	return p.ackOffset(tx, meta, group, tg, offset, a.Status, a.Error)
+	return p.ackOffset(tx, meta, group, tg, l, offset, a.Status, a.Error)
 }
 
-// ackOffset acks one offset of tg's live lease with status; the lease is
+// ackOffset acks one offset of tg's live lease l with status; the lease is
 // released once every offset of it is acked.
-func (p *Processor) ackOffset(tx *store.Tx, meta *store.Meta, group string, tg *ackTarget, offset int64, status, reason string) command.AckResult {
+func (p *Processor) ackOffset(tx *store.Tx, meta *store.Meta, group string, tg *ackTarget, l *store.Lease, offset int64, status, reason string) command.AckResult {
 	cur, now := &tg.cur, meta.ClockMs
-	l := cur.Lease
 	res := command.AckResult{Success: true}
 	if l.Acks[offset] != "" {
 		return res // acked before: nothing changes
@@ -410,7 +481,7 @@ func (p *Processor) ackOffset(tx *store.Tx, meta *store.Meta, group string, tg *
 	}
 	l.Acks[offset] = outcome
 	if len(l.Acks) == len(l.Offsets) {
-		settle(tx, cur)
+		settleLease(tx, cur, l)
 		res.LeaseReleased = true
 	}
 	cur.UpdatedMs = now
@@ -516,8 +587,8 @@ func (p *Processor) extendLease(tx *store.Tx, meta *store.Meta, c *command.Exten
 		return command.ExtendLeaseResult{} // the queue was deleted
 	}
 	must(err)
-	l := cur.Lease
-	if l == nil || l.ID != c.LeaseID || l.ExpiresAtMs <= meta.ClockMs {
+	l := cur.LeaseByID(c.LeaseID)
+	if l == nil || l.ExpiresAtMs <= meta.ClockMs {
 		return command.ExtendLeaseResult{}
 	}
 	l.ExpiresAtMs = max(l.ExpiresAtMs, meta.ClockMs+c.Seconds*1000)

@@ -286,7 +286,35 @@ func corpusScenario() []corpusEntry {
 				Operation: auth.OperationRead, Permission: auth.PermissionDeny},
 			{ResourceType: auth.ResourceCluster, ResourceName: auth.ClusterResource, PatternType: auth.PatternLiteral, Principal: "User:bob", Host: "*",
 				Operation: auth.OperationAlter, Permission: auth.PermissionAllow}}}},
+		// Format 11: share group members hold one partition's records side
+		// by side; acks name the member's leases; expired leases are
+		// settled by the next acquisition; read_uncommitted takes an open
+		// transaction's records.
+		{"f11-set-log-format", &command.SetLogFormatCommand{Format: command.LogFormat11}},
+		{"f11-share-acquire-first", sharedAcquire(later+21_000_000, "m-1", "t-0", "0", 2, false)},
+		{"f11-share-acquire-beside", sharedAcquire(later+21_000_001, "m-2", "t-1", "0", 3, false)},
+		{"f11-share-ack-beside", &command.ShareAckCommand{NowMs: later + 21_000_002, Group: "sharers-2", Acks: []command.ShareAck{
+			{Queue: "events", Partition: "0", Holder: "m-1", First: 1, Last: 1, Kind: command.ShareAccept},
+			{Queue: "events", Partition: "0", Holder: "m-1", First: 2, Last: 2, Kind: command.ShareRelease},
+			{Queue: "events", Partition: "0", Holder: "m-2", Kind: command.ShareRenew, RenewMs: 60_000},
+			{Queue: "events", Partition: "0", Holder: "m-2", First: 2, Last: 3, Kind: command.ShareAccept},
+		}}},
+		{"f11-share-acquire-released", sharedAcquire(later+21_000_003, "m-3", "t-2", "0", 10, false)},
+		{"f11-share-acquire-after-expiry", sharedAcquire(later+21_100_000, "m-1", "t-3", "0", 10, false)},
+		{"f11-add-to-txn", &command.AddToTxnCommand{NowMs: later + 21_100_001, TransactionalID: "etl-2", ProducerID: txn2PID, Epoch: 2,
+			Partitions: []store.TxnPartition{{Topic: "events", Partition: 1}}}},
+		{"f11-produce-open-txn", &command.ProduceCommand{NowMs: later + 21_100_002, Topic: "events", Partition: 1, Batches: []command.ProduceBatch{txnBatch(txn2PID, 2, 0, 2)}}},
+		{"f11-share-acquire-committed", sharedAcquire(later+21_100_003, "m-4", "t-4", "1", 100, false)},
+		{"f11-share-acquire-uncommitted", sharedAcquire(later+21_100_004, "m-5", "t-5", "1", 100, true)},
 	}
+}
+
+// sharedAcquire is a format 11 acquisition by member of group sharers-2
+// in one partition of events.
+func sharedAcquire(nowMs int64, member, lease, partition string, batch int, uncommitted bool) *command.ShareAcquireCommand {
+	return &command.ShareAcquireCommand{NowMs: nowMs, Group: "sharers-2", Queue: "events", Partitions: []string{partition},
+		LeaseIDs: []string{command.SharedLeaseID(member, lease)}, Batch: batch, LeaseMs: 30_000, MaxDeliveries: 3, MaxLocks: 100,
+		ReadUncommitted: uncommitted}
 }
 
 // classicGroup is generation gen of a classic group of the given members,

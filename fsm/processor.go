@@ -146,6 +146,7 @@ func init() {
 	register(command.CmdAlterGroupConfig, nil, (*Processor).alterGroupConfig)
 	register(command.CmdShareAcquire, func(c *command.ShareAcquireCommand) int64 { return c.NowMs }, (*Processor).shareAcquire)
 	register(command.CmdShareAck, func(c *command.ShareAckCommand) int64 { return c.NowMs }, (*Processor).shareAck)
+	register(command.CmdShareAcquireShared, func(c *command.ShareAcquireCommand) int64 { return c.NowMs }, (*Processor).shareAcquire)
 }
 
 func (p *Processor) pruneDedup(tx *store.Tx, meta *store.Meta, c *command.PruneDedupCommand) command.PruneDedupResult {

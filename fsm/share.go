@@ -10,7 +10,8 @@ import (
 )
 
 // Kafka share groups (KIP-932) on the leases of HTTP pops: acquiring is a
-// pop of each named partition, acknowledging acks offsets of a lease. The
+// pop of each named partition (from log format 11, a take beside other
+// members' leases), acknowledging acks offsets of the member's leases. The
 // mapping of acknowledgement kinds: accept and gap finish a record, reject
 // dead-letters it (where the queue keeps dead letters; otherwise it is
 // dropped), release gives it back for another delivery; a record that has
@@ -22,6 +23,9 @@ func (p *Processor) shareAcquire(tx *store.Tx, meta *store.Meta, c *command.Shar
 		return command.ShareAcquireResult{Error: "unknown queue"}
 	} else {
 		must(err)
+	}
+	if c.MaxLocks > 0 {
+		return p.shareAcquireShared(tx, meta, c)
 	}
 	var out command.ShareAcquireResult
 	left := c.Batch
@@ -37,6 +41,95 @@ func (p *Processor) shareAcquire(tx *store.Tx, meta *store.Meta, c *command.Shar
 		}
 	}
 	return out
+}
+
+// shareAcquireShared leases to the member, partition by partition, the
+// records no other lease holds and no one finished, among the MaxLocks
+// from the group's position on (Kafka's share-partition): members hold a
+// partition's records side by side. Expired leases are settled first.
+// Leases taken here stay out of the lease index (store.SharedLeasePrefix),
+// so settling any number of them writes nothing but the cursor.
+func (p *Processor) shareAcquireShared(tx *store.Tx, meta *store.Meta, c *command.ShareAcquireCommand) command.ShareAcquireResult {
+	q, err := tx.Queue(c.Queue)
+	if errors.Is(err, store.ErrNotFound) {
+		return command.ShareAcquireResult{Error: "unknown queue"}
+	}
+	must(err)
+	view := subscribe(tx, meta, c.Group, q, c.FromNew, c.FromMs)
+	now, delayMs, leaseMs := meta.ClockMs, command.DelaySeconds(q)*1000, c.LeaseMs
+	if leaseMs <= 0 {
+		leaseMs = command.LeaseTimeSeconds(q) * 1000
+	}
+	var out command.ShareAcquireResult
+	left := c.Batch
+	for i, name := range c.Partitions {
+		if left <= 0 || i >= len(c.LeaseIDs) {
+			break
+		}
+		part, err := tx.Partition(q.ID, name)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		must(err)
+		cur, found, err := tx.Position(view, part)
+		must(err)
+		if !found {
+			cur.Offset = int64(part.StartOffset)
+		}
+		leases := len(cur.Leases)
+		settleExpired(tx, &cur, now)
+		moved := leases != len(cur.Leases) || len(cur.Leases) == 0 && skipExpired(&cur, part)
+		k := pick{batch: left, now: now, delayMs: delayMs, shared: true, taken: takenOffsets(&cur),
+			window: int64(c.MaxLocks), uncommitted: c.ReadUncommitted}
+		var offsets []int64
+		var hashes []uint64
+		if cur.Offset < int64(part.NextOffset) {
+			var passed bool
+			offsets, hashes, passed = deliverable(tx, part, &cur, k)
+			moved = moved || passed
+		}
+		if c.MaxDeliveries > 0 && len(offsets) > 0 {
+			var archived bool
+			offsets, hashes, archived = p.archiveSpent(tx, meta, q, part, c.Group, &cur, offsets, hashes, c.MaxDeliveries)
+			moved = moved || archived
+		}
+		if len(offsets) == 0 {
+			if moved || cur.Resolved() {
+				must(tx.PutCursor(c.Group, cur, meta.NextID))
+			}
+			continue
+		}
+		res := command.PopResult{PartitionID: part.ID, Partition: part.Name, LeaseID: c.LeaseIDs[i], ExpiresAtMs: now + leaseMs, Offsets: offsets}
+		if cur.Attempts == nil {
+			cur.Attempts = map[int64]int32{}
+		}
+		for _, o := range offsets {
+			cur.Attempts[o]++
+			res.Attempts = append(res.Attempts, cur.Attempts[o])
+		}
+		cur.Leases = append(cur.Leases, &store.Lease{ID: res.LeaseID, ExpiresAtMs: res.ExpiresAtMs, Offsets: offsets, TxHashes: hashes})
+		cur.UpdatedMs = now
+		must(tx.PutCursor(c.Group, cur, meta.NextID))
+		out.Leases = append(out.Leases, res)
+		left -= len(offsets)
+	}
+	return out
+}
+
+// takenOffsets are the offsets past a cursor's position that a share
+// acquisition passes over: finished, or under a lease (all live once
+// expired ones are settled).
+func takenOffsets(cur *store.Cursor) map[int64]bool {
+	taken := make(map[int64]bool, len(cur.Done)+cur.InFlight())
+	for _, o := range cur.Done {
+		taken[o] = true
+	}
+	for _, l := range cur.Leases {
+		for _, o := range l.Offsets {
+			taken[o] = true
+		}
+	}
+	return taken
 }
 
 // archiveSpent takes out of offsets (and their hashes) the records already
@@ -111,16 +204,25 @@ func shareTarget(tx *store.Tx, group, queue, partition string) (*ackTarget, stri
 }
 
 // shareAckOne applies one ShareAck to its partition's cursor: all of its
-// offsets, or none when one of them is not acquired under the holder's
-// lease.
+// offsets, or none when one of them is not acquired under one of the
+// holder's live leases there. A renew extends every one of them.
 func (p *Processor) shareAckOne(tx *store.Tx, meta *store.Meta, group string, tg *ackTarget, a command.ShareAck) command.ShareAckResult {
 	now := meta.ClockMs
-	l := tg.cur.Lease
-	if l == nil || !command.HeldBy(l.ID, a.Holder) || l.ExpiresAtMs <= now {
+	var held []*store.Lease
+	inFlight := 0
+	for _, l := range tg.cur.Leases {
+		if command.HeldBy(l.ID, a.Holder) && l.ExpiresAtMs > now {
+			held = append(held, l)
+			inFlight += len(l.Offsets)
+		}
+	}
+	if len(held) == 0 {
 		return command.ShareAckResult{Error: "the records are not acquired by this member (its lease ended or expired)"}
 	}
 	if a.Kind == command.ShareRenew {
-		l.ExpiresAtMs = max(l.ExpiresAtMs, now+a.RenewMs)
+		for _, l := range held {
+			l.ExpiresAtMs = max(l.ExpiresAtMs, now+a.RenewMs)
+		}
 		tg.cur.UpdatedMs = now
 		return command.ShareAckResult{}
 	}
@@ -128,29 +230,39 @@ func (p *Processor) shareAckOne(tx *store.Tx, meta *store.Meta, group string, tg
 	if !ok {
 		return command.ShareAckResult{Error: "unknown acknowledgement kind " + a.Kind}
 	}
-	var offsets []int64
+	type leasedOffset struct {
+		lease  *store.Lease
+		offset int64
+	}
+	var targets []leasedOffset
 	switch {
 	case a.Rest:
-		for _, o := range l.Offsets {
-			if l.Acks[o] == "" {
-				offsets = append(offsets, o)
+		for _, l := range held {
+			for _, o := range l.Offsets {
+				if l.Acks[o] == "" {
+					targets = append(targets, leasedOffset{l, o})
+				}
 			}
 		}
-	case a.First > a.Last || a.Last-a.First >= int64(len(l.Offsets)):
+	case a.First > a.Last || a.Last-a.First >= int64(inFlight):
 		return command.ShareAckResult{Error: fmt.Sprintf("offsets %d to %d are not all acquired by this member", a.First, a.Last)}
 	default:
 		for o := a.First; o <= a.Last; o++ {
-			if _, found := slices.BinarySearch(l.Offsets, o); !found { // leased in order
+			i := slices.IndexFunc(held, func(l *store.Lease) bool {
+				_, found := slices.BinarySearch(l.Offsets, o) // leased in order
+				return found
+			})
+			if i < 0 {
 				return command.ShareAckResult{Error: fmt.Sprintf("offset %d is not acquired by this member", o)}
 			}
-			offsets = append(offsets, o)
+			targets = append(targets, leasedOffset{held[i], o})
 		}
 	}
-	for _, o := range offsets {
-		if tg.cur.Lease == nil {
-			break // released by the last ack
+	for _, t := range targets {
+		if tg.cur.LeaseByID(t.lease.ID) == nil {
+			continue // released by an earlier ack
 		}
-		if res := p.ackOffset(tx, meta, group, tg, o, status, "rejected by a share consumer"); res.Error != "" {
+		if res := p.ackOffset(tx, meta, group, tg, t.lease, t.offset, status, "rejected by a share consumer"); res.Error != "" {
 			return command.ShareAckResult{Error: res.Error}
 		}
 	}

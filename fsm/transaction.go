@@ -37,11 +37,11 @@ func (p *Processor) transaction(tx *store.Tx, meta *store.Meta, c *command.Trans
 			targets[k] = tg
 			targetOrder = append(targetOrder, k)
 		}
-		l := tg.cur.Lease
-		if l == nil || l.ID != op.Ack.LeaseID || l.ExpiresAtMs <= now {
+		l := tg.cur.LeaseByID(op.Ack.LeaseID)
+		if l == nil || l.ExpiresAtMs <= now {
 			return rollback(command.RollbackRejectedAck, "lease unknown or expired")
 		}
-		offset, ok := tg.leased(tx, meta, op.Ack.TransactionID)
+		offset, ok := tg.leased(tx, meta, l, op.Ack.TransactionID)
 		if !ok {
 			return rollback(command.RollbackRejectedAck, "transactionId "+op.Ack.TransactionID+" is not in the lease")
 		}

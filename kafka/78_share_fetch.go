@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/waggle-mq/waggle/auth"
+	"github.com/waggle-mq/waggle/broker"
 )
 
 func init() { register(kmsg.ShareFetch.Int16(), 1, 2, answerNow(handleShareFetch)) }
@@ -70,7 +71,7 @@ func handleShareFetch(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	if err != nil {
 		return fail(lookupCode(err), "")
 	}
-	resp.AcquisitionLockTimeoutMillis = int32(cfg.lockMs)
+	resp.AcquisitionLockTimeoutMillis = int32(cfg.LeaseMs)
 	k := shareSessionKey{group, member}
 	var parts []sharePart
 	switch req.ShareSessionEpoch {
@@ -88,7 +89,7 @@ func handleShareFetch(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		return fail(code, "")
 	}
 	out := newShareFetchAnswer(c)
-	for p, o := range c.acknowledge(group, member, acks, req.IsRenewAck, cfg.lockMs) {
+	for p, o := range c.acknowledge(group, member, acks, req.IsRenewAck, cfg.LeaseMs) {
 		e := out.entry(p)
 		e.AcknowledgeErrorCode = o.code
 		if o.msg != "" {
@@ -123,7 +124,7 @@ func handleShareFetch(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 // topic, up to budget records, into out. It answers how many it acquired,
 // the append signals to wait on when none, and whether a partition was
 // refused (answered at once, with its error).
-func (c *conn) acquireFromSession(group, member string, parts []sharePart, budget int, cfg shareSettings, out *shareFetchAnswer) (got int, signals []<-chan struct{}, refused bool) {
+func (c *conn) acquireFromSession(group, member string, parts []sharePart, budget int, cfg broker.ShareTerms, out *shareFetchAnswer) (got int, signals []<-chan struct{}, refused bool) {
 	byTopic := map[[16]byte][]sharePart{}
 	var order [][16]byte
 	for _, p := range parts {

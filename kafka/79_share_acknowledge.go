@@ -42,7 +42,7 @@ func handleShareAcknowledge(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	if err != nil {
 		return fail(lookupCode(err), "")
 	}
-	resp.AcquisitionLockTimeoutMillis = int32(cfg.lockMs)
+	resp.AcquisitionLockTimeoutMillis = int32(cfg.LeaseMs)
 	var acks []partAcks
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
@@ -53,7 +53,7 @@ func handleShareAcknowledge(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			acks = append(acks, pa)
 		}
 	}
-	outcomes := c.acknowledge(group, member, acks, req.IsRenewAck, cfg.lockMs)
+	outcomes := c.acknowledge(group, member, acks, req.IsRenewAck, cfg.LeaseMs)
 	if req.ShareSessionEpoch == -1 {
 		c.s.releaseShareParts(k, parts)
 	}

@@ -66,7 +66,7 @@ type Broker interface {
 	ClassicGroup(name string) (store.ClassicGroup, bool, error)
 	SaveClassicGroup(g store.ClassicGroup) error
 	GroupConfig(group string) (map[string]string, error)
-	ShareAcquire(group, holder, topic string, partitions []int32, batch int, leaseMs int64, maxDeliveries int32, start time.Duration) ([]command.PopResult, error)
+	ShareAcquire(group, holder, topic string, partitions []int32, batch int, terms broker.ShareTerms) ([]command.PopResult, error)
 	ShareAck(group string, acks []command.ShareAck) ([]command.ShareAckResult, error)
 	ShareAcquirable(group, topic string, partitions []int32) (worth []int32, subscribed bool, appended <-chan struct{}, err error)
 	AlterGroupConfig(group string, replace bool, changes []command.GroupConfigChange) error

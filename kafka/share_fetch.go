@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -45,19 +44,12 @@ var ackKinds = []string{command.ShareGap, command.ShareAccept, command.ShareRele
 
 const ackTypeRenew = 4
 
-// shareSettings are a share group's configs as a fetch applies them.
-type shareSettings struct {
-	lockMs        int64
-	maxDeliveries int32
-	start         time.Duration // share.auto.offset.reset as broker.ShareAcquire takes it
-	maxLocks      int
-}
-
-// shareSettingsOf reads a share group's configs (the defaults where unset).
-func (c *conn) shareSettingsOf(group string) (shareSettings, error) {
+// shareSettingsOf reads a share group's configs (the defaults where
+// unset) as an acquisition applies them.
+func (c *conn) shareSettingsOf(group string) (broker.ShareTerms, error) {
 	set, err := c.s.groupConfig(group)
 	if err != nil {
-		return shareSettings{}, err
+		return broker.ShareTerms{}, err
 	}
 	value := func(name string) string {
 		if v, ok := set[name]; ok {
@@ -76,8 +68,9 @@ func (c *conn) shareSettingsOf(group string) (shareSettings, error) {
 			start = d // else a zero duration: from now on, as latest
 		}
 	}
-	return shareSettings{lockMs: number("share.record.lock.duration.ms"), maxDeliveries: int32(number("share.delivery.count.limit")),
-		start: start, maxLocks: int(number("share.partition.max.record.locks"))}, nil
+	return broker.ShareTerms{LeaseMs: number("share.record.lock.duration.ms"), MaxDeliveries: int32(number("share.delivery.count.limit")),
+		Start: start, MaxLocks: int(number("share.partition.max.record.locks")),
+		ReadUncommitted: value("share.isolation.level") == "read_uncommitted"}, nil
 }
 
 // checkAckBatches refuses a partition's batches that overlap, go
@@ -201,7 +194,7 @@ const maxShareReadBytes = 64 << 20
 // acquire leases up to budget records of a topic's partitions to the
 // member and reads them. appended is closed by the topic's next append
 // (for a fetch that found nothing and waits).
-func (c *conn) acquire(group, member, topic string, parts []sharePart, budget int, cfg shareSettings) (got []acquired, appended <-chan struct{}, err error) {
+func (c *conn) acquire(group, member, topic string, parts []sharePart, budget int, cfg broker.ShareTerms) (got []acquired, appended <-chan struct{}, err error) {
 	b := c.s.topic(topic)
 	partitions := make([]int32, len(parts))
 	for i, p := range parts {
@@ -211,8 +204,8 @@ func (c *conn) acquire(group, member, topic string, parts []sharePart, budget in
 	if err != nil || len(worth) == 0 {
 		return nil, appended, err
 	}
-	start := cfg.start
-	if start != broker.ShareFromStart && !subscribed {
+	terms := cfg
+	if terms.Start != broker.ShareFromStart && !subscribed {
 		// Positions set before the group first read the topic (by
 		// AlterShareGroupOffsets, or a Kafka or HTTP group of the same
 		// name) are where it starts, as Kafka starts an initialized
@@ -222,11 +215,10 @@ func (c *conn) acquire(group, member, topic string, parts []sharePart, budget in
 			return nil, appended, err
 		}
 		if !none {
-			start = broker.ShareFromStart
+			terms.Start = broker.ShareFromStart
 		}
 	}
-	leases, err := b.ShareAcquire(group, member, topic, worth, min(budget, cfg.maxLocks, command.MaxShareAcquireBatch),
-		cfg.lockMs, cfg.maxDeliveries, start)
+	leases, err := b.ShareAcquire(group, member, topic, worth, min(budget, command.MaxShareAcquireBatch), terms)
 	if err != nil {
 		return nil, appended, err
 	}
@@ -235,19 +227,26 @@ func (c *conn) acquire(group, member, topic string, parts []sharePart, budget in
 		partition, _ := strconv.Atoi(l.Partition)
 		a := acquired{part: sharePart{topicID: parts[0].topicID, partition: int32(partition)}}
 		covered := l.Offsets[0] - 1 // the last offset the records read so far cover
-		for covered < l.Offsets[len(l.Offsets)-1] && read < maxShareReadBytes {
-			log, err := b.ReadPartition(topic, int32(partition), covered+1, maxShareReadBytes-read, true)
-			if err != nil || len(log.Batches) == 0 {
-				break
+		for _, o := range l.Offsets {
+			// Leased offsets may lie apart (others hold what is between):
+			// each run is read from its first offset.
+			for o > covered && read < maxShareReadBytes {
+				log, err := b.ReadPartition(topic, int32(partition), o, maxShareReadBytes-read, true)
+				if err != nil || len(log.Batches) == 0 {
+					break
+				}
+				before := covered
+				for _, batch := range log.Batches {
+					a.records = append(a.records, batch...)
+					read += len(batch)
+					covered = max(covered, int64(binary.BigEndian.Uint64(batch))+int64(recordbatch.LastOffsetDelta(batch)))
+				}
+				if covered == before {
+					break // nothing further to read
+				}
 			}
-			before := covered
-			for _, batch := range log.Batches {
-				a.records = append(a.records, batch...)
-				read += len(batch)
-				covered = max(covered, int64(binary.BigEndian.Uint64(batch))+int64(recordbatch.LastOffsetDelta(batch)))
-			}
-			if covered == before {
-				break // nothing further to read
+			if o > covered {
+				break // the rest is released below
 			}
 		}
 		var uncovered []command.ShareAck

@@ -179,7 +179,7 @@ var queuePhases = []phase{
 			if err != nil || qid != ts.QueueID {
 				return nil, err
 			}
-			return cursorAndLease(k, v)
+			return cursorAndLeases(k, v)
 		})
 	},
 	func(c *cleaner, ts *Tombstone) (bool, error) {
@@ -248,7 +248,7 @@ var groupPhases = []phase{
 			if err != nil || cur.Gen > ts.Gen {
 				return nil, err
 			}
-			return cursorAndLease(k, v)
+			return cursorAndLeases(k, v)
 		})
 	},
 	func(c *cleaner, ts *Tombstone) (bool, error) {
@@ -361,16 +361,19 @@ func dedupPrefix(family byte, partitionID uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{family}, partitionID)
 }
 
-// cursorAndLease is a cursor's key with its lease's, when it holds one.
-func cursorAndLease(k, v []byte) ([][]byte, error) {
+// cursorAndLeases is a cursor's key with its indexed leases'.
+func cursorAndLeases(k, v []byte) ([][]byte, error) {
 	c, err := decodeCursor(v)
 	if err != nil {
 		return nil, err
 	}
-	if c.Lease != nil {
-		return [][]byte{k, leaseKey(c.Lease.ID)}, nil
+	keys := [][]byte{k}
+	for _, l := range c.Leases {
+		if IndexedLease(l.ID) {
+			keys = append(keys, leaseKey(l.ID))
+		}
 	}
-	return [][]byte{k}, nil
+	return keys, nil
 }
 
 // sweep looks at the keys under prefix from *next on and deletes those fn

@@ -98,10 +98,12 @@ func (t *Tx) Position(v ConsumerGroupView, part Partition) (c Cursor, found bool
 	if found && c.Offset == NoPosition && !v.superseded(c.Gen) {
 		return Cursor{QueueID: v.QueueID, Partition: part.Name}, false, nil
 	}
-	superseded := ""
+	var superseded []string
 	if found && v.superseded(c.Gen) {
-		if c.Lease != nil {
-			superseded = c.Lease.ID
+		for _, l := range c.Leases {
+			if IndexedLease(l.ID) {
+				superseded = append(superseded, l.ID)
+			}
 		}
 		c, found = Cursor{}, false
 	}
@@ -121,10 +123,10 @@ func (c Cursor) Resolved() bool { return c.resolved }
 
 // PutCursor stores a group's cursor stamped with generation gen (the state
 // machine's current id counter). A cursor that replaces a superseded one
-// also drops that one's lease from the index.
+// also drops that one's leases from the index.
 func (t *Tx) PutCursor(group string, c Cursor, gen uint64) error {
-	if c.superseded != "" {
-		if err := t.del(leaseKey(c.superseded)); err != nil {
+	for _, id := range c.superseded {
+		if err := t.del(leaseKey(id)); err != nil {
 			return err
 		}
 	}

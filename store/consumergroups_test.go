@@ -124,7 +124,10 @@ func TestResetSupersedesOlderCursorsAndTheirLeases(t *testing.T) {
 				return err
 			}
 		}
-		if err := tx.PutCursor("g", Cursor{QueueID: 3, Partition: "p", Offset: 4, Lease: &Lease{ID: "L", ExpiresAtMs: 1e12, Offsets: []int64{4}}}, 5); err != nil {
+		if err := tx.PutCursor("g", Cursor{QueueID: 3, Partition: "p", Offset: 4, Leases: []*Lease{{ID: "L", ExpiresAtMs: 1e12, Offsets: []int64{4}}, {ID: "M", ExpiresAtMs: 1e12, Offsets: []int64{5}}}}, 5); err != nil {
+			return err
+		}
+		if err := tx.PutLease("M", "g", 3, "p"); err != nil {
 			return err
 		}
 		return tx.PutLease("L", "g", 3, "p")
@@ -139,7 +142,7 @@ func TestResetSupersedesOlderCursorsAndTheirLeases(t *testing.T) {
 		t.Fatalf("after the reset the lease still finds its cursor: %v", err)
 	}
 	cur, found := position(t, s, "g", part)
-	if !found || cur.Offset != 8 || cur.Lease != nil {
+	if !found || cur.Offset != 8 || cur.Leases != nil || len(cur.superseded) != 2 {
 		t.Fatalf("position after the reset: %+v (found %v), want offset 8 without a lease", cur, found)
 	}
 	write(t, s, func(tx *Tx) error { return tx.PutCursor("g", cur, 6) })

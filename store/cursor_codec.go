@@ -11,12 +11,14 @@ import (
 //
 //	[0x03] gen                                              uvarint
 //	offset leaderEpoch metadata updatedMs                   varints / bytes
-//	lease? 0 | 1 id expiresAtMs n offsets... hashes(8 each) nAcks (offset status)...
+//	nLeases (id expiresAtMs n offsets... hashes(8 each) nAcks (offset status)...)...
 //	nDone done...  nAttempts (offset count)...  nFailures (offset count)...
 //	expired                                                 varint, only when not 0
 //
 // Version 2 is the same without gen (read as gen 0); version 1 was JSON.
-// Both are still read. Maps are written in offset order, so equal cursors
+// Both are still read. nLeases was a 0 or 1 flag before share groups held
+// several leases on one partition (log format 11); as a uvarint it reads
+// the same, so a cursor with at most one lease is the same bytes as before. Maps are written in offset order, so equal cursors
 // are equal bytes.
 const (
 	cursorV2 byte = 2
@@ -32,29 +34,9 @@ func encodeCursor(c Cursor) []byte {
 	b = binary.AppendVarint(b, int64(c.LeaderEpoch))
 	b = appendBytes(b, []byte(c.Metadata))
 	b = binary.AppendVarint(b, c.UpdatedMs)
-	if l := c.Lease; l == nil {
-		b = append(b, 0)
-	} else {
-		b = append(b, 1)
-		b = appendBytes(b, []byte(l.ID))
-		b = binary.AppendVarint(b, l.ExpiresAtMs)
-		b = binary.AppendUvarint(b, uint64(len(l.Offsets)))
-		for _, o := range l.Offsets {
-			b = binary.AppendVarint(b, o)
-		}
-		for i := range l.Offsets {
-			var h uint64
-			if i < len(l.TxHashes) {
-				h = l.TxHashes[i]
-			}
-			b = binary.BigEndian.AppendUint64(b, h)
-		}
-		keys := sortedKeys(l.Acks)
-		b = binary.AppendUvarint(b, uint64(len(keys)))
-		for _, o := range keys {
-			b = binary.AppendVarint(b, o)
-			b = append(b, byte(max(slices.Index(ackStatusCodes, l.Acks[o]), 0)))
-		}
+	b = binary.AppendUvarint(b, uint64(len(c.Leases)))
+	for _, l := range c.Leases {
+		b = appendLease(b, l)
 	}
 	b = binary.AppendUvarint(b, uint64(len(c.Done)))
 	for _, o := range c.Done {
@@ -70,6 +52,29 @@ func encodeCursor(c Cursor) []byte {
 	}
 	if c.Expired != 0 {
 		b = binary.AppendVarint(b, c.Expired)
+	}
+	return b
+}
+
+func appendLease(b []byte, l *Lease) []byte {
+	b = appendBytes(b, []byte(l.ID))
+	b = binary.AppendVarint(b, l.ExpiresAtMs)
+	b = binary.AppendUvarint(b, uint64(len(l.Offsets)))
+	for _, o := range l.Offsets {
+		b = binary.AppendVarint(b, o)
+	}
+	for i := range l.Offsets {
+		var h uint64
+		if i < len(l.TxHashes) {
+			h = l.TxHashes[i]
+		}
+		b = binary.BigEndian.AppendUint64(b, h)
+	}
+	keys := sortedKeys(l.Acks)
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, o := range keys {
+		b = binary.AppendVarint(b, o)
+		b = append(b, byte(max(slices.Index(ackStatusCodes, l.Acks[o]), 0)))
 	}
 	return b
 }
@@ -147,9 +152,47 @@ func (r *cursorReader) byte() byte {
 	return v
 }
 
+func (r *cursorReader) lease() *Lease {
+	l := &Lease{ID: string(r.bytes()), ExpiresAtMs: r.varint()}
+	n := r.count(9)
+	for range n {
+		l.Offsets = append(l.Offsets, r.varint())
+	}
+	for range n {
+		if len(r.b) < 8 {
+			r.err, r.b = errBadCursor, nil
+			return nil
+		}
+		l.TxHashes = append(l.TxHashes, binary.BigEndian.Uint64(r.b))
+		r.b = r.b[8:]
+	}
+	if acks := r.count(2); acks > 0 {
+		l.Acks = make(map[int64]string, acks)
+		for range acks {
+			o, s := r.varint(), int(r.byte())
+			if s >= len(ackStatusCodes) {
+				r.err, r.b = errBadCursor, nil
+				return nil
+			}
+			l.Acks[o] = ackStatusCodes[s]
+		}
+	}
+	return l
+}
+
+// jsonCursor is a version 1 cursor, whose one lease was "lease".
+type jsonCursor struct {
+	Cursor
+	Lease *Lease `json:"lease,omitempty"`
+}
+
 func decodeCursor(b []byte) (Cursor, error) {
 	if len(b) > 0 && b[0] == recordV1 {
-		return decodeJSONRecord[Cursor](b)
+		j, err := decodeJSONRecord[jsonCursor](b)
+		if j.Lease != nil {
+			j.Cursor.Leases = []*Lease{j.Lease}
+		}
+		return j.Cursor, err
 	}
 	if len(b) == 0 || (b[0] != cursorV2 && b[0] != cursorV3) {
 		return Cursor{}, errBadCursor
@@ -160,30 +203,12 @@ func decodeCursor(b []byte) (Cursor, error) {
 		gen = r.uvarint()
 	}
 	c := Cursor{Gen: gen, Offset: r.varint(), LeaderEpoch: int32(r.varint()), Metadata: string(r.bytes()), UpdatedMs: r.varint()}
-	if r.byte() == 1 {
-		l := &Lease{ID: string(r.bytes()), ExpiresAtMs: r.varint()}
-		n := r.count(9)
-		for range n {
-			l.Offsets = append(l.Offsets, r.varint())
+	for range r.count(2) {
+		l := r.lease()
+		if r.err != nil {
+			return Cursor{}, r.err
 		}
-		for range n {
-			if len(r.b) < 8 {
-				return Cursor{}, errBadCursor
-			}
-			l.TxHashes = append(l.TxHashes, binary.BigEndian.Uint64(r.b))
-			r.b = r.b[8:]
-		}
-		if acks := r.count(2); acks > 0 {
-			l.Acks = make(map[int64]string, acks)
-			for range acks {
-				o, s := r.varint(), int(r.byte())
-				if s >= len(ackStatusCodes) {
-					return Cursor{}, errBadCursor
-				}
-				l.Acks[o] = ackStatusCodes[s]
-			}
-		}
-		c.Lease = l
+		c.Leases = append(c.Leases, l)
 	}
 	for range r.count(1) {
 		c.Done = append(c.Done, r.varint())

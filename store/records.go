@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
+	"strings"
 
 	"github.com/waggle-mq/waggle/dedup"
 )
@@ -558,8 +560,13 @@ type Cursor struct {
 	LeaderEpoch int32  `json:"leaderEpoch,omitempty"`
 	Metadata    string `json:"metadata,omitempty"`
 	UpdatedMs   int64  `json:"updatedMs"`
-	// Lease is the live lease of an HTTP consumer, if any.
-	Lease *Lease `json:"lease,omitempty"`
+	// Leases are the leases on the partition's offsets, each on offsets of
+	// its own: at most one while HTTP consumers read it (a pop waits for
+	// the partition to be free of leases, so the group reads it in order),
+	// any number while share group members do (KIP-932; their offsets lie
+	// within share.partition.max.record.locks of Offset). A lease past its
+	// expiry stays until a pop, an acquisition or an ack settles it.
+	Leases []*Lease `json:"leases,omitempty"`
 	// Done lists offsets past Offset already finished (completed or dead-
 	// lettered while an earlier one waits for redelivery), ascending.
 	Done []int64 `json:"done,omitempty"`
@@ -572,11 +579,49 @@ type Cursor struct {
 	// unfinished offsets it passed over.
 	Expired int64 `json:"expired,omitempty"`
 
-	// superseded is the lease of the stored cursor this one replaces after
-	// a reset; PutCursor drops it from the lease index. resolved: the
-	// position came from a reset, not a stored cursor.
-	superseded string
+	// superseded are the leases of the stored cursor this one replaces
+	// after a reset; PutCursor drops them from the lease index. resolved:
+	// the position came from a reset, not a stored cursor.
+	superseded []string
 	resolved   bool
+}
+
+// SharedLeasePrefix starts the id of a lease a share group's member took
+// beside other members' leases (log format 11). The lease index leaves
+// such leases out: acks find them by partition and holder, never by id
+// alone, and a cursor may hold thousands of them, too many to index and
+// drop within one bounded entry. Every other lease is indexed, and a
+// cursor holds at most one of those.
+const SharedLeasePrefix = "shared:"
+
+// IndexedLease reports whether the lease index holds lease id.
+func IndexedLease(id string) bool { return !strings.HasPrefix(id, SharedLeasePrefix) }
+
+// LeaseByID is the cursor's lease with id, or nil.
+func (c *Cursor) LeaseByID(id string) *Lease {
+	for _, l := range c.Leases {
+		if l.ID == id {
+			return l
+		}
+	}
+	return nil
+}
+
+// DropLease takes lease l off the cursor.
+func (c *Cursor) DropLease(l *Lease) {
+	c.Leases = slices.DeleteFunc(c.Leases, func(x *Lease) bool { return x == l })
+	if len(c.Leases) == 0 {
+		c.Leases = nil
+	}
+}
+
+// InFlight counts the offsets under the cursor's leases.
+func (c *Cursor) InFlight() int {
+	n := 0
+	for _, l := range c.Leases {
+		n += len(l.Offsets)
+	}
+	return n
 }
 
 // Lease hands some offsets of a partition to one consumer of a group until

@@ -392,6 +392,7 @@ type CommittedView struct {
 	Stable      uint64
 	aborted     []AbortedTxn
 	abortedRead bool
+	uncommitted bool
 }
 
 // MaxAbortedScan bounds the aborted ranges one read looks at. A read
@@ -406,15 +407,23 @@ func (t *Tx) CommittedView(p Partition) (*CommittedView, error) {
 	return &CommittedView{tx: t, partitionID: p.ID, Stable: stable}, err
 }
 
+// UncommittedView starts a read of a partition that takes what Kafka's
+// read_uncommitted isolation does: every record up to the end,
+// transactional or not, aborted or not; only transaction markers are left
+// out.
+func (t *Tx) UncommittedView(p Partition) *CommittedView {
+	return &CommittedView{tx: t, partitionID: p.ID, Stable: p.NextOffset, uncommitted: true}
+}
+
 // Hidden reports whether an entry below Stable is left out: a transaction
-// marker, or a batch of an aborted transaction.
+// marker, or (in a committed view) a batch of an aborted transaction.
 func (v *CommittedView) Hidden(e Entry) (bool, error) {
 	h, ok := recordbatch.ReadHeader(e.Batch)
 	if e.Message != nil || !ok || !h.Transactional {
 		return false, nil
 	}
-	if h.Control {
-		return true, nil
+	if h.Control || v.uncommitted {
+		return h.Control, nil
 	}
 	if !v.abortedRead {
 		var err error
