@@ -125,7 +125,7 @@ func (c *ShareAcquireCommand) since() LogFormat {
 	}
 	return LogFormat7
 }
-func (c *ShareAckCommand) since() LogFormat     { return LogFormat7 }
+func (c *ShareAckCommand) since() LogFormat { return LogFormat7 }
 
 // Encode returns the raft entry for the command.
 func (c *ShareAcquireCommand) Encode() []byte {
