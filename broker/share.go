@@ -96,16 +96,16 @@ func (s *Service) ShareAck(group string, acks []command.ShareAck) ([]command.Sha
 
 // ShareAcquirable picks, from a topic's partitions, those an acquisition
 // by the share group may lease something from, as this node's store
-// knows them: with a lease that expired, or with records past the group's
-// position that no lease holds and no one finished (before log format 11:
-// not under a live lease, with records past the position), or a position
-// still to be worked out. It leaves out only what
+// knows them: with a lease that expired, or with records among the
+// maxLocks past the group's position that no lease holds and no one
+// finished (before log format 11: not under a live lease, with records
+// past the position), or a position still to be worked out. It leaves out only what
 // surely has nothing, so a share fetch with nothing to take waits for an
 // append instead of writing an empty entry. appended is closed by the
 // topic's next append (nil when the topic does not exist); subscribed
 // reports whether the group has read the topic before (an acquisition
 // then no longer decides where the group starts).
-func (s *Service) ShareAcquirable(group, topic string, partitions []int32) (worth []int32, subscribed bool, appended <-chan struct{}, err error) {
+func (s *Service) ShareAcquirable(group, topic string, partitions []int32, maxLocks int) (worth []int32, subscribed bool, appended <-chan struct{}, err error) {
 	appended, err = s.queueSignal(topic)
 	if err != nil || appended == nil {
 		return nil, false, appended, err
@@ -143,7 +143,8 @@ func (s *Service) ShareAcquirable(group, topic string, partitions []int32) (wort
 			}
 			live := slices.ContainsFunc(cur.Leases, func(l *store.Lease) bool { return l.ExpiresAtMs > meta.ClockMs })
 			expired := slices.ContainsFunc(cur.Leases, func(l *store.Lease) bool { return l.ExpiresAtMs <= meta.ClockMs })
-			untaken := int64(part.NextOffset) - cur.Offset - int64(len(cur.Done)) - int64(cur.InFlight())
+			end := min(int64(part.NextOffset), cur.Offset+int64(maxLocks))
+			untaken := end - cur.Offset - cur.TakenBelow(end)
 			switch {
 			case expired:
 				worth = append(worth, p)

@@ -295,12 +295,20 @@ func TestShareConsumerAndHTTPConsumerSplitATopic(t *testing.T) {
 // record's delivery counts only grow, the leases and counts living in the
 // replicated state, not the leader's memory. An accept answered with an
 // error may still have been applied (its outcome is unknown), so only
-// confirmed ones are held to never coming back.
+// confirmed ones are held to never coming back. Run with six partitions
+// and two consumers, and with one partition and three consumers, who
+// must each get a share of it (members hold one partition's records side
+// by side, as Kafka's share-partitions).
 func TestShareConsumersAcrossLeaderKill(t *testing.T) {
+	t.Run("six partitions", func(t *testing.T) { shareConsumersAcrossLeaderKill(t, 6, "s1", "s2") })
+	t.Run("one partition", func(t *testing.T) { shareConsumersAcrossLeaderKill(t, 1, "s1", "s2", "s3") })
+}
+
+func shareConsumersAcrossLeaderKill(t *testing.T, partitions int32, consumers ...string) {
 	c := startCluster(t, 3)
-	requireLogFormat(t, c.leader(), int(command.LogFormat7))
+	requireLogFormat(t, c.leader(), int(command.LogFormat11))
 	brokers := c.kafkaAddrs()
-	const topic, group, partitions, total = "shared-ha", "sharers-ha", 6, 3000
+	const topic, group, total = "shared-ha", "sharers-ha", 3000
 	admin := kafkaClient(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	createTopic(t, admin, topic, partitions, nil)
 	setGroupConfigs(t, admin, group, "share.auto.offset.reset", "earliest", "share.record.lock.duration.ms", "3000")
@@ -309,6 +317,7 @@ func TestShareConsumersAcrossLeaderKill(t *testing.T) {
 	var mu sync.Mutex
 	counts := map[string][]int32{} // value → the delivery counts seen, in order
 	confirmed := map[string]bool{} // value → its accept was confirmed
+	got := map[string]int{}        // consumer → records delivered to it
 	var violations []string
 	consume := func(ctx context.Context, name string) {
 		var results []kgo.ShareAckResult
@@ -343,6 +352,7 @@ func TestShareConsumersAcrossLeaderKill(t *testing.T) {
 					violations = append(violations, fmt.Sprintf("%s: delivery count %d after %v", v, r.DeliveryCount(), seen))
 				}
 				counts[v] = append(counts[v], r.DeliveryCount())
+				got[name]++
 				r.Ack(kgo.AckAccept)
 			}
 			mu.Unlock()
@@ -375,7 +385,7 @@ func TestShareConsumersAcrossLeaderKill(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	for _, name := range []string{"s1", "s2"} {
+	for _, name := range consumers {
 		wg.Add(1)
 		go func() { defer wg.Done(); consume(ctx, name) }()
 	}
@@ -414,10 +424,15 @@ func TestShareConsumersAcrossLeaderKill(t *testing.T) {
 		}
 		maxCount = max(maxCount, seen[len(seen)-1])
 	}
-	t.Logf("%d records delivered, %d of them confirmed accepted, %d delivered more than once, highest delivery count %d",
-		len(counts), len(confirmed), redelivered, maxCount)
+	t.Logf("%d records delivered (%v per consumer), %d of them confirmed accepted, %d delivered more than once, highest delivery count %d",
+		len(counts), got, len(confirmed), redelivered, maxCount)
 	for _, v := range violations {
 		t.Error(v)
+	}
+	for _, name := range consumers {
+		if got[name] == 0 {
+			t.Errorf("consumer %s got no record of %d partitions shared by %d consumers", name, partitions, len(consumers))
+		}
 	}
 	if len(counts) != total {
 		t.Fatalf("%d distinct records delivered, want %d", len(counts), total)

@@ -68,7 +68,7 @@ type Broker interface {
 	GroupConfig(group string) (map[string]string, error)
 	ShareAcquire(group, holder, topic string, partitions []int32, batch int, terms broker.ShareTerms) ([]command.PopResult, error)
 	ShareAck(group string, acks []command.ShareAck) ([]command.ShareAckResult, error)
-	ShareAcquirable(group, topic string, partitions []int32) (worth []int32, subscribed bool, appended <-chan struct{}, err error)
+	ShareAcquirable(group, topic string, partitions []int32, maxLocks int) (worth []int32, subscribed bool, appended <-chan struct{}, err error)
 	AlterGroupConfig(group string, replace bool, changes []command.GroupConfigChange) error
 
 	// Transactions (KIP-98).

@@ -200,7 +200,7 @@ func (c *conn) acquire(group, member, topic string, parts []sharePart, budget in
 	for i, p := range parts {
 		partitions[i] = p.partition
 	}
-	worth, subscribed, appended, err := b.ShareAcquirable(group, topic, partitions)
+	worth, subscribed, appended, err := b.ShareAcquirable(group, topic, partitions, cfg.MaxLocks)
 	if err != nil || len(worth) == 0 {
 		return nil, appended, err
 	}

@@ -615,6 +615,25 @@ func (c *Cursor) DropLease(l *Lease) {
 	}
 }
 
+// TakenBelow counts the offsets past the cursor's position and below end
+// that are finished or under a lease.
+func (c *Cursor) TakenBelow(end int64) int64 {
+	n := int64(0)
+	for _, o := range c.Done {
+		if o >= c.Offset && o < end {
+			n++
+		}
+	}
+	for _, l := range c.Leases {
+		for _, o := range l.Offsets {
+			if o >= c.Offset && o < end {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // InFlight counts the offsets under the cursor's leases.
 func (c *Cursor) InFlight() int {
 	n := 0
