@@ -158,3 +158,12 @@ func TestKIP848RegexSubscriptionFollowsTopics(t *testing.T) {
 	produce("rx-orders-us", 10)
 	expect("after the delete", map[string]int{"rx-orders-us": 40, "rx-payments": 0, "x-rx-orders-eu": 0})
 }
+
+// franz-go's own regex tests against a three-node cluster reached
+// through a follower: the client-side regex (with exclusions and the
+// internal topic), a share group's regex skipping internal topics, and a
+// KIP-848 group whose pattern the broker resolves. A skip fails.
+func TestFranzGoRegexSuite(t *testing.T) {
+	c := startCluster(t, 3)
+	runFranzGoTests(t, c.followers()[0], "1000", "TestConsumeRegex", "TestConsumeRegexShareSkipsInternal", "Test848RegexBrokerResolves")
+}

@@ -66,14 +66,19 @@ func handleConsumerGroupHeartbeat(c *conn, kreq kmsg.Request) (kmsg.Response, er
 		for _, t := range infos {
 			looked.fetched[t.Name] = &topicMeta{id: topicID(t), partitions: t.Partitions}
 		}
+		if _, named := looked.fetched[consumerOffsetsTopic]; named {
+			looked.fetched[consumerOffsetsTopic] = &topicMeta{id: internalTopicID, partitions: consumerOffsetsPartitions}
+		}
 	}
 	return co.consumerHeartbeat(req, c.clientID, c.nc.RemoteAddr().String(), looked), nil
 }
 
 // resolveRegex lists the topics pattern matches that this connection's
 // principal may read (Kafka leaves out the topics a member may not see).
+// The internal topic is among them when the pattern matches it, as Kafka
+// resolves patterns over every topic.
 func (c *conn) resolveRegex(pattern string) (*regexMatch, int16, string) {
-	matched, err := c.s.regexes.resolve(pattern, c.s.topicNames())
+	matched, internal, err := c.s.regexes.resolve(pattern, c.s.topicNames())
 	if err != nil {
 		return nil, kerr.InvalidRegularExpression.Code, err.Error()
 	}
@@ -81,6 +86,10 @@ func (c *conn) resolveRegex(pattern string) (*regexMatch, int16, string) {
 	readable := matched
 	if slices.ContainsFunc(matched, denied) {
 		readable = slices.DeleteFunc(slices.Clone(matched), denied)
+	}
+	if internal && !denied(consumerOffsetsTopic) {
+		i, _ := slices.BinarySearch(readable, consumerOffsetsTopic)
+		readable = slices.Insert(slices.Clone(readable), i, consumerOffsetsTopic)
 	}
 	if len(readable) > maxSubscribedTopics {
 		return nil, kerr.InvalidRequest.Code, "SubscribedTopicRegex matches more than 10000 topics."

@@ -100,7 +100,7 @@ func (c *client) send(req *kmsg.ConsumerGroupHeartbeatRequest, topics map[string
 	extra := req.SubscribedTopicNames
 	if pattern != "" && req.MemberEpoch >= 0 {
 		var r regexResolver
-		if matched, err := r.resolve(pattern, slices.Sorted(maps.Keys(topics))); err == nil {
+		if matched, _, err := r.resolve(pattern, slices.Sorted(maps.Keys(topics))); err == nil {
 			sub = &regexMatch{pattern: pattern, topics: matched}
 			extra = append(slices.Clone(extra), matched...)
 		}
@@ -674,20 +674,23 @@ func TestConsumerGroupRegexSubscription(t *testing.T) {
 func TestRegexResolverCachesByTopicList(t *testing.T) {
 	var r regexResolver
 	names := []string{"orders", "orders-eu", "payments", "x-orders"}
-	got, err := r.resolve("orders.*", names)
-	if err != nil || !slices.Equal(got, []string{"orders", "orders-eu"}) {
-		t.Fatalf("resolve: %v %v", got, err)
+	got, internal, err := r.resolve("orders.*", names)
+	if err != nil || internal || !slices.Equal(got, []string{"orders", "orders-eu"}) {
+		t.Fatalf("resolve: %v %v %v", got, internal, err)
 	}
-	again, _ := r.resolve("orders.*", names)
+	again, _, _ := r.resolve("orders.*", names)
 	if len(again) == 0 || &again[0] != &got[0] {
 		t.Fatal("same topic list: the cached answer was not reused")
 	}
 	more := append(slices.Clone(names), "orders-us")
 	slices.Sort(more)
-	if got, _ := r.resolve("orders.*", more); !slices.Equal(got, []string{"orders", "orders-eu", "orders-us"}) {
+	if got, _, _ := r.resolve("orders.*", more); !slices.Equal(got, []string{"orders", "orders-eu", "orders-us"}) {
 		t.Fatalf("new topic list: %v", got)
 	}
-	if _, err := r.resolve("(", names); err == nil {
+	if _, _, err := r.resolve("(", names); err == nil {
 		t.Fatal("invalid pattern accepted")
+	}
+	if _, internal, _ := r.resolve(".*(?:offsets).*", names); !internal {
+		t.Fatal("a pattern matching __consumer_offsets: the internal topic not reported")
 	}
 }

@@ -50,43 +50,44 @@ type regexResolver struct {
 
 // resolution is one pattern and what it matched in one topic list.
 type resolution struct {
-	re      *regexp.Regexp
-	of      *string // the topic list it was resolved in, by identity
-	ofLen   int
-	matched []string
+	re       *regexp.Regexp
+	internal bool    // the pattern matches the internal topic
+	of       *string // the topic list it was resolved in, by identity
+	ofLen    int
+	matched  []string
 }
 
 func sameList(a []string, of *string, n int) bool {
 	return unsafe.SliceData(a) == of && len(a) == n
 }
 
-// resolve lists the topics in names (sorted) that pattern matches whole.
-// The answer is shared and must not be changed.
-func (r *regexResolver) resolve(pattern string, names []string) ([]string, error) {
+// resolve lists the topics in names (sorted) that pattern matches whole,
+// and reports whether it matches the internal topic, which is in no
+// store's list. The answer is shared and must not be changed.
+func (r *regexResolver) resolve(pattern string, names []string) (matched []string, internal bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	res := r.cache[pattern]
 	if res == nil {
 		re, err := compileTopicRegex(pattern)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if len(r.cache) >= maxCachedRegexes || r.cache == nil {
 			r.cache = map[string]*resolution{}
 		}
-		res = &resolution{re: re}
+		res = &resolution{re: re, internal: re.MatchString(consumerOffsetsTopic)}
 		r.cache[pattern] = res
 	} else if sameList(names, res.of, res.ofLen) {
-		return res.matched, nil
+		return res.matched, res.internal, nil
 	}
-	var matched []string
 	for _, n := range names {
 		if res.re.MatchString(n) {
 			matched = append(matched, n)
 		}
 	}
 	res.of, res.ofLen, res.matched = unsafe.SliceData(names), len(names), matched
-	return matched, nil
+	return matched, res.internal, nil
 }
 
 // topicNames lists every topic of the node's raft groups in name order.
