@@ -225,7 +225,11 @@ type pick struct {
 // them one by one.
 func deliverable(tx *store.Tx, part store.Partition, cur *store.Cursor, k pick) (offsets []int64, hashes []uint64, moved bool) {
 	view := readView(tx, part, k.uncommitted)
-	entries, err := tx.Entries(part.ID, uint64(cur.Offset), 64<<20, k.batch+len(cur.Done)+len(k.taken)+1)
+	limit := k.batch + len(cur.Done) + 1
+	if k.shared {
+		limit = min(k.batch+len(k.taken)+1, int(k.window)+1) // taken holds Done; the window holds them all
+	}
+	entries, err := tx.Entries(part.ID, uint64(cur.Offset), 64<<20, limit)
 	must(err)
 	for _, e := range entries {
 		if e.Offset >= view.Stable || k.delayMs > 0 && e.MaxTimestampMs+k.delayMs > k.now {
@@ -301,17 +305,32 @@ func settleLease(tx *store.Tx, cur *store.Cursor, l *store.Lease) {
 	cur.DropLease(l)
 }
 
-// settleExpired settles the cursor's leases that expired by now; it
-// answers how many of them the lease index held (each a key deleted).
+// settleExpired settles, in one pass, the cursor's leases that expired by
+// now, as settleLease settles one; it answers how many of them the lease
+// index held (each a key deleted).
 func settleExpired(tx *store.Tx, cur *store.Cursor, now int64) (indexed int) {
-	for _, l := range slices.Clone(cur.Leases) {
-		if l.ExpiresAtMs > now {
+	expired := func(l *store.Lease) bool { return l.ExpiresAtMs <= now }
+	if !slices.ContainsFunc(cur.Leases, expired) {
+		return 0
+	}
+	for _, l := range cur.Leases {
+		if !expired(l) {
 			continue
 		}
+		for _, o := range l.Offsets {
+			if s := l.Acks[o]; s == command.AckCompleted || s == command.AckDLQ {
+				cur.Done = append(cur.Done, o)
+			}
+		}
 		if store.IndexedLease(l.ID) {
+			must(tx.DeleteLease(l.ID))
 			indexed++
 		}
-		settleLease(tx, cur, l)
+	}
+	passDone(cur)
+	cur.Leases = slices.DeleteFunc(cur.Leases, expired)
+	if len(cur.Leases) == 0 {
+		cur.Leases = nil
 	}
 	return indexed
 }
@@ -475,6 +494,20 @@ func (p *Processor) ackOffset(tx *store.Tx, meta *store.Meta, group string, tg *
 			cur.Failures = map[int64]int32{}
 		}
 		cur.Failures[offset] = failures
+	}
+	if outcome == command.AckRetry && !store.IndexedLease(l.ID) {
+		// A share member's release gives the record back at once, for
+		// any member's next acquisition (KIP-932), not when the lease ends.
+		l.Drop(offset)
+		if len(l.Offsets) == 0 {
+			cur.DropLease(l)
+			res.LeaseReleased = true
+		} else if len(l.Acks) == len(l.Offsets) {
+			settleLease(tx, cur, l)
+			res.LeaseReleased = true
+		}
+		cur.UpdatedMs = now
+		return res
 	}
 	if l.Acks == nil {
 		l.Acks = map[int64]string{}

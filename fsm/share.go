@@ -76,9 +76,14 @@ func (p *Processor) shareAcquireShared(tx *store.Tx, meta *store.Meta, c *comman
 		if !found {
 			cur.Offset = int64(part.StartOffset)
 		}
-		leases := len(cur.Leases)
+		before := len(cur.Leases)
 		settleExpired(tx, &cur, now)
-		moved := leases != len(cur.Leases) || len(cur.Leases) == 0 && skipExpired(&cur, part)
+		settled := len(cur.Leases) != before
+		// Retention may have dropped records the group never finished: it
+		// moves past them unless a lease still holds one.
+		jumped := !slices.ContainsFunc(cur.Leases, func(l *store.Lease) bool { return l.Offsets[0] < int64(part.StartOffset) }) &&
+			skipExpired(&cur, part)
+		moved := settled || jumped
 		k := pick{batch: left, now: now, delayMs: delayMs, shared: true, taken: takenOffsets(&cur),
 			window: int64(c.MaxLocks), uncommitted: c.ReadUncommitted}
 		var offsets []int64
@@ -247,15 +252,18 @@ func (p *Processor) shareAckOne(tx *store.Tx, meta *store.Meta, group string, tg
 	case a.First > a.Last || a.Last-a.First >= int64(inFlight):
 		return command.ShareAckResult{Error: fmt.Sprintf("offsets %d to %d are not all acquired by this member", a.First, a.Last)}
 	default:
+		holding := make(map[int64]*store.Lease, inFlight)
+		for _, l := range held {
+			for _, o := range l.Offsets {
+				holding[o] = l
+			}
+		}
 		for o := a.First; o <= a.Last; o++ {
-			i := slices.IndexFunc(held, func(l *store.Lease) bool {
-				_, found := slices.BinarySearch(l.Offsets, o) // leased in order
-				return found
-			})
-			if i < 0 {
+			l := holding[o]
+			if l == nil {
 				return command.ShareAckResult{Error: fmt.Sprintf("offset %d is not acquired by this member", o)}
 			}
-			targets = append(targets, leasedOffset{held[i], o})
+			targets = append(targets, leasedOffset{l, o})
 		}
 	}
 	for _, t := range targets {

@@ -123,3 +123,29 @@ func TestShareAcquireReadUncommitted(t *testing.T) {
 	requireAcquired(t, acquire(1004, false), nil, nil)
 	requireAcquired(t, acquire(1005, true), []int64{0, 1, 2}, nil)
 }
+
+// A record a member releases is back at once for any member's next
+// acquisition, while the member keeps the rest of its lease (KIP-932).
+func TestShareReleaseGivesTheRecordBackAtOnce(t *testing.T) {
+	h := newCmdFSM(t)
+	var items []command.PushItem
+	for i := range 4 {
+		items = append(items, item("q", "p", fmt.Sprint("m", i), byte(i)))
+	}
+	h.one(push(1000, items...))
+	requireAcquired(t, run(h, sideBySide(1001, "a", 4, 100)), []int64{0, 1, 2, 3}, nil)
+	if r := run(h, shareAck(1002, command.ShareAck{Holder: "a", First: 1, Last: 1, Kind: command.ShareRelease})); r[0].Error != "" {
+		t.Fatalf("release: %s", r[0].Error)
+	}
+	requireAcquired(t, run(h, sideBySide(1003, "b", 4, 100)), []int64{1}, []int32{2})
+	if r := run(h, shareAck(1004, command.ShareAck{Holder: "a", First: 0, Last: 3, Kind: command.ShareAccept})); r[0].Error == "" {
+		t.Fatal("a accepted offset 1 after releasing it")
+	}
+	if r := run(h, shareAck(1005, command.ShareAck{Holder: "a", Kind: command.ShareAccept, Rest: true},
+		command.ShareAck{Holder: "b", First: 1, Last: 1, Kind: command.ShareAccept})); r[0].Error != "" || r[1].Error != "" {
+		t.Fatalf("accepting the rest: %+v", r)
+	}
+	if c, _ := h.cursor("g", "q", "p"); c.Offset != 4 || len(c.Leases) != 0 {
+		t.Fatalf("after every record was accepted the cursor is at %d with leases %+v", c.Offset, c.Leases)
+	}
+}

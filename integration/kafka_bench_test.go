@@ -443,3 +443,79 @@ func BenchmarkKafkaMetadataThroughFollower(b *testing.B) {
 		})
 	}
 }
+
+// shareConsumeRun has consumers share group members read n records of
+// the bench topic from its start, accepting each, and returns records/s.
+// Every record is counted once (a redelivery would end the run short of
+// its count, or past it: both fail).
+func shareConsumeRun(b *testing.B, brokers []string, group string, n, consumers int) float64 {
+	setGroupConfigs(b, kafkaClient(b, brokers), group, "share.auto.offset.reset", "earliest")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	seen := make(map[string]bool, n)
+	dup := ""
+	var all bool
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range consumers {
+		cl := kafkaClient(b, brokers, kgo.ShareGroup(group), kgo.ConsumeTopics(benchTopic))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				fs := cl.PollFetches(ctx)
+				mu.Lock()
+				fs.EachRecord(func(r *kgo.Record) {
+					k := fmt.Sprint(r.Partition, "/", r.Offset)
+					if seen[k] {
+						dup = k
+					}
+					seen[k] = true
+					r.Ack(kgo.AckAccept)
+				})
+				if len(seen) >= n && !all {
+					all = true
+					cancel() // the others stop polling
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if !all || dup != "" {
+		b.Fatalf("share consumers got %d of %d records (delivered twice: %q)", len(seen), n, dup)
+	}
+	return float64(n) / elapsed.Seconds()
+}
+
+// BenchmarkKafkaShareConsume: WAGGLE_BENCH_SHARE_CONSUMERS share group
+// members (default 3) read one partition side by side, accepting every
+// record, against waggle and kfake; with the leader's CPU per record and
+// the bytes the nodes wrote per payload byte while they read (the
+// acquisitions and acknowledgements are raft entries).
+//
+//	go test ./integration -run '^$' -bench KafkaShareConsume -benchtime 100000x
+func BenchmarkKafkaShareConsume(b *testing.B) {
+	consumers := 3
+	if v, err := strconv.Atoi(os.Getenv("WAGGLE_BENCH_SHARE_CONSUMERS")); err == nil && v > 0 {
+		consumers = v
+	}
+	waggle, leader, nodes := startWaggleNodesForBench(b)
+	kf := startKfake(b)
+	produceRun(b, waggle, b.N)
+	produceRun(b, kf, b.N)
+	payload := float64(b.N) * float64(benchRecordBytes())
+	b.ResetTimer()
+	cpu0, w0 := cpuSeconds(b, leader), nodesWritten(b, nodes)
+	wRate := shareConsumeRun(b, waggle, "bench-share", b.N, consumers)
+	cpu, written := cpuSeconds(b, leader)-cpu0, nodesWritten(b, nodes)-w0
+	kRate := shareConsumeRun(b, kf, "bench-share", b.N, consumers)
+	b.StopTimer()
+	b.ReportMetric(cpu*1e6/float64(b.N), "waggle-leader-cpu-µs/rec")
+	b.ReportMetric(float64(written)/float64(len(nodes))/payload, "waggle-write-amp")
+	b.ReportMetric(wRate, "waggle-recs/s")
+	b.ReportMetric(kRate, "kfake-recs/s")
+	b.ReportMetric(wRate/kRate, "ratio")
+}

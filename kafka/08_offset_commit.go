@@ -10,6 +10,10 @@ import (
 
 func init() { register(kmsg.OffsetCommit.Int16(), 0, 9, answerNow(handleOffsetCommit)) }
 
+// noCommitNeeded marks a partition of an OffsetCommit answered without
+// an error and without a commit.
+const noCommitNeeded int16 = -2
+
 // handleOffsetCommit checks the member's generation, then stores the
 // offsets through raft: committed offsets survive a leader change.
 func handleOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
@@ -43,7 +47,13 @@ func handleOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 				o.Metadata = *rp.Metadata
 			}
 			switch {
-			case !broker.ValidTopicName(rt.Topic):
+			case isInternalTopic(rt.Topic) && rp.Partition == 0 && rp.Offset == 0:
+				// The internal topic's partition is always empty: 0 is the
+				// one position a consumer of it has, the position it gets
+				// with no commit at all, so the commit is taken without
+				// being stored (a KIP-848 pattern may assign the topic).
+				refused = append(refused, noCommitNeeded)
+			case !broker.ValidTopicName(rt.Topic), isInternalTopic(rt.Topic):
 				refused = append(refused, kerr.UnknownTopicOrPartition.Code)
 			case len(o.Metadata) > broker.MaxOffsetMetadata:
 				refused = append(refused, kerr.OffsetMetadataTooLarge.Code)
@@ -69,6 +79,7 @@ func handleOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			p.Partition, p.ErrorCode = rp.Partition, code
 			switch {
 			case code != 0:
+			case refused[i] == noCommitNeeded:
 			case refused[i] != 0:
 				p.ErrorCode = refused[i]
 			default:

@@ -27,6 +27,9 @@ import (
 //   - Fetch, ListOffsets and OffsetForLeaderEpoch answer an empty log:
 //     log start, high watermark and last stable offset 0; DescribeLogDirs
 //     a size of 0.
+//   - OffsetCommit of offset 0 is answered without an error and stores
+//     nothing (no commit reads the same); other offsets answer
+//     UNKNOWN_TOPIC_OR_PARTITION. A KIP-848 pattern may assign it.
 //
 // A queue of the same name made over HTTP is not seen over Kafka.
 const consumerOffsetsTopic = "__consumer_offsets"

@@ -90,6 +90,10 @@ func TestOffsetCommitAgainstTheFake(t *testing.T) {
 		{name: "invalid topic name", group: "g", generation: -1,
 			parts: []commitPart{{"bad name", 0, 10, ""}, {"orders", 1, 20, ""}},
 			want:  []string{"bad name/0=" + short(kerr.UnknownTopicOrPartition.Code), "orders/1=NONE"}, committed: 1},
+		{name: "internal topic: position 0 taken without a commit", group: "g", generation: -1,
+			parts:     []commitPart{{consumerOffsetsTopic, 0, 0, ""}, {consumerOffsetsTopic, 0, 5, ""}, {"orders", 1, 20, ""}},
+			want:      []string{consumerOffsetsTopic + "/0=NONE", consumerOffsetsTopic + "/0=" + short(kerr.UnknownTopicOrPartition.Code), "orders/1=NONE"},
+			committed: 1},
 		{name: "broker's outcome per partition", group: "g", generation: -1,
 			setup: func(f *fakeBroker) {
 				f.commitOutcome = func(o command.OffsetCommit) command.TopicOutcome {

@@ -231,7 +231,7 @@ func (c *conn) acquire(group, member, topic string, parts []sharePart, budget in
 			// Leased offsets may lie apart (others hold what is between):
 			// each run is read from its first offset.
 			for o > covered && read < maxShareReadBytes {
-				log, err := b.ReadPartition(topic, int32(partition), o, maxShareReadBytes-read, true)
+				log, err := b.ReadPartition(topic, int32(partition), o, maxShareReadBytes-read, !terms.ReadUncommitted)
 				if err != nil || len(log.Batches) == 0 {
 					break
 				}

@@ -655,6 +655,19 @@ type Lease struct {
 	Acks     map[int64]string `json:"acks,omitempty"`
 }
 
+// Drop takes offset o out of the lease, with its hash and ack.
+func (l *Lease) Drop(o int64) {
+	i, found := slices.BinarySearch(l.Offsets, o)
+	if !found {
+		return
+	}
+	l.Offsets = slices.Delete(l.Offsets, i, i+1)
+	if i < len(l.TxHashes) {
+		l.TxHashes = slices.Delete(l.TxHashes, i, i+1)
+	}
+	delete(l.Acks, o)
+}
+
 // TxHash is the 64-bit FNV-1a hash of a transactionId.
 func TxHash(id string) uint64 {
 	h := fnv.New64a()
