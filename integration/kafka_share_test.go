@@ -470,3 +470,66 @@ func shareGroupAtEnd(cl *kgo.Client, group, topic string, partitions int32) erro
 	}
 	return nil
 }
+
+// share.isolation.level through a follower of three nodes: a share group
+// at Kafka's default, read_uncommitted, receives an open transaction's
+// records (with delivery count 1: they were not burned by acquisitions
+// that could not send them), while a read_committed group receives them
+// only once the transaction commits.
+func TestShareIsolationLevels(t *testing.T) {
+	c := startCluster(t, 3)
+	requireLogFormat(t, c.leader(), int(command.LogFormat11))
+	brokers := []string{c.followers()[0].kafkaAddr}
+	const topic = "shared-txn"
+	admin := kafkaClient(t, brokers)
+	createTopic(t, admin, topic, 1, nil)
+	setGroupConfigs(t, admin, "dirty", "share.auto.offset.reset", "earliest")
+	setGroupConfigs(t, admin, "clean", "share.auto.offset.reset", "earliest", "share.isolation.level", "read_committed")
+
+	producer := kafkaClient(t, brokers, kgo.TransactionalID("share-txn"), kgo.DefaultProduceTopic(topic))
+	ctx := context.Background()
+	if err := producer.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := producer.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "t-%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	share := func(group string) *kgo.Client {
+		return kafkaClient(t, brokers, kgo.ShareGroup(group), kgo.ConsumeTopics(topic))
+	}
+	// poll gathers what cl receives for wait, accepting it.
+	poll := func(cl *kgo.Client, wait time.Duration) map[string]int16 {
+		got := map[string]int16{}
+		deadline := time.Now().Add(wait)
+		for time.Now().Before(deadline) && len(got) < 5 {
+			pctx, cancel := context.WithDeadline(ctx, deadline)
+			cl.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
+				got[string(r.Value)] = int16(r.DeliveryCount())
+				r.Ack(kgo.AckAccept)
+			})
+			cancel()
+		}
+		return got
+	}
+	dirty, clean := share("dirty"), share("clean")
+	got := poll(dirty, 20*time.Second)
+	if len(got) != 5 {
+		t.Fatalf("read_uncommitted got %v of an open transaction's 5 records", got)
+	}
+	for v, n := range got {
+		if n != 1 {
+			t.Errorf("%s arrived with delivery count %d, want 1", v, n)
+		}
+	}
+	if early := poll(clean, 3*time.Second); len(early) != 0 {
+		t.Fatalf("read_committed got %v while the transaction is open", early)
+	}
+	if err := producer.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if late := poll(clean, 20*time.Second); len(late) != 5 {
+		t.Fatalf("read_committed got %v of 5 after the commit", late)
+	}
+}
