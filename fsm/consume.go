@@ -225,37 +225,29 @@ type pick struct {
 // them one by one.
 func deliverable(tx *store.Tx, part store.Partition, cur *store.Cursor, k pick) (offsets []int64, hashes []uint64, moved bool) {
 	view := readView(tx, part, k.uncommitted)
-	limit := k.batch + len(cur.Done) + 1
-	if k.shared {
-		limit = min(k.batch+len(k.taken)+1, int(k.window)+1) // taken holds Done; the window holds them all
-	}
-	entries, err := tx.Entries(part.ID, uint64(cur.Offset), 64<<20, limit)
-	must(err)
-	for _, e := range entries {
+	// take looks at one entry; false: the pick is over.
+	take := func(e store.Entry) bool {
 		if e.Offset >= view.Stable || k.delayMs > 0 && e.MaxTimestampMs+k.delayMs > k.now {
-			break
+			return false
 		}
 		if k.window > 0 && int64(e.Offset) >= cur.Offset+k.window {
-			break
+			return false
 		}
 		hidden, err := view.Hidden(e)
 		must(err)
 		if hidden {
 			passDone(cur)
 			if len(offsets) > 0 || int64(e.Offset) > cur.Offset {
-				if k.shared {
-					continue // passed once the cursor reaches it
-				}
-				break // something before it is unfinished
+				return k.shared // a share acquisition goes on; the cursor passes it once it gets there
 			}
 			cur.Offset = max(cur.Offset, int64(e.Offset)+int64(e.Count))
 			passDone(cur)
 			moved = true
-			continue
+			return true
 		}
 		for o := int64(e.Offset); o < int64(e.Offset)+int64(e.Count); o++ {
 			if k.window > 0 && o >= cur.Offset+k.window {
-				return offsets, hashes, moved
+				return false
 			}
 			if o < cur.Offset || k.taken[o] || !k.shared && slices.Contains(cur.Done, o) {
 				continue
@@ -263,11 +255,51 @@ func deliverable(tx *store.Tx, part store.Partition, cur *store.Cursor, k pick) 
 			offsets = append(offsets, o)
 			hashes = append(hashes, store.TxHash(entryTxID(e, o)))
 			if len(offsets) == k.batch {
+				return false
+			}
+		}
+		return true
+	}
+	if !k.shared {
+		entries, err := tx.Entries(part.ID, uint64(cur.Offset), 64<<20, k.batch+len(cur.Done)+1)
+		must(err)
+		for _, e := range entries {
+			if !take(e) {
+				break
+			}
+		}
+		return offsets, hashes, moved
+	}
+	// A share acquisition looks at the window's entries as the index
+	// lists them and reads the bodies of those with an offset it may
+	// take: the rest are held or finished, and reading them on every
+	// acquisition cost more than the records it took.
+	heads, err := tx.EntryHeads(part.ID, uint64(cur.Offset), int(k.window)+1)
+	must(err)
+	for _, h := range heads {
+		if allTaken(h, cur.Offset, k.taken) {
+			continue
+		}
+		bodies, err := tx.EntryBodies(part.ID, h)
+		must(err)
+		for _, e := range bodies {
+			if !take(e) {
 				return offsets, hashes, moved
 			}
 		}
 	}
 	return offsets, hashes, moved
+}
+
+// allTaken reports whether every offset of entry h from the cursor's on
+// is taken.
+func allTaken(h store.Entry, from int64, taken map[int64]bool) bool {
+	for o := max(int64(h.Offset), from); o < int64(h.Offset)+int64(h.Count); o++ {
+		if !taken[o] {
+			return false
+		}
+	}
+	return true
 }
 
 // readView is a committed read of a partition, or with uncommitted one as

@@ -191,6 +191,10 @@ type acquired struct {
 // records acquired past it are released at once.
 const maxShareReadBytes = 64 << 20
 
+// shareReadChunk is what one read of a share fetch asks for: about what
+// the leased records take, not the rest of the log.
+const shareReadChunk = 1 << 20
+
 // acquire leases up to budget records of a topic's partitions to the
 // member and reads them. appended is closed by the topic's next append
 // (for a fetch that found nothing and waits).
@@ -227,19 +231,28 @@ func (c *conn) acquire(group, member, topic string, parts []sharePart, budget in
 		partition, _ := strconv.Atoi(l.Partition)
 		a := acquired{part: sharePart{topicID: parts[0].topicID, partition: int32(partition)}}
 		covered := l.Offsets[0] - 1 // the last offset the records read so far cover
+		last := l.Offsets[len(l.Offsets)-1]
 		for _, o := range l.Offsets {
 			// Leased offsets may lie apart (others hold what is between):
-			// each run is read from its first offset.
+			// each run is read from its first offset, and only batches
+			// holding a leased offset are sent.
 			for o > covered && read < maxShareReadBytes {
-				log, err := b.ReadPartition(topic, int32(partition), o, maxShareReadBytes-read, !terms.ReadUncommitted)
+				log, err := b.ReadPartition(topic, int32(partition), o, min(shareReadChunk, maxShareReadBytes-read), !terms.ReadUncommitted)
 				if err != nil || len(log.Batches) == 0 {
 					break
 				}
 				before := covered
 				for _, batch := range log.Batches {
-					a.records = append(a.records, batch...)
-					read += len(batch)
-					covered = max(covered, int64(binary.BigEndian.Uint64(batch))+int64(recordbatch.LastOffsetDelta(batch)))
+					base := int64(binary.BigEndian.Uint64(batch))
+					if base > last {
+						break
+					}
+					end := base + int64(recordbatch.LastOffsetDelta(batch))
+					if i, _ := slices.BinarySearch(l.Offsets, base); i < len(l.Offsets) && l.Offsets[i] <= end {
+						a.records = append(a.records, batch...)
+						read += len(batch)
+					}
+					covered = max(covered, end)
 				}
 				if covered == before {
 					break // nothing further to read

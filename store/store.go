@@ -672,6 +672,33 @@ func (t *Tx) Entries(partitionID, from uint64, maxBytes, maxCount int) ([]Entry,
 	return t.entries(partitionID, from, maxBytes, maxCount, true)
 }
 
+// EntryHeads lists up to maxCount entries of a partition from offset from
+// on as the index holds them: offsets, counts, times, no body (a message
+// batch is one entry). EntryBodies reads one's body.
+func (t *Tx) EntryHeads(partitionID, from uint64, maxCount int) ([]Entry, error) {
+	return t.entries(partitionID, from, math.MaxInt, maxCount, false)
+}
+
+// EntryBodies reads the body of an entry EntryHeads listed: the entry
+// whole, or a message batch's messages, one entry each.
+func (t *Tx) EntryBodies(partitionID uint64, head Entry) ([]Entry, error) {
+	e := head // stored inline: the body is there
+	if head.ptr != nil {
+		var err error
+		if e, err = t.pointed(partitionID, head.Offset, *head.ptr); err != nil {
+			return nil, err
+		}
+	}
+	if e.Messages == nil {
+		return []Entry{e}, nil
+	}
+	out := make([]Entry, len(e.Messages))
+	for i := range e.Messages {
+		out[i] = messageEntry(e, i)
+	}
+	return out, nil
+}
+
 // entries is Entries; without bodies, the entries carry only what the
 // index holds (offsets, count, times) and no segment is read.
 func (t *Tx) entries(partitionID, from uint64, maxBytes, maxCount int, bodies bool) ([]Entry, error) {
