@@ -28,6 +28,17 @@ func requireAcquired(t *testing.T, r command.ShareAcquireResult, offsets []int64
 	}
 }
 
+// shareFSM is a state machine with n messages pushed to q/p.
+func shareFSM(t *testing.T, n int) *cmdFSM {
+	h := newCmdFSM(t)
+	var items []command.PushItem
+	for i := range n {
+		items = append(items, item("q", "p", fmt.Sprint("m", i), byte(i)))
+	}
+	h.one(push(1000, items...))
+	return h
+}
+
 func shareAck(now int64, acks ...command.ShareAck) *command.ShareAckCommand {
 	for i := range acks {
 		acks[i].Queue, acks[i].Partition = "q", "p"
@@ -42,12 +53,7 @@ func shareAck(now int64, acks ...command.ShareAck) *command.ShareAckCommand {
 // next acquisition with its delivery count raised; and an HTTP pop waits
 // until the partition is free of leases.
 func TestShareMembersHoldOnePartitionSideBySide(t *testing.T) {
-	h := newCmdFSM(t)
-	var items []command.PushItem
-	for i := range 10 {
-		items = append(items, item("q", "p", fmt.Sprint("m", i), byte(i)))
-	}
-	h.one(push(1000, items...))
+	h := shareFSM(t, 10)
 
 	requireAcquired(t, run(h, sideBySide(1001, "a", 3, 6)), []int64{0, 1, 2}, []int32{1, 1, 1})
 	requireAcquired(t, run(h, sideBySide(1002, "b", 10, 6)), []int64{3, 4, 5}, nil) // the window ends at 6
@@ -127,12 +133,7 @@ func TestShareAcquireReadUncommitted(t *testing.T) {
 // A record a member releases is back at once for any member's next
 // acquisition, while the member keeps the rest of its lease (KIP-932).
 func TestShareReleaseGivesTheRecordBackAtOnce(t *testing.T) {
-	h := newCmdFSM(t)
-	var items []command.PushItem
-	for i := range 4 {
-		items = append(items, item("q", "p", fmt.Sprint("m", i), byte(i)))
-	}
-	h.one(push(1000, items...))
+	h := shareFSM(t, 4)
 	requireAcquired(t, run(h, sideBySide(1001, "a", 4, 100)), []int64{0, 1, 2, 3}, nil)
 	if r := run(h, shareAck(1002, command.ShareAck{Holder: "a", First: 1, Last: 1, Kind: command.ShareRelease})); r[0].Error != "" {
 		t.Fatalf("release: %s", r[0].Error)
