@@ -527,20 +527,6 @@ func (p *Processor) ackOffset(tx *store.Tx, meta *store.Meta, group string, tg *
 		}
 		cur.Failures[offset] = failures
 	}
-	if outcome == command.AckRetry && !store.IndexedLease(l.ID) {
-		// A share member's release gives the record back at once, for
-		// any member's next acquisition (KIP-932), not when the lease ends.
-		l.Drop(offset)
-		if len(l.Offsets) == 0 {
-			cur.DropLease(l)
-			res.LeaseReleased = true
-		} else if len(l.Acks) == len(l.Offsets) {
-			settleLease(tx, cur, l)
-			res.LeaseReleased = true
-		}
-		cur.UpdatedMs = now
-		return res
-	}
 	if l.Acks == nil {
 		l.Acks = map[int64]string{}
 	}

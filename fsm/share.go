@@ -270,9 +270,28 @@ func (p *Processor) shareAckOne(tx *store.Tx, meta *store.Meta, group string, tg
 		if tg.cur.LeaseByID(t.lease.ID) == nil {
 			continue // released by an earlier ack
 		}
+		if status == command.AckRetry && !store.IndexedLease(t.lease.ID) {
+			releaseShared(tx, tg, t.lease, t.offset, meta.ClockMs)
+			continue
+		}
 		if res := p.ackOffset(tx, meta, group, tg, t.lease, t.offset, status, "rejected by a share consumer"); res.Error != "" {
 			return command.ShareAckResult{Error: res.Error}
 		}
 	}
 	return command.ShareAckResult{}
+}
+
+// releaseShared gives offset o of shared lease l back at once, for any
+// member's next acquisition (KIP-932), rather than when the lease ends;
+// the lease ends when nothing of it is left to acknowledge.
+func releaseShared(tx *store.Tx, tg *ackTarget, l *store.Lease, o, now int64) {
+	cur := &tg.cur
+	l.Drop(o)
+	switch {
+	case len(l.Offsets) == 0:
+		cur.DropLease(l)
+	case len(l.Acks) == len(l.Offsets):
+		settleLease(tx, cur, l)
+	}
+	cur.UpdatedMs = now
 }

@@ -39,8 +39,14 @@ func handleTxnOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		}
 	}
 	var offsets []command.OffsetCommit
+	var noCommit []bool // per partition in request order: answered without staging
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
+			if isInternalTopic(rt.Topic) && rp.Partition == 0 && rp.Offset == 0 {
+				noCommit = append(noCommit, true) // as OffsetCommit takes it
+				continue
+			}
+			noCommit = append(noCommit, false)
 			o := command.OffsetCommit{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch}
 			if o.Offset > 0 && fault.Is("txn-offset-behind", 2) {
 				o.Offset--
@@ -48,7 +54,7 @@ func handleTxnOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			if rp.Metadata != nil {
 				o.Metadata = *rp.Metadata
 			}
-			if code == 0 && (!broker.ValidTopicName(rt.Topic) || len(o.Metadata) > broker.MaxOffsetMetadata) {
+			if code == 0 && (!broker.ValidTopicName(rt.Topic) || isInternalTopic(rt.Topic) || len(o.Metadata) > broker.MaxOffsetMetadata) {
 				code = kerr.InvalidRequest.Code // the whole call: offsets stage together
 			}
 			offsets = append(offsets, o)
@@ -84,17 +90,20 @@ func handleTxnOffsetCommit(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 			}
 		}
 	}
-	i := 0
+	i, n := 0, 0
 	for _, rt := range req.Topics {
 		t := kmsg.NewTxnOffsetCommitResponseTopic()
 		t.Topic = rt.Topic
 		for _, rp := range rt.Partitions {
 			p := kmsg.NewTxnOffsetCommitResponseTopicPartition()
 			p.Partition, p.ErrorCode = rp.Partition, code
-			if code == 0 {
+			switch {
+			case code != 0, noCommit[n]:
+			default:
 				p.ErrorCode = txnCode(outcomes[i], req.Version, 2)
+				i++
 			}
-			i++
+			n++
 			t.Partitions = append(t.Partitions, p)
 		}
 		resp.Topics = append(resp.Topics, t)

@@ -87,8 +87,7 @@ func (c *conn) resolveRegex(pattern string) (*regexMatch, int16, string) {
 	if slices.ContainsFunc(matched, denied) {
 		readable = slices.DeleteFunc(slices.Clone(matched), denied)
 	}
-	if internal && !denied(consumerOffsetsTopic) {
-		i, _ := slices.BinarySearch(readable, consumerOffsetsTopic)
+	if i, found := slices.BinarySearch(readable, consumerOffsetsTopic); internal && !found && !denied(consumerOffsetsTopic) {
 		readable = slices.Insert(slices.Clone(readable), i, consumerOffsetsTopic)
 	}
 	if len(readable) > maxSubscribedTopics {
