@@ -2,7 +2,6 @@ package broker
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -141,16 +140,13 @@ func (s *Service) ShareAcquirable(group, topic string, partitions []int32, maxLo
 			if !found {
 				cur.Offset = int64(part.StartOffset)
 			}
-			live := slices.ContainsFunc(cur.Leases, func(l *store.Lease) bool { return l.ExpiresAtMs > meta.ClockMs })
-			expired := slices.ContainsFunc(cur.Leases, func(l *store.Lease) bool { return l.ExpiresAtMs <= meta.ClockMs })
 			end := min(int64(part.NextOffset), cur.Offset+int64(maxLocks))
-			untaken := end - cur.Offset - cur.TakenBelow(end)
 			switch {
-			case expired:
+			case cur.HasExpiredLease(meta.ClockMs):
 				worth = append(worth, p)
-			case !sideBySide && !live && cur.Offset < int64(part.NextOffset):
+			case !sideBySide && !cur.HasLiveLease(meta.ClockMs) && cur.Offset < int64(part.NextOffset):
 				worth = append(worth, p)
-			case sideBySide && untaken > 0:
+			case sideBySide && end-cur.Offset-cur.TakenBelow(end) > 0: // an offset no one holds or finished
 				worth = append(worth, p)
 			}
 		}

@@ -52,7 +52,7 @@ func (p *Processor) popWith(tx *store.Tx, meta *store.Meta, c *command.PopComman
 		}
 		settled := false
 		if len(cur.Leases) > 0 {
-			if anyLive(cur.Leases, now) || settles+indexedLeases(cur.Leases) > maxSettlesPerPop {
+			if cur.HasLiveLease(now) || settles+indexedLeases(cur.Leases) > maxSettlesPerPop {
 				continue // a consumer holds this partition
 			}
 			settles += settleExpired(tx, &cur, now)
@@ -325,37 +325,37 @@ func entryTxID(e store.Entry, o int64) string {
 // the rest wait for redelivery, and the cursor moves past the finished
 // prefix.
 func settleLease(tx *store.Tx, cur *store.Cursor, l *store.Lease) {
+	endLease(tx, cur, l)
+	passDone(cur)
+	cur.DropLease(l)
+}
+
+// endLease counts lease l's finished messages done and drops l from the
+// lease index where it is there; it reports whether it was. The caller
+// moves the cursor on and takes l off it.
+func endLease(tx *store.Tx, cur *store.Cursor, l *store.Lease) (indexed bool) {
 	for _, o := range l.Offsets {
 		if s := l.Acks[o]; s == command.AckCompleted || s == command.AckDLQ {
 			cur.Done = append(cur.Done, o)
 		}
 	}
-	passDone(cur)
 	if store.IndexedLease(l.ID) {
 		must(tx.DeleteLease(l.ID))
+		return true
 	}
-	cur.DropLease(l)
+	return false
 }
 
 // settleExpired settles, in one pass, the cursor's leases that expired by
 // now, as settleLease settles one; it answers how many of them the lease
 // index held (each a key deleted).
 func settleExpired(tx *store.Tx, cur *store.Cursor, now int64) (indexed int) {
-	expired := func(l *store.Lease) bool { return l.ExpiresAtMs <= now }
-	if !slices.ContainsFunc(cur.Leases, expired) {
+	if !cur.HasExpiredLease(now) {
 		return 0
 	}
+	expired := func(l *store.Lease) bool { return l.ExpiresAtMs <= now }
 	for _, l := range cur.Leases {
-		if !expired(l) {
-			continue
-		}
-		for _, o := range l.Offsets {
-			if s := l.Acks[o]; s == command.AckCompleted || s == command.AckDLQ {
-				cur.Done = append(cur.Done, o)
-			}
-		}
-		if store.IndexedLease(l.ID) {
-			must(tx.DeleteLease(l.ID))
+		if expired(l) && endLease(tx, cur, l) {
 			indexed++
 		}
 	}
@@ -365,11 +365,6 @@ func settleExpired(tx *store.Tx, cur *store.Cursor, now int64) (indexed int) {
 		cur.Leases = nil
 	}
 	return indexed
-}
-
-// anyLive reports whether one of leases is live at now.
-func anyLive(leases []*store.Lease, now int64) bool {
-	return slices.ContainsFunc(leases, func(l *store.Lease) bool { return l.ExpiresAtMs > now })
 }
 
 // indexedLeases counts the leases the lease index holds.

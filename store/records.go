@@ -615,6 +615,17 @@ func (c *Cursor) DropLease(l *Lease) {
 	}
 }
 
+// HasLiveLease reports whether one of the cursor's leases is live at now.
+func (c *Cursor) HasLiveLease(now int64) bool {
+	return slices.ContainsFunc(c.Leases, func(l *Lease) bool { return l.ExpiresAtMs > now })
+}
+
+// HasExpiredLease reports whether one of the cursor's leases expired by
+// now (it stays until it is settled).
+func (c *Cursor) HasExpiredLease(now int64) bool {
+	return slices.ContainsFunc(c.Leases, func(l *Lease) bool { return l.ExpiresAtMs <= now })
+}
+
 // TakenBelow counts the offsets past the cursor's position and below end
 // that are finished or under a lease.
 func (c *Cursor) TakenBelow(end int64) int64 {
