@@ -217,6 +217,7 @@ func (s *Service) proposeEntry(entry []byte) func() (any, uint64, error) {
 
 // Health is a node's view of the cluster.
 type Health struct {
+	Group      uint32 // the raft group
 	NodeID     string
 	Role       string // leader, follower, candidate or shutdown
 	LeaderID   string
@@ -243,6 +244,7 @@ func (s *Service) Health() Health {
 	r := s.node.Raft
 	addr, id := r.LeaderWithID()
 	h := Health{
+		Group:         s.group,
 		NodeID:        s.nodeID,
 		Role:          roleName(r.State()),
 		LeaderID:      string(id),

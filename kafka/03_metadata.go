@@ -3,6 +3,7 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"strconv"
 
 	"github.com/waggle-mq/waggle/auth"
 	"github.com/waggle-mq/waggle/broker"
@@ -119,7 +120,26 @@ func (c *conn) namedTopicMetadata(name string, allowCreate bool) kmsg.MetadataRe
 // topicMetadata describes a topic, led by the leader of its raft group.
 func (c *conn) topicMetadata(t broker.TopicInfo) kmsg.MetadataResponseTopic {
 	leader, epoch := c.leaderOf(c.s.topic(t.Name))
-	return topicMetadata(t, leader, epoch)
+	mt := topicMetadata(t, leader, epoch)
+	if c.s.cfg.Replicas != nil && leader >= 0 {
+		replicas := replicaIDs(c.s.cfg.Replicas(c.s.placedIn(t.Name)), leader)
+		for i := range mt.Partitions {
+			mt.Partitions[i].Replicas = replicas
+		}
+	}
+	return mt
+}
+
+// replicaIDs are a raft group's replicas as Kafka broker ids, the leader
+// among them.
+func replicaIDs(nodes []string, leader int32) []int32 {
+	out := []int32{leader}
+	for _, n := range nodes {
+		if id, err := strconv.ParseInt(n, 10, 32); err == nil && int32(id) != leader {
+			out = append(out, int32(id))
+		}
+	}
+	return out
 }
 
 // topicMetadata describes a topic whose partitions the raft leader leads

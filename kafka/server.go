@@ -59,6 +59,11 @@ type Config struct {
 	// brokers whose writes reach the group's leader from any node
 	// (placement.go). Nil: one group.
 	Groups, Forwarding []Broker
+	// Replicas, in a cluster with a replication factor, lists the node
+	// ids that replicate raft group g (Metadata's replicas); the groups
+	// this node does not replicate are *Remote in Groups and Forwarding,
+	// and group 0 holds no topic. Nil: every node replicates every group.
+	Replicas func(g uint32) []string
 }
 
 // AuthConfig is the listener's SASL settings.
@@ -123,6 +128,13 @@ func New(svc Broker, cfg Config, log *slog.Logger) *Server {
 	}
 	srv := &Server{svc: svc, cfg: cfg, log: log, sessions: newFetchSessions(), shares: newShareSessions(), inFlight: semaphore.NewWeighted(cfg.InFlightBytes),
 		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}, route: router.NewTable(svc, cfg.Groups, cfg.Forwarding)}
+	if cfg.Replicas != nil {
+		remote := make([]bool, len(cfg.Groups))
+		for g, b := range cfg.Groups {
+			_, remote[g] = b.(*Remote)
+		}
+		srv.route = srv.route.DataGroupsOnly(remote)
+	}
 	for g := range srv.route.Groups() {
 		co := newCoordinator()
 		co.consumerCfg = cfg.ConsumerGroups

@@ -20,6 +20,9 @@ type peerHealth struct {
 	LogFormat command.LogFormat `json:"logFormat"`
 	// Groups lists the member's raft groups when it runs several.
 	Groups []json.RawMessage `json:"groups"`
+	// GroupCount is the cluster's raft group count as the member runs
+	// it (0 from binaries that list every group in Groups).
+	GroupCount int `json:"groupCount"`
 	// Clock is the member's wall clock when it answered (absent from
 	// binaries older than the voters' median clock).
 	Clock *struct {

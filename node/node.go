@@ -59,6 +59,9 @@ type Config struct {
 	// DataGroups is how many raft groups the cluster runs, the metadata
 	// group included (--data-groups); 0 is 1.
 	DataGroups int
+	// ReplicationFactor is how many nodes replicate each data group
+	// (--replication-factor); 0: every node replicates every group.
+	ReplicationFactor int
 	// SnapshotThreshold and TrailingLogs tune raft's snapshots
 	// (--raft-snapshot-threshold, --raft-trailing-logs); 0: raftnode's
 	// defaults.
@@ -234,13 +237,23 @@ func (n *Node) start() error {
 	if err := checkFreeSpace(cfg.DataDir, minFree); err != nil {
 		return err
 	}
+	placement, err := n.placement()
+	if err != nil {
+		return err
+	}
+	had, err := raftgroups.Recorded(cfg.DataDir)
+	if err != nil {
+		return err
+	}
 	if err := raftgroups.CheckCount(cfg.DataDir, cfg.DataGroups); err != nil {
 		return err
 	}
-	if err := n.checkGroupDirs(); err != nil {
+	if err := raftgroups.CheckPlacement(cfg.DataDir, placement, had == 0); err != nil {
 		return err
 	}
-	var err error
+	if err := n.checkGroupDirs(placement); err != nil {
+		return err
+	}
 	opened := time.Now()
 	if n.st, err = store.Open(filepath.Join(cfg.DataDir, "state"), newBadgerLogger(log)); err != nil {
 		return err
@@ -290,7 +303,7 @@ func (n *Node) start() error {
 	}
 	peerClient := nodeClient(peerTLS, cfg.Auth.BootstrapToken) // this node's requests to the others
 	n.set, err = raftgroups.Start(&raftgroups.Group{Store: n.st, Node: n.raft, Svc: svc}, raftgroups.Config{
-		Count: cfg.DataGroups, DataDir: cfg.DataDir, Node: nodeConfig, NewService: newService,
+		Count: cfg.DataGroups, DataDir: cfg.DataDir, Node: nodeConfig, NewService: newService, Placement: placement,
 		OpenStore: func(dir string) (*store.Store, error) { return store.Open(dir, newBadgerLogger(log)) },
 		CanLead:   canLead(n.ctx, svc, peerClient, scheme),
 		Preference: func(g uint32) string {
@@ -302,7 +315,7 @@ func (n *Node) start() error {
 		return err
 	}
 	set := n.set
-	groups, forwarding := joinGroups(set, peerClient, scheme)
+	groups, forwarding, remote := joinGroups(set, max(cfg.DataGroups, 1), peerClient, scheme)
 	n.wg.Go(func() { askPeersTheTime(n.ctx, svc, clk, peerClient, scheme, time.Second, log) })
 	m.Register(clockOffsetGauge(clk))
 	observe(n.ctx, &n.wg, m, n.raft, n.st, svc, mapAll(set.All(), func(g *raftgroups.Group) *broker.Service { return g.Svc }))
@@ -324,8 +337,11 @@ func (n *Node) start() error {
 	kc.Metrics = m
 	kc.DataDir = cfg.DataDir
 	kc.Auth = kafka.AuthConfig{Enabled: cfg.Auth.Enabled, AllowPlain: cfg.TLS != nil || cfg.Insecure}
-	kc.Groups = mapAll(groups, func(s *broker.Service) kafka.Broker { return s })
-	kc.Forwarding = mapAll(forwarding, func(s *broker.Service) kafka.Broker { return s })
+	asKafka := func(rg *broker.RemoteGroup) kafka.Broker { return kafka.NewRemote(rg, svc) }
+	kc.Groups, kc.Forwarding = asListener(groups, remote, asKafka), asListener(forwarding, remote, asKafka)
+	if remote != nil {
+		kc.Replicas = set.Placement().Replicas
+	}
 	n.ks = kafka.New(svc, kc, log)
 	markFull := storageFull(n.ctx, svc, peerClient, scheme, log)
 	n.diskLow = watchFreeSpace(n.ctx, &n.wg, cfg.DataDir, minFree, cfg.StorageMinFreeMiB<<20, diskCheckEvery, func(full bool) {
@@ -336,8 +352,8 @@ func (n *Node) start() error {
 	}, log)
 	api := httpapi.New(svc, log, httpapi.Options{Metrics: m, PeerTLS: peerTLS, Auth: cfg.Auth, Version: cfg.Version,
 		KafkaGroups: n.ks.DescribeGroup, Clock: clk, DiskUsage: func() (uint64, uint64, error) { return diskUsage(cfg.DataDir) },
-		RaftGroups: groupHealth(set), Groups: mapAll(groups, func(s *broker.Service) httpapi.Broker { return s }),
-		Forwarding: mapAll(forwarding, func(s *broker.Service) httpapi.Broker { return s })})
+		RaftGroups: groupHealth(set), Groups: asListener[httpapi.Broker](groups, nil, nil),
+		Forwarding: asListener[httpapi.Broker](forwarding, nil, nil), Remote: remoteGroups(remote)})
 	n.srv = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 	if cfg.ReplicaWatch > 0 {
 		n.wg.Go(func() { api.WatchReplicas(n.ctx, cfg.ReplicaWatch) })
@@ -367,8 +383,11 @@ func (n *Node) start() error {
 // checkGroupDirs checks each raft group's directory, and has a damaged
 // one repaired from the peers, on its own: damage in one group's files
 // costs only that group's copy.
-func (n *Node) checkGroupDirs() error {
+func (n *Node) checkGroupDirs(placement raftgroups.Placement) error {
 	for id := range uint32(max(n.cfg.DataGroups, 1)) {
+		if !placement.Replicates(n.id, id) {
+			continue
+		}
 		dir := raftgroups.Dir(n.cfg.DataDir, id)
 		checked := time.Now()
 		var err error
@@ -399,6 +418,26 @@ func (n *Node) checkGroupDirs() error {
 		glog.Warn("damaged files moved aside", "to", aside)
 	}
 	return nil
+}
+
+// placement is which nodes replicate each data group: every node without
+// a replication factor; with one, a share of a static cluster's nodes.
+func (n *Node) placement() (raftgroups.Placement, error) {
+	cfg := n.cfg
+	if cfg.ReplicationFactor == 0 {
+		return raftgroups.Placement{}, nil
+	}
+	switch {
+	case cfg.Join:
+		return raftgroups.Placement{}, errors.New("--replication-factor needs a static cluster (--peers): a node cannot join one yet")
+	case cfg.DataGroups < 2:
+		return raftgroups.Placement{}, errors.New("--replication-factor places data groups: give --data-groups 2 or more")
+	}
+	ids := make([]string, len(cfg.Peers))
+	for i, p := range cfg.Peers {
+		ids[i] = p.ID
+	}
+	return raftgroups.NewPlacement(cfg.ReplicationFactor, ids)
 }
 
 // startPprof serves Go's profiles on PprofAddr, from a mux of its own (no

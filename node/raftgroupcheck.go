@@ -136,5 +136,8 @@ func groupCountOf(ctx context.Context, client *http.Client, scheme string, m bro
 	if err != nil || h.status != http.StatusOK || h.NodeID.String() != m.ID {
 		return 0, false
 	}
+	if h.GroupCount > 0 {
+		return h.GroupCount, true
+	}
 	return max(len(h.Groups), 1), true
 }

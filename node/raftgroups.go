@@ -6,21 +6,64 @@ import (
 	"net/http"
 
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/broker/httpapi"
 	"github.com/waggle-mq/waggle/raftgroups"
 )
 
 // joinGroups tells each group's service which group it serves and how to
-// reach its leader, and lists the groups' services, as they are and
-// forwarding their writes to the group's leader (one of each with one
-// group: a follower forwards what it cannot refuse, a Kafka topic created
-// through it, say).
-func joinGroups(set *raftgroups.Set, client *http.Client, scheme string) (groups, forwarding []*broker.Service) {
+// reach its leader, and lists the cluster's count groups by id: the
+// services of those this node runs, as they are and forwarding their
+// writes to the group's leader (one of each with one group: a follower
+// forwards what it cannot refuse, a Kafka topic created through it, say),
+// and the others, which it reaches through their replicas (with a
+// replication factor). Each list has the other's gaps.
+func joinGroups(set *raftgroups.Set, count int, client *http.Client, scheme string) (groups, forwarding []*broker.Service, remote []*broker.RemoteGroup) {
 	all := set.All()
+	meta := all[0].Svc
+	groups, forwarding = make([]*broker.Service, count), make([]*broker.Service, count)
 	for _, g := range all {
-		g.Svc.JoinGroup(g.ID, all[0].Svc, client, scheme)
-		groups, forwarding = append(groups, g.Svc), append(forwarding, g.Svc.Forwarding())
+		g.Svc.JoinGroup(g.ID, meta, client, scheme)
+		groups[g.ID], forwarding[g.ID] = g.Svc, g.Svc.Forwarding()
 	}
-	return groups, forwarding
+	if set.Placement().Everywhere() {
+		return groups, forwarding, nil
+	}
+	remote = make([]*broker.RemoteGroup, count)
+	for id := range uint32(count) {
+		if groups[id] == nil {
+			remote[id] = broker.NewRemoteGroup(id, meta, set.Placement().Replicas(id), client, scheme)
+		}
+	}
+	return groups, forwarding, remote
+}
+
+// asListener is groups as a listener takes them: each local service as
+// it is, each group in remote as remoteAs makes it (nil remote: every
+// group is local).
+func asListener[T any](groups []*broker.Service, remote []*broker.RemoteGroup, remoteAs func(*broker.RemoteGroup) T) []T {
+	out := make([]T, len(groups))
+	for g, svc := range groups {
+		if svc != nil {
+			out[g] = any(svc).(T)
+		} else if remote != nil && remote[g] != nil {
+			out[g] = remoteAs(remote[g])
+		}
+	}
+	return out
+}
+
+// remoteGroups is remote as the HTTP API takes it (nil stays nil).
+func remoteGroups(remote []*broker.RemoteGroup) []httpapi.RemoteGroup {
+	if remote == nil {
+		return nil
+	}
+	out := make([]httpapi.RemoteGroup, len(remote))
+	for g, rg := range remote {
+		if rg != nil {
+			out[g] = rg
+		}
+	}
+	return out
 }
 
 // mapAll converts each of in: services to the interface a listener

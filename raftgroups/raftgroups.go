@@ -2,13 +2,15 @@
 //
 // Group 0 is the metadata group: its membership is the cluster's. Data
 // groups 1..n-1 run on the same raft listener (raftmux), each with its own
-// store and raft log under the data directory's groups/<id>. Every group
-// has the cluster's voters as members: the leader of a data group adds and
-// removes members until its configuration matches group 0's. Leadership of
-// the data groups is spread: group g prefers the voter at position g (mod
-// the voter count) in the voters sorted by id, and its leader hands
-// leadership to that voter whenever it is reachable, which also moves
-// leadership back after a node returns.
+// store and raft log under the data directory's groups/<id>. Without a
+// replication factor (Placement) every group has the cluster's voters as
+// members: the leader of a data group adds and removes members until its
+// configuration matches group 0's, and group g prefers the voter at
+// position g (mod the voter count) in the voters sorted by id. With one,
+// a node runs only the data groups it replicates, and group g prefers the
+// first of its replicas. A group's leader hands leadership to the
+// preferred voter whenever it is reachable, which also moves leadership
+// back after a node returns.
 package raftgroups
 
 import (
@@ -47,6 +49,7 @@ type Set struct {
 	log        *slog.Logger
 	canLead    func(id string) bool
 	preference func(group uint32) string
+	placement  Placement
 
 	mu          sync.Mutex
 	unreachable map[uint32]map[raft.ServerID]bool // per group, peers whose heartbeats fail
@@ -71,6 +74,9 @@ type Config struct {
 	// Preference answers the node an operator chose to lead a group (""
 	// for none: the voter its id picks); nil: no choices.
 	Preference func(group uint32) string
+	// Placement says which data groups this node runs (all of them
+	// without a replication factor).
+	Placement Placement
 }
 
 // MaxGroups bounds the raft groups of a cluster: each runs its own
@@ -102,8 +108,11 @@ func Start(meta *Group, cfg Config, log *slog.Logger) (*Set, error) {
 		return nil, err
 	}
 	s := &Set{groups: []*Group{meta}, self: raft.ServerID(cfg.Node.ID), log: log, canLead: cfg.CanLead, preference: cfg.Preference,
-		unreachable: map[uint32]map[raft.ServerID]bool{}, notBefore: map[uint32]time.Time{}}
+		placement: cfg.Placement, unreachable: map[uint32]map[raft.ServerID]bool{}, notBefore: map[uint32]time.Time{}}
 	for id := uint32(1); id < uint32(count); id++ {
+		if !cfg.Placement.Replicates(cfg.Node.ID, id) {
+			continue
+		}
 		g, err := startGroup(id, cfg)
 		if err != nil {
 			s.Close()
@@ -131,6 +140,9 @@ func startGroup(id uint32, cfg Config) (*Group, error) {
 	}
 	nc := cfg.Node
 	nc.Dir, nc.Group = dir, id
+	if replicas := cfg.Placement.Replicas(id); replicas != nil {
+		nc.Peers = slices.DeleteFunc(slices.Clone(nc.Peers), func(p raftnode.Peer) bool { return !slices.Contains(replicas, p.ID) })
+	}
 	if nc.Logger != nil {
 		nc.Logger = nc.Logger.With("group", id)
 	}
@@ -197,11 +209,14 @@ func Recorded(dataDir string) (int, error) {
 	}
 }
 
-// All returns every group, group 0 first.
+// All returns every group this node runs, group 0 first, in id order.
 func (s *Set) All() []*Group { return s.groups }
 
-// Data returns the data groups (all but group 0).
+// Data returns the data groups this node runs (all but group 0).
 func (s *Set) Data() []*Group { return s.groups[1:] }
+
+// Placement is which nodes replicate each data group.
+func (s *Set) Placement() Placement { return s.placement }
 
 // Close stops the data groups (the Set started them; group 0 is its
 // caller's): raft, then the store.
@@ -235,7 +250,7 @@ func (s *Set) Run(ctx context.Context) {
 			if g.Node.Raft.State() != raft.Leader {
 				continue
 			}
-			if g.ID != 0 {
+			if g.ID != 0 && s.placement.Everywhere() {
 				s.matchMembership(g)
 			}
 			s.balance(g)
@@ -363,6 +378,9 @@ func (s *Set) balance(g *Group) {
 		return
 	}
 	target, ok := Preferred(servers, g.ID)
+	if replicas := s.placement.Replicas(g.ID); replicas != nil {
+		target, ok = voter(servers, raft.ServerID(replicas[0]))
+	}
 	if s.preference != nil {
 		if id := s.preference(g.ID); id != "" {
 			if chosen, isVoter := voter(servers, raft.ServerID(id)); isVoter {

@@ -9,6 +9,8 @@ import (
 // group id. With one raft group every lookup is that group's.
 type Table[B any] struct {
 	local, forwarding []B
+	remote            []bool // by group: another node replicates it, this one does not
+	dataOnly          bool   // group 0 holds no queue or topic (DataGroupsOnly)
 }
 
 // NewTable makes the table of one node: local[g] runs group g on this
@@ -28,8 +30,28 @@ func NewTable[B any](single B, local, forwarding []B) Table[B] {
 // Groups is how many raft groups the cluster runs.
 func (t Table[B]) Groups() int { return len(t.local) }
 
+// DataGroupsOnly returns t with group 0 left out of placement, as in a
+// cluster with a replication factor (group 0, on every node, keeps
+// the metadata only); remote lists the groups this node does not
+// replicate, whose services reach a node that does.
+func (t Table[B]) DataGroupsOnly(remote []bool) Table[B] {
+	if len(remote) != len(t.local) {
+		panic("router: the remote groups list other raft groups than the services")
+	}
+	t.dataOnly, t.remote = true, remote
+	return t
+}
+
+// Replicated reports whether this node runs a member of group g.
+func (t Table[B]) Replicated(g uint32) bool { return t.remote == nil || !t.remote[g] }
+
 // GroupOf is the raft group that owns name.
-func (t Table[B]) GroupOf(name string) uint32 { return Group(name, len(t.local)) }
+func (t Table[B]) GroupOf(name string) uint32 {
+	if t.dataOnly && len(t.local) > 1 {
+		return 1 + Group(name, len(t.local)-1)
+	}
+	return Group(name, len(t.local))
+}
 
 // For is the local service of the group that owns name.
 func (t Table[B]) For(name string) B { return t.local[t.GroupOf(name)] }

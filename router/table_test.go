@@ -46,3 +46,31 @@ func TestTableRefusesMismatchedLists(t *testing.T) {
 	}()
 	NewTable("a", []string{"a", "b"}, []string{"a"})
 }
+
+// With a replication factor group 0 holds no queue: names spread over the
+// data groups alone, and the groups this node does not replicate are
+// marked.
+func TestTableDataGroupsOnly(t *testing.T) {
+	local := []string{"g0", "g1", "", "g3"}
+	tb := NewTable("single", local, local).DataGroupsOnly([]bool{false, false, true, false})
+	seen := map[uint32]bool{}
+	for i := range 200 {
+		g := tb.GroupOf(fmt.Sprintf("queue-%d", i))
+		if g == 0 || g > 3 {
+			t.Fatalf("queue-%d placed in group %d", i, g)
+		}
+		seen[g] = true
+		if want := 1 + Group(fmt.Sprintf("queue-%d", i), 3); g != want {
+			t.Fatalf("queue-%d in group %d, want %d", i, g, want)
+		}
+	}
+	if len(seen) != 3 {
+		t.Fatalf("200 names reached groups %v, want all three data groups", seen)
+	}
+	if !tb.Replicated(0) || !tb.Replicated(1) || tb.Replicated(2) || !tb.Replicated(3) {
+		t.Fatal("Replicated does not follow the remote list")
+	}
+	if !NewTable("single", local, local).Replicated(2) {
+		t.Fatal("without a replication factor every group is replicated")
+	}
+}

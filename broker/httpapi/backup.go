@@ -39,6 +39,9 @@ func (s *Server) backup(w http.ResponseWriter, r *http.Request) {
 		case err != nil || g >= uint64(s.groupCount()):
 			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("?group= names no raft group of the %d", s.groupCount()))
 			return
+		case !s.route.Replicated(uint32(g)):
+			writeError(w, http.StatusConflict, "not_replicated", fmt.Sprintf("this node does not replicate raft group %d: take its backup from one of its replicas", g))
+			return
 		}
 		b = s.route.Local(uint32(g))
 	}

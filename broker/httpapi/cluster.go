@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -68,24 +69,31 @@ func (s *Server) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 			return
 		}
-		proxy := &httputil.ReverseProxy{
-			Rewrite: func(pr *httputil.ProxyRequest) {
-				pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = s.peers.scheme, addr, addr
-				pr.Out.Header.Set(forwardedHeader, s.svc.NodeID())
-			},
-			Transport: s.peers.forward,
-			ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-				if neverSent(err) {
-					noLeader(w, "the leader at "+addr+" could not be reached: "+err.Error())
-					return
-				}
-				// The leader may have received the request and applied it
-				// before the connection broke.
-				s.writeBrokerError(w, fmt.Errorf("%w: forwarding to the leader at %s broke off: %v", broker.ErrOutcomeUnknown, addr, err))
-			},
-		}
-		proxy.ServeHTTP(w, r)
+		s.proxy(w, r, addr, "the leader", forwardedHeader)
 	}
+}
+
+// proxy sends r, body and headers unchanged, to the node at addr (what
+// names it in errors) with mark set to this node's id, and relays the
+// answer.
+func (s *Server) proxy(w http.ResponseWriter, r *http.Request, addr, what, mark string) {
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = s.peers.scheme, addr, addr
+			pr.Out.Header.Set(mark, s.svc.NodeID())
+		},
+		Transport: s.peers.forward,
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			if neverSent(err) {
+				noLeader(w, what+" at "+addr+" could not be reached: "+err.Error())
+				return
+			}
+			// The node may have received the request and applied it
+			// before the connection broke.
+			s.writeBrokerError(w, fmt.Errorf("%w: forwarding to %s at %s broke off: %v", broker.ErrOutcomeUnknown, what, addr, err))
+		},
+	}
+	proxy.ServeHTTP(w, r)
 }
 
 // neverSent reports whether a forward failed before any byte of the
@@ -334,7 +342,7 @@ func (s *Server) addNode(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h, ok := s.joinerHealth(r, id)
-		reads, groups := max(h.LogFormat, uint32(command.LogFormat1)), max(len(h.Groups), 1)
+		reads, groups := max(h.LogFormat, uint32(command.LogFormat1)), cmp.Or(h.GroupCount, max(len(h.Groups), 1))
 		switch {
 		case !ok:
 			writeError(w, http.StatusGatewayTimeout, "node_not_ready", fmt.Sprintf(
@@ -435,6 +443,9 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []groupSnapshot{{0, index}}
 	for g, b := range s.route.All()[1:] {
+		if !s.route.Replicated(uint32(g + 1)) {
+			continue
+		}
 		i, err := b.Snapshot()
 		if err != nil {
 			s.writeBrokerError(w, fmt.Errorf("raft group %d: %w", g+1, err))
@@ -464,6 +475,9 @@ type healthJSON struct {
 	// Groups lists each raft group on this node, group 0 (the one Raft
 	// describes) first; absent when the cluster has only group 0.
 	Groups []raftGroupJSON `json:"groups,omitempty"`
+	// GroupCount is how many raft groups the cluster runs, when more
+	// than one: with a replication factor Groups lists only this node's.
+	GroupCount int `json:"groupCount,omitempty"`
 	// Clock is absent from binaries older than the voters' median clock.
 	Clock *clockJSON `json:"clock,omitempty"`
 }
@@ -474,12 +488,13 @@ func (s *Server) raftGroupsJSON() []raftGroupJSON {
 		return nil
 	}
 	var out []raftGroupJSON
-	for id, g := range s.raftGroups() {
-		gj := raftGroupJSON{ID: uint32(id), Role: g.Role, Term: g.Term, Commit: g.Commit, Applied: g.Applied, StateDigest: stateDigestJSON(g.Digest), StateCheck: stateCheckJSON(g.Check)}
+	for _, g := range s.raftGroups() {
+		id := g.Group
+		gj := raftGroupJSON{ID: id, Role: g.Role, Term: g.Term, Commit: g.Commit, Applied: g.Applied, StateDigest: stateDigestJSON(g.Digest), StateCheck: stateCheckJSON(g.Check)}
 		if g.LeaderID != "" {
 			gj.Leader = ptr(json.Number(g.LeaderID))
 		}
-		if node, err := s.svc.LeaderPreference(uint32(id)); err == nil && node != "" {
+		if node, err := s.svc.LeaderPreference(id); err == nil && node != "" {
 			gj.PreferredLeader = ptr(json.Number(node))
 		}
 		out = append(out, gj)
@@ -591,6 +606,9 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		resourcesJSON: s.resources(),
 	}
 	out.Groups = s.raftGroupsJSON()
+	if s.groupCount() > 1 {
+		out.GroupCount = s.groupCount()
+	}
 	status := http.StatusOK
 	if h.LeaderID == "" {
 		out.Status, status = "no_leader", http.StatusServiceUnavailable

@@ -215,7 +215,7 @@ func (s *Server) deleteGroup(w http.ResponseWriter, r *http.Request) {
 	// queue it read: each group deletes its own, and the group is unknown
 	// only when no raft group knew it.
 	found := false
-	err := s.eachGroup(func(b Broker) error {
+	err := s.eachGroup(func(b groupLister) error {
 		err := b.DeleteGroup(r.Context(), r.PathValue("group"))
 		if errors.Is(err, broker.ErrNotFound) {
 			return nil
@@ -264,7 +264,7 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 	queue := r.URL.Query().Get("queue")
 	dls, err := s.b(r).DeadLetters(queue)
 	if queue == "" {
-		dls, err = gather(s, func(b Broker) ([]broker.DeadLetter, error) { return b.DeadLetters("") })
+		dls, err = gather(s, func(b groupLister) ([]broker.DeadLetter, error) { return b.DeadLetters("") })
 		dls = dls[:min(len(dls), maxDeadLetters)] // as one group lists at most
 	}
 	if err != nil {
@@ -325,7 +325,7 @@ func (s *Server) purgeDeadLetters(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n := 0
-	purge := func(b Broker) error {
+	purge := func(b groupLister) error {
 		deleted, err := b.PurgeDeadLetters(queue)
 		n += deleted
 		return err

@@ -67,7 +67,7 @@ type cursorJSON struct {
 }
 
 func (s *Server) groupJSON(name string) (groupJSON, error) {
-	cursors, err := gather(s, func(b Broker) ([]broker.Cursor, error) { return b.GroupPartitions(name) })
+	cursors, err := gather(s, func(b groupLister) ([]broker.Cursor, error) { return b.GroupPartitions(name) })
 	out := groupJSON{Name: name, Cursors: []cursorJSON{}}
 	for _, c := range cursors {
 		out.Cursors = append(out.Cursors, cursorJSON{Queue: c.Queue, Partition: c.Partition, Offset: c.Committed, HighWatermark: c.HighWatermark,
@@ -78,7 +78,7 @@ func (s *Server) groupJSON(name string) (groupJSON, error) {
 
 // listGroups answers every consumer group with committed positions.
 func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) {
-	names, err := gather(s, Broker.OffsetGroups)
+	names, err := gather(s, groupLister.OffsetGroups)
 	slices.Sort(names)
 	names = slices.Compact(names)
 	if err != nil {

@@ -54,6 +54,7 @@ type Server struct {
 	raftGroups    func() []broker.Health                 // Options.RaftGroups
 	clock         *clock.Cluster                         // Options.Clock
 	route         router.Table[Broker]                   // Options.Groups and Forwarding (placement.go)
+	remote        []RemoteGroup                          // Options.Remote
 	replicas      replicaWatch                           // what WatchReplicas found
 }
 
@@ -87,6 +88,11 @@ type Options struct {
 	// brokers whose writes reach the group's leader from any node
 	// (broker.Service.Forwarding). Nil: one group.
 	Groups, Forwarding []Broker
+	// Remote, in a cluster with a replication factor, lists by group id
+	// the raft groups this node does not replicate (nil where it does;
+	// Groups and Forwarding are nil there). Nil: every node replicates
+	// every group.
+	Remote []RemoteGroup
 	// Clock is the node's estimate of the voters' clocks, whose wall
 	// clock /health reports so peers can estimate this node's; nil: the
 	// wall clock alone, no offset.
@@ -101,7 +107,14 @@ func New(svc Broker, log *slog.Logger, opts Options) *Server {
 	s := &Server{svc: svc, mux: http.NewServeMux(), log: log, metrics: opts.Metrics, peers: newPeerLinks(opts.PeerTLS), auth: opts.Auth,
 		inFlight: semaphore.NewWeighted(opts.InFlightBytes), version: opts.Version, started: time.Now(),
 		kafkaGroups: opts.KafkaGroups, diskUsage: opts.DiskUsage, raftGroups: opts.RaftGroups, clock: cmp.Or(opts.Clock, clock.New(nil)),
-		route: router.NewTable(svc, opts.Groups, opts.Forwarding)}
+		route: router.NewTable(svc, opts.Groups, opts.Forwarding), remote: opts.Remote}
+	if opts.Remote != nil {
+		remote := make([]bool, len(opts.Remote))
+		for g, rg := range opts.Remote {
+			remote[g] = rg != nil
+		}
+		s.route = s.route.DataGroupsOnly(remote)
+	}
 	s.routes()
 	s.metrics.Register(s.replicasDivergedGauge())
 	return s
@@ -184,6 +197,7 @@ func (s *Server) routes() {
 	handle(http.MethodGet, "/api/v1/cluster/backup", need(manage, global, ""), s.backup)
 	handle(http.MethodPost, broker.ApplyPath, need(manage, global, ""), s.applyEntry)
 	handle(http.MethodGet, broker.CommitPath, need(manage, global, ""), s.leaderCommit)
+	handle(http.MethodPost, broker.GroupCallPath, need(manage, global, ""), s.groupCall)
 	handle(http.MethodPut, "/api/v1/cluster/groups/{group}/leader", need(manage, global, ""), s.leaderOnly(s.preferLeader))
 	handle(http.MethodDelete, "/api/v1/cluster/groups/{group}/leader", need(manage, global, ""), s.leaderOnly(s.preferLeader))
 	handle(http.MethodGet, "/api/v1/auth/users", need(manage, global, ""), s.listUsers)

@@ -49,6 +49,10 @@ func (s *Server) placed(find where, h http.HandlerFunc) http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, "cross_group", err.Error())
 			return
 		}
+		if !s.route.Replicated(g) {
+			s.relay(w, r, g)
+			return
+		}
 		h(w, r.WithContext(context.WithValue(r.Context(), groupKey{}, g)))
 	}
 }
@@ -192,26 +196,79 @@ func (p *placer) name(kind, name string, group func(string) uint32) {
 	}
 }
 
+// relayedHeader marks a request that a node which does not replicate its
+// raft group relayed to one that does (relay). The receiving node serves
+// it as if the client had sent it there; one that does not replicate the
+// group either answers 503 no_leader rather than relay it again.
+const relayedHeader = "X-Waggle-Relayed-By"
+
+// relay sends a request of raft group g, which this node does not
+// replicate, to the group's leader (or a replica) and relays the answer.
+func (s *Server) relay(w http.ResponseWriter, r *http.Request, g uint32) {
+	if by := r.Header.Get(relayedHeader); by != "" {
+		noLeader(w, fmt.Sprintf("relayed by node %s, but this node does not replicate raft group %d either", by, g))
+		return
+	}
+	addr := s.remote[g].LeaderHTTPAddr()
+	if addr == "" {
+		noLeader(w, fmt.Sprintf("no replica of raft group %d can be reached", g))
+		return
+	}
+	s.proxy(w, r, addr, "a replica of raft group "+strconv.FormatUint(uint64(g), 10), relayedHeader)
+}
+
+// groupLister is what the lists and deletes that span every raft group
+// ask of each: a local group's Broker, or a RemoteGroup.
+type groupLister interface {
+	Queues() ([]broker.QueueInfo, error)
+	GroupPartitions(group string) ([]broker.Cursor, error)
+	OffsetGroups() ([]string, error)
+	DeadLetters(queue string) ([]broker.DeadLetter, error)
+	DeleteGroup(ctx context.Context, group string) error
+	PurgeDeadLetters(queue string) (int, error)
+}
+
+// RemoteGroup is a raft group another node replicates and this one does
+// not (*broker.RemoteGroup): its requests are relayed there.
+type RemoteGroup interface {
+	groupLister
+	// LeaderHTTPAddr is the group leader's HTTP address, or a replica's
+	// when the leader is unknown; "" when none is known.
+	LeaderHTTPAddr() string
+}
+
+// lister is group g's groupLister: local, or through a replica.
+func (s *Server) lister(g uint32, forwarding bool) groupLister {
+	switch {
+	case !s.route.Replicated(g):
+		return s.remote[g]
+	case forwarding:
+		return s.route.Forwarding(g)
+	}
+	return s.route.Local(g)
+}
+
 // eachGroup runs fn on every group's broker (forwarding its writes to
 // the group's leader), stopping at the first error.
-func (s *Server) eachGroup(fn func(Broker) error) error {
+func (s *Server) eachGroup(fn func(groupLister) error) error {
 	if s.groupCount() <= 1 {
 		return fn(s.svc) // the leader's own write: a lost leadership answers not_leader
 	}
-	for _, b := range s.route.AllForwarding() {
-		if err := fn(b); err != nil {
+	for g := range uint32(s.groupCount()) {
+		if err := fn(s.lister(g, true)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// gather collects fn's answers from every group's local store, in group
-// order.
-func gather[T any](s *Server, fn func(Broker) ([]T, error)) ([]T, error) {
+// gather collects fn's answers from every group, in group order: from
+// this node's copy of the groups it replicates, from a replica of the
+// others.
+func gather[T any](s *Server, fn func(groupLister) ([]T, error)) ([]T, error) {
 	var out []T
-	for _, b := range s.route.All() {
-		part, err := fn(b)
+	for g := range uint32(s.groupCount()) {
+		part, err := fn(s.lister(g, false))
 		if err != nil {
 			return nil, err
 		}
@@ -286,8 +343,32 @@ func (s *Server) queriedGroup(w http.ResponseWriter, r *http.Request) (Broker, b
 	case g >= uint64(s.groupCount()):
 		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("this cluster has no raft group %d", g))
 		return nil, false
+	case !s.route.Replicated(uint32(g)):
+		noLeader(w, fmt.Sprintf("this node does not replicate raft group %d", g))
+		return nil, false
 	}
 	return s.route.Local(uint32(g)), true
+}
+
+// groupCall serves a call another node makes of a raft group it does not
+// replicate (broker.RemoteGroup): ?group= and ?call= name it, the body
+// holds its arguments.
+func (s *Server) groupCall(w http.ResponseWriter, r *http.Request) {
+	b, ok := s.queriedGroup(w, r)
+	if !ok {
+		return
+	}
+	args, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxForwardedEntry))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("a call's arguments are at most %d bytes", maxForwardedEntry))
+		return
+	}
+	answer, err := b.ServeGroupCall(r.Context(), r.URL.Query().Get("call"), args)
+	if err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, answer)
 }
 
 // preferLeader sets (PUT, {"node"}) or clears (DELETE) the node an

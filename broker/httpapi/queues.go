@@ -88,7 +88,7 @@ func (s *Server) configure(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
-	qs, err := gather(s, Broker.Queues)
+	qs, err := gather(s, groupLister.Queues)
 	slices.SortFunc(qs, func(a, b broker.QueueInfo) int { return strings.Compare(a.Name, b.Name) })
 	if err != nil {
 		s.writeBrokerError(w, err)

@@ -105,6 +105,9 @@ func (s *Server) checkHere(w http.ResponseWriter, r *http.Request) {
 func (s *Server) requestChecks(req checksRequest) (checksRequest, error) {
 	out := checksRequest{Groups: []checkAt{}}
 	for _, c := range req.Groups {
+		if c.Group >= uint32(s.groupCount()) || !s.route.Replicated(c.Group) {
+			continue // another node's group: its replicas check it
+		}
 		b := s.route.Local(c.Group)
 		err := b.RequestStateCheck(c.Index)
 		if err != nil && !errors.Is(err, fsm.ErrCheckPassed) {
@@ -131,7 +134,9 @@ func (s *Server) startChecks(w http.ResponseWriter, r *http.Request) {
 	self := s.svc.NodeID()
 	applied := map[uint32]uint64{}
 	for g, b := range s.route.All() {
-		applied[uint32(g)] = b.Health().Applied
+		if s.route.Replicated(uint32(g)) {
+			applied[uint32(g)] = b.Health().Applied
+		}
 	}
 	for _, margin := range checkMargins {
 		var req checksRequest

@@ -38,6 +38,7 @@ type serveOptions struct {
 	trailingLogs      uint64
 	logHoldMiB        int64
 	dataGroups        int // raft groups, the metadata group included
+	replicationFactor int // replicas per data group; 0: every node
 	minFreeDiskMiB    uint64
 	storageMinFreeMiB uint64
 	replicaWatch      time.Duration
@@ -81,6 +82,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&o.advertiseHTTP, "advertise-http", "", "HTTP address other nodes and clients use for this node (default: --http-addr)")
 	f.StringVar(&o.advertiseKafka, "advertise-kafka", "", "Kafka address clients use for this node (default: --kafka-addr)")
 	f.IntVar(&o.dataGroups, "data-groups", 1, "raft groups in the cluster, the metadata group included, each with its own leader; queues and topics are placed on them by name (every node the same; fixed when the data directory is created)")
+	f.IntVar(&o.replicationFactor, "replication-factor", 0, "nodes that replicate each data group, from 1 to 5, so a cluster of more nodes stores each record on that many only (needs --peers and --data-groups 2 or more; fixed when the data directory is created); 0: every node replicates every group")
 	f.Uint64Var(&o.snapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (0: the built-in default)")
 	f.Uint64Var(&o.trailingLogs, "raft-trailing-logs", 0, "log entries kept behind a snapshot (0: the built-in default)")
 	f.Int64Var(&o.logHoldMiB, "raft-log-hold-mib", 0, "how much the raft log may hold beyond twice the Kafka batches it keeps before old batches are copied out (0: 1024)")
@@ -166,6 +168,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		Peers:             peers,
 		Join:              o.join,
 		DataGroups:        o.dataGroups,
+		ReplicationFactor: o.replicationFactor,
 		SnapshotThreshold: o.snapshotThreshold, TrailingLogs: o.trailingLogs, LogHoldMiB: o.logHoldMiB,
 		MinFreeDiskMiB: o.minFreeDiskMiB, StorageMinFreeMiB: o.storageMinFreeMiB, ReplicaWatch: o.replicaWatch,
 		KafkaRetention: o.kafkaRetention,

@@ -1,0 +1,149 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/waggle-mq/waggle/auth"
+	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/command"
+	"github.com/waggle-mq/waggle/recordbatch"
+	"github.com/waggle-mq/waggle/store"
+)
+
+// Remote is a raft group that this broker does not replicate, in a cluster
+// with a replication factor: as Kafka's brokers do for partitions they do
+// not host, this broker answers requests for its partitions
+// NOT_LEADER_OR_FOLLOWER (so the client goes to the leader Metadata
+// names), and reads the group's catalog and writes to it through one of
+// its replicas (broker.RemoteGroup). What concerns the whole cluster
+// (members, users, ACLs, the log format, producer ids) is group 0's on
+// this node.
+type Remote struct {
+	*broker.RemoteGroup
+	meta Broker // group 0 on this node
+
+	mu       sync.Mutex
+	names    []string // TopicNames, as read at namesAt
+	namesAt  time.Time
+	namesErr error
+}
+
+// NewRemote is group rg as this broker serves it, beside meta (group 0).
+func NewRemote(rg *broker.RemoteGroup, meta Broker) *Remote {
+	return &Remote{RemoteGroup: rg, meta: meta}
+}
+
+// notReplica is the error of a call only a replica can serve.
+func (r *Remote) notReplica() error {
+	return fmt.Errorf("%w: this broker does not replicate raft group %d", broker.ErrNotLeader, r.ID())
+}
+
+// Leadership: the group's leader as a replica reports it.
+
+func (r *Remote) IsLeader() bool                            { return false }
+func (r *Remote) LeaderTerm() (uint64, bool)                { return 0, false }
+func (r *Remote) LeaderEpoch() int32                        { return r.Leader().Epoch }
+func (r *Remote) LeaderWithID() (addr, id string)           { return "", r.Leader().ID }
+func (r *Remote) LeaderCaughtUp() bool                      { return false }
+func (r *Remote) InSyncReplicas() int                       { return 0 }
+func (r *Remote) CatchUp(ctx context.Context) error         { return nil } // reads ask a replica that caught up
+func (r *Remote) ReplicaIDs() []string                      { return r.Replicas() }
+func (r *Remote) NodeID() string                            { return r.meta.NodeID() }
+func (r *Remote) Members() ([]broker.Member, error)         { return r.meta.Members() }
+func (r *Remote) LogFormat() command.LogFormat              { return r.meta.LogFormat() }
+func (r *Remote) Now() time.Time                            { return r.meta.Now() }
+func (r *Remote) User(name string) (auth.User, bool, error) { return r.meta.User(name) }
+func (r *Remote) ACLSet() *auth.ACLSet                      { return r.meta.ACLSet() }
+func (r *Remote) ACLs() ([]auth.ACL, error)                 { return r.meta.ACLs() }
+func (r *Remote) TopicDefaults() broker.TopicInfo           { return r.meta.TopicDefaults() }
+func (r *Remote) NewProducerID() (int64, error)             { return r.meta.NewProducerID() }
+
+// AlterACLs changes the cluster's ACLs, kept in group 0.
+func (r *Remote) AlterACLs(create, del []auth.ACL) (command.AlterACLsResult, error) {
+	return r.meta.AlterACLs(create, del)
+}
+
+// TopicNames lists the group's topics in name order, read from a replica
+// at most once a second.
+func (r *Remote) TopicNames() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if time.Since(r.namesAt) < time.Second {
+		return r.names
+	}
+	ts, err := r.Topics(nil)
+	r.namesAt, r.namesErr = time.Now(), err
+	if err != nil {
+		return r.names // the last list read
+	}
+	names := make([]string, 0, len(ts))
+	for _, t := range ts {
+		names = append(names, t.Name)
+	}
+	slices.SortFunc(names, strings.Compare)
+	if !slices.Equal(names, r.names) {
+		r.names = names // a new slice only when it changed: callers compare them
+	}
+	return r.names
+}
+
+// Partition data lives on the group's replicas: this broker has none.
+
+func (r *Remote) DeleteRecords(string, []command.RecordsBefore) ([]command.DeleteRecordsResult, error) {
+	return nil, r.notReplica()
+}
+func (r *Remote) PartitionSizes(broker.TopicInfo) ([]int64, error) { return nil, r.notReplica() }
+func (r *Remote) ProduceAsync(string, int32, int32, []recordbatch.Batch) func() (command.ProduceResult, error) {
+	return func() (command.ProduceResult, error) { return command.ProduceResult{}, r.notReplica() }
+}
+func (r *Remote) ReadPartition(string, int32, int64, int, bool) (broker.PartitionLog, error) {
+	return broker.PartitionLog{}, r.notReplica()
+}
+func (r *Remote) OffsetForTime(string, int32, int64) (int64, int64, command.TopicOutcome, error) {
+	return 0, 0, 0, r.notReplica()
+}
+func (r *Remote) PartitionProducers(string, int32) ([]broker.ActiveProducer, command.TopicOutcome, bool, error) {
+	return nil, 0, false, r.notReplica()
+}
+
+// Consumer groups, share groups and transactions are coordinated by the
+// leader of their raft group, which this broker is not.
+
+func (r *Remote) ClassicGroup(string) (store.ClassicGroup, bool, error) {
+	return store.ClassicGroup{}, false, r.notReplica()
+}
+func (r *Remote) SaveClassicGroup(store.ClassicGroup) error { return r.notReplica() }
+func (r *Remote) ShareAcquire(string, string, string, []int32, int, broker.ShareTerms) ([]command.PopResult, error) {
+	return nil, r.notReplica()
+}
+func (r *Remote) ShareAck(string, []command.ShareAck) ([]command.ShareAckResult, error) {
+	return nil, r.notReplica()
+}
+func (r *Remote) ShareAcquirable(string, string, []int32, int) ([]int32, bool, <-chan struct{}, error) {
+	return nil, false, nil, r.notReplica()
+}
+func (r *Remote) InitTxnProducer(string, int32, int64, int16) (command.TxnProducerResult, error) {
+	return command.TxnProducerResult{}, r.notReplica()
+}
+func (r *Remote) AddToTxn(string, int64, int16, []store.TxnPartition, []string) (command.AddToTxnResult, error) {
+	return command.AddToTxnResult{}, r.notReplica()
+}
+func (r *Remote) TxnOffsetCommit(string, int64, int16, string, []command.OffsetCommit) ([]command.TopicOutcome, error) {
+	return nil, r.notReplica()
+}
+func (r *Remote) EndTxn(string, int64, int16, bool) (command.TopicOutcome, error) {
+	return 0, r.notReplica()
+}
+func (r *Remote) EndTxnBump(string, int64, int16, bool) (command.TxnProducerResult, error) {
+	return command.TxnProducerResult{}, r.notReplica()
+}
+func (r *Remote) Txn(string) (store.TxnState, bool, error) {
+	return store.TxnState{}, false, r.notReplica()
+}
+
+var _ Broker = (*Remote)(nil)
