@@ -162,7 +162,7 @@ func (r *RemoteGroup) post(ctx context.Context, addr, call string, body []byte) 
 	}
 	resp, err := r.link.client.Do(req)
 	if err != nil {
-		r.forgetLeader()
+		r.ForgetLeader()
 		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
 			// Nothing was sent: another replica may take it.
 			return nil, fmt.Errorf("%w: raft group %d's replica at %s: %v", ErrNotLeader, r.id, addr, err)
@@ -177,15 +177,15 @@ func (r *RemoteGroup) post(ctx context.Context, addr, call string, body []byte) 
 	}
 	if resp.StatusCode != http.StatusOK {
 		if resp.StatusCode == http.StatusServiceUnavailable {
-			r.forgetLeader()
+			r.ForgetLeader()
 		}
 		return nil, remoteError(r.id, addr, resp.StatusCode, answer)
 	}
 	return answer, nil
 }
 
-// forgetLeader drops the leader learnt, after it failed to answer.
-func (r *RemoteGroup) forgetLeader() {
+// ForgetLeader drops the leader learnt, after it failed to answer.
+func (r *RemoteGroup) ForgetLeader() {
 	r.mu.Lock()
 	r.leader, r.leaderAt = GroupLeader{}, time.Time{}
 	r.mu.Unlock()

@@ -69,14 +69,15 @@ func (s *Server) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 			return
 		}
-		s.proxy(w, r, addr, "the leader", forwardedHeader)
+		s.proxy(w, r, addr, "the leader", forwardedHeader, nil)
 	}
 }
 
 // proxy sends r, body and headers unchanged, to the node at addr (what
 // names it in errors) with mark set to this node's id, and relays the
-// answer.
-func (s *Server) proxy(w http.ResponseWriter, r *http.Request, addr, what, mark string) {
+// answer. unreachable, if set, is called when the node could not be
+// reached.
+func (s *Server) proxy(w http.ResponseWriter, r *http.Request, addr, what, mark string, unreachable func()) {
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = s.peers.scheme, addr, addr
@@ -85,6 +86,9 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, addr, what, mark 
 		Transport: s.peers.forward,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			if neverSent(err) {
+				if unreachable != nil {
+					unreachable()
+				}
 				noLeader(w, what+" at "+addr+" could not be reached: "+err.Error())
 				return
 			}

@@ -214,7 +214,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, g uint32) {
 		noLeader(w, fmt.Sprintf("no replica of raft group %d can be reached", g))
 		return
 	}
-	s.proxy(w, r, addr, "a replica of raft group "+strconv.FormatUint(uint64(g), 10), relayedHeader)
+	s.proxy(w, r, addr, "a replica of raft group "+strconv.FormatUint(uint64(g), 10), relayedHeader, s.remote[g].ForgetLeader)
 }
 
 // groupLister is what the lists and deletes that span every raft group
@@ -235,6 +235,8 @@ type RemoteGroup interface {
 	// LeaderHTTPAddr is the group leader's HTTP address, or a replica's
 	// when the leader is unknown; "" when none is known.
 	LeaderHTTPAddr() string
+	// ForgetLeader drops the leader learnt, which did not answer.
+	ForgetLeader()
 }
 
 // lister is group g's groupLister: local, or through a replica.
