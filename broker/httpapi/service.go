@@ -37,8 +37,8 @@ type Broker interface {
 	RegisterNode(a broker.NodeAddrs) error
 	Snapshot() (uint64, error)
 	Backup() (*fsm.Backup, error)
-	ApplyEntry(entry []byte) (broker.AppliedEntry, error) // placement.go
-	LeaderCommitIndex() (uint64, error)                   // placement.go
+	ApplyEntry(entry []byte) (broker.AppliedEntry, error)                      // placement.go
+	LeaderCommitIndex() (uint64, error)                                        // placement.go
 	ServeGroupCall(ctx context.Context, call string, args []byte) (any, error) // placement.go
 	PreferLeader(group uint32, node string) error
 	LeaderPreference(group uint32) (string, error)
