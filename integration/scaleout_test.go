@@ -26,7 +26,7 @@ type scaleOut struct {
 	groups, factor int
 }
 
-func startScaleOut(t *testing.T, nodes, groups, factor int, extra ...string) *scaleOut {
+func startScaleOut(t testing.TB, nodes, groups, factor int, extra ...string) *scaleOut {
 	t.Helper()
 	c := startCluster(t, nodes, append([]string{"--data-groups", fmt.Sprint(groups), "--replication-factor", fmt.Sprint(factor)}, extra...)...)
 	return &scaleOut{cluster: c, groups: groups, factor: factor}
@@ -70,7 +70,7 @@ func (s *scaleOut) outsider(g uint32, not ...*node) *node {
 // waitPlaced waits until every live node runs group 0 and exactly the data
 // groups it replicates, each led by leader(g): a node id, or 0 for any
 // live node.
-func (s *scaleOut) waitPlaced(t *testing.T, leader func(g uint32) int) {
+func (s *scaleOut) waitPlaced(t testing.TB, leader func(g uint32) int) {
 	t.Helper()
 	waitFor(t, 60*time.Second, func() error {
 		for _, n := range s.live() {

@@ -70,6 +70,18 @@ func (p Placement) Replicates(node string, g uint32) bool {
 	return p.Everywhere() || g == 0 || slices.Contains(p.Replicas(g), node)
 }
 
+// GroupsOn is how many of a cluster's count raft groups node runs, group
+// 0 included.
+func (p Placement) GroupsOn(node string, count int) int {
+	n := 1
+	for g := uint32(1); g < uint32(count); g++ {
+		if p.Replicates(node, g) {
+			n++
+		}
+	}
+	return n
+}
+
 // placementFile records a data directory's placement: the factor, then
 // the nodes it was computed over. It cannot change (replica moves are
 // not built yet), and every node must compute the same replicas.

@@ -1,0 +1,245 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The scale-out benchmarks measure what more nodes buy when each data group
+// has 3 replicas (--replication-factor 3): the same load on 3 nodes, where
+// every node replicates every group, and on 6 (and 9 with
+// WAGGLE_BENCH_NINE=1), where each node replicates a share of them. Both
+// run 13 raft groups (12 data groups, group 0 holding the metadata), so
+// the groups' own overhead is the same; what changes is how many records
+// each node stores and applies.
+//
+// On one machine the nodes share its cores, so each benchmark offers the
+// same load to every cluster size, paced to WAGGLE_BENCH_RATE records a
+// second (default 20,000, below what 3 nodes take on 2 cores: a saturated
+// machine batches differently at each size), and reports every node's CPU
+// time per record and their mean ("node-cpu-µs/rec"): the capacity of a
+// cluster of nodes with cores of their own is bounded by that share. WAGGLE_BENCH_NODE_CPU caps each node's CPU (a cgroup
+// quota), so the rate itself shows the scaling as far as the machine's
+// cores allow.
+
+// benchRate is the records (or messages) a second the scale-out
+// benchmarks offer.
+func benchRate(b *testing.B) float64 {
+	v := os.Getenv("WAGGLE_BENCH_RATE")
+	if v == "" {
+		return 20_000
+	}
+	rate, err := strconv.ParseFloat(v, 64)
+	if err != nil || rate <= 0 {
+		b.Fatalf("WAGGLE_BENCH_RATE=%q: want records a second", v)
+	}
+	return rate
+}
+
+// pacer holds a sender to rate units a second from start on.
+type pacer struct {
+	start time.Time
+	rate  float64
+}
+
+// wait sleeps until the sender may send its sent-th unit.
+func (p pacer) wait(sent int) {
+	if d := time.Until(p.start.Add(time.Duration(float64(sent) / p.rate * float64(time.Second)))); d > 0 {
+		time.Sleep(d)
+	}
+}
+
+// scaleOutSizes are the cluster sizes the benchmarks compare.
+func scaleOutSizes() []int {
+	if os.Getenv("WAGGLE_BENCH_NINE") == "1" {
+		return []int{3, 6, 9}
+	}
+	return []int{3, 6}
+}
+
+// startScaleOutBench starts nodes nodes with 12 data groups of 3
+// replicas, each led by its preferred replica, capped to
+// WAGGLE_BENCH_NODE_CPU cores each when that is set.
+func startScaleOutBench(b *testing.B, nodes int) *scaleOut {
+	s := startScaleOut(b, nodes, 13, 3)
+	s.waitPlaced(b, func(g uint32) int { return s.replicas(g)[0] })
+	if v := os.Getenv("WAGGLE_BENCH_NODE_CPU"); v != "" {
+		cores, err := strconv.ParseFloat(v, 64)
+		if err != nil || cores <= 0 {
+			b.Fatalf("WAGGLE_BENCH_NODE_CPU=%q: want a fraction of a core", v)
+		}
+		for _, n := range s.nodes {
+			capCPU(b, n, cores)
+		}
+	}
+	return s
+}
+
+// BenchmarkScaleOutProduce: twelve topics of two partitions, one per data
+// group; three franz-go producers (acks=all, idempotent) write random
+// 100-byte records (incompressible) to all of them, seeded with every
+// broker, so each request is split over the leaders.
+//
+//	go test ./integration -run '^$' -bench ScaleOutProduce -benchtime 300000x
+func BenchmarkScaleOutProduce(b *testing.B) {
+	for _, nodes := range scaleOutSizes() {
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
+			s := startScaleOutBench(b, nodes)
+			brokers := s.kafkaAddrs()
+			admin := kafkaClient(b, brokers)
+			var topics []string
+			for g := uint32(1); g < 13; g++ {
+				topics = append(topics, s.nameIn(b, "scale-", g))
+				createTopic(b, admin, topics[len(topics)-1], 2, nil)
+			}
+			producers := make([]*kgo.Client, 3)
+			for p := range producers {
+				producers[p] = kafkaClient(b, brokers, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(10_000))
+				for _, topic := range topics {
+					produceSync(b, producers[p], &kgo.Record{Topic: topic, Value: []byte("warm-up")})
+				}
+			}
+			rate := benchRate(b)
+			idle := idleCPU(b, s.cluster)
+			cpu := measureNodeCPU(b, s.cluster)
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			var failed atomic.Pointer[error]
+			var sending sync.WaitGroup
+			for p, cl := range producers {
+				share := b.N / len(producers)
+				if p == 0 {
+					share += b.N % len(producers)
+				}
+				sending.Go(func() {
+					produceShare(cl, p, share, topics, pacer{start, rate / float64(len(producers))}, &wg, &failed)
+				})
+			}
+			sending.Wait()
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			if err := failed.Load(); err != nil {
+				b.Fatal(*err)
+			}
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "recs/s")
+			cpu.reportMean(b, b.N, "rec", idle, elapsed)
+		})
+	}
+}
+
+// produceShare has producer p send share records, paced, to the topics in
+// turn; wg counts the records until they are acknowledged.
+func produceShare(cl *kgo.Client, p, share int, topics []string, pace pacer, wg *sync.WaitGroup, failed *atomic.Pointer[error]) {
+	src, size := benchPayloads(p), benchRecordBytes()
+	for i := range share {
+		if i%50 == 0 {
+			pace.wait(i)
+		}
+		wg.Add(1)
+		cl.Produce(context.Background(), &kgo.Record{Topic: topics[(i+p)%len(topics)], Value: src.Bytes(size)}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				failed.Store(&err)
+			}
+			wg.Done()
+		})
+	}
+}
+
+// BenchmarkScaleOutPush: twelve queues, one per data group; 24 clients
+// push batches of 100 messages (random 100-byte payloads, unique
+// transactionIds, dedup on) to their queue through its group's leader,
+// as a client that knows the leaders would. An op is one push.
+//
+//	go test ./integration -run '^$' -bench ScaleOutPush -benchtime 3000x
+func BenchmarkScaleOutPush(b *testing.B) {
+	const batch, clients = 100, 24
+	for _, nodes := range scaleOutSizes() {
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
+			s := startScaleOutBench(b, nodes)
+			var queues, urls []string
+			for g := uint32(1); g < 13; g++ {
+				queues = append(queues, s.nameIn(b, "scale-", g))
+				urls = append(urls, s.nodes[s.replicas(g)[0]-1].url("/api/v1/push"))
+			}
+			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 30 * time.Second}
+			var throttled, next atomic.Int64
+			var wg sync.WaitGroup
+			idle := idleCPU(b, s.cluster)
+			cpu := measureNodeCPU(b, s.cluster)
+			b.ResetTimer()
+			start := time.Now()
+			pace := pacer{start, benchRate(b) / batch}
+			for k := range clients {
+				wg.Go(func() {
+					var body bytes.Buffer
+					src := benchPayloads(k)
+					q := k % len(queues)
+					for op := next.Add(1) - 1; op < int64(b.N); op = next.Add(1) - 1 {
+						pace.wait(int(op))
+						body.Reset()
+						body.WriteString(`{"items":[`)
+						for i := range batch {
+							if i > 0 {
+								body.WriteByte(',')
+							}
+							fmt.Fprintf(&body, `{"queue":%q,"transactionId":"tx-%d-%d","payload":%s}`, queues[q], op, i, src.JSON(100))
+						}
+						body.WriteString(`]}`)
+						if err := postPush(hc, urls[q], body.Bytes(), &throttled); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "msgs/s")
+			b.ReportMetric(float64(throttled.Load()), "pushed-back")
+			cpu.reportMean(b, b.N*batch, "msg", idle, elapsed)
+		})
+	}
+}
+
+// idleCPU is the nodes' mean CPU time a second while the cluster is idle
+// (raft heartbeats, maintenance), measured over 5 seconds.
+func idleCPU(b *testing.B, c *cluster) float64 {
+	m := measureNodeCPU(b, c)
+	const over = 5 * time.Second
+	time.Sleep(over) // a measurement over a fixed time, not a wait for a condition
+	total := 0.0
+	for i, n := range m.nodes {
+		total += cpuSeconds(b, n) - m.start[i]
+	}
+	return total / float64(len(m.nodes)) / over.Seconds()
+}
+
+// reportMean reports, beside report's figures, the nodes' mean CPU time
+// per unit (each node's share of the work), and the same less what an
+// idle node spends over elapsed (idle, from idleCPU): the cost of the
+// units themselves.
+func (m nodeCPU) reportMean(b *testing.B, count int, unit string, idle float64, elapsed time.Duration) {
+	m.report(b, count, unit)
+	total := 0.0
+	for i, n := range m.nodes {
+		total += cpuSeconds(b, n) - m.start[i]
+	}
+	perNode := total / float64(len(m.nodes))
+	b.ReportMetric(perNode*1e6/float64(count), fmt.Sprintf("node-cpu-µs/%s", unit))
+	b.ReportMetric((perNode-idle*elapsed.Seconds())*1e6/float64(count), fmt.Sprintf("node-cpu-µs/%s-less-idle", unit))
+	b.ReportMetric(idle*100, "idle-node-cpu-%")
+	b.ReportMetric(total*1e6/float64(count), fmt.Sprintf("cluster-cpu-µs/%s", unit))
+}
