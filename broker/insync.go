@@ -8,7 +8,7 @@ import (
 
 // contactWatch follows, while this node leads, which voters' heartbeats
 // fail: raft reports each failed heartbeat and each resumed one. It is
-// what Kafka's min.insync.replicas counts under raft (InSyncReplicas).
+// what Kafka's min.insync.replicas counts under raft (InSync).
 type contactWatch struct {
 	mu      sync.Mutex
 	failing map[raft.ServerID]bool
@@ -37,24 +37,25 @@ func (s *Service) watchContact() {
 	s.node.Raft.RegisterObserver(raft.NewObserver(make(chan raft.Observation, 1), false, s.contact.observe))
 }
 
-// InSyncReplicas counts the voters this leader is in touch with, itself
-// included: Kafka's in-sync replicas under raft, where a write is
-// committed once a majority of them hold it. It is 0 on a follower.
-func (s *Service) InSyncReplicas() int {
+// InSync lists the voters this leader is in touch with, itself included,
+// in the configuration's order: Kafka's in-sync replicas under raft, where
+// a write is committed once a majority of them hold it. Nil on a
+// follower.
+func (s *Service) InSync() []string {
 	if !s.IsLeader() {
-		return 0
+		return nil
 	}
 	f := s.node.Raft.GetConfiguration()
 	if f.Error() != nil {
-		return 0
+		return nil
 	}
 	s.contact.mu.Lock()
 	defer s.contact.mu.Unlock()
-	n := 0
+	var out []string
 	for _, srv := range f.Configuration().Servers {
 		if srv.Suffrage == raft.Voter && !s.contact.failing[srv.ID] {
-			n++
+			out = append(out, string(srv.ID))
 		}
 	}
-	return n
+	return out
 }

@@ -33,6 +33,9 @@ const GroupCallPath = "/api/v1/internal/group-call"
 type GroupLeader struct {
 	ID    string `json:"id"`    // the leader's node id; "" while there is none
 	Epoch int32  `json:"epoch"` // its Kafka leader epoch (LeaderEpoch)
+	// InSync lists the voters the leader is in touch with (Service.InSync)
+	// when the leader itself answered; empty from a follower.
+	InSync []string `json:"inSync,omitempty"`
 }
 
 // RemoteGroup is a raft group another node replicates and this one does
@@ -80,6 +83,16 @@ func (r *RemoteGroup) Leader() GroupLeader {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	l, err := remoteCall[GroupLeader](ctx, r, "leader", nil)
+	if err == nil && l.ID != "" && len(l.InSync) == 0 {
+		// A follower answered: ask the leader it named, which knows
+		// which voters are in sync.
+		r.mu.Lock()
+		r.leader = l
+		r.mu.Unlock()
+		if fromLeader, err := remoteCall[GroupLeader](ctx, r, "leader", nil); err == nil && fromLeader.ID != "" {
+			l = fromLeader
+		}
+	}
 	if err != nil {
 		l = GroupLeader{}
 	}
@@ -246,7 +259,7 @@ func (s *Service) ServeGroupCall(ctx context.Context, call string, args []byte) 
 	switch call {
 	case "leader":
 		_, id := s.LeaderWithID()
-		return GroupLeader{ID: id, Epoch: s.LeaderEpoch()}, nil
+		return GroupLeader{ID: id, Epoch: s.LeaderEpoch(), InSync: s.InSync()}, nil
 	case "queues":
 		return s.Queues()
 	case "group-partitions":

@@ -297,7 +297,8 @@ func TestReplicaSetsSmallerThanTheCluster(t *testing.T) {
 
 // requireMetadata checks that Metadata from n names, for each topic's
 // partitions, a leader among the topic's group's replicas (leader(g) when
-// not 0) and exactly those replicas.
+// not 0), exactly those replicas, and as in-sync replicas those of them
+// that are up (raft voters the leader is in touch with).
 func (s *scaleOut) requireMetadata(t *testing.T, n *node, topics []string, leader func(g uint32) int) {
 	t.Helper()
 	cl := kafkaClient(t, []string{n.kafkaAddr})
@@ -327,6 +328,16 @@ func (s *scaleOut) requireMetadata(t *testing.T, n *node, topics []string, leade
 				}
 				slices.Sort(got)
 				want := slices.Sorted(slices.Values(replicas))
+				var isr, wantISR []int
+				for _, r := range p.ISR {
+					isr = append(isr, int(r))
+				}
+				slices.Sort(isr)
+				for _, id := range want {
+					if !s.nodes[id-1].hasExited() {
+						wantISR = append(wantISR, id)
+					}
+				}
 				switch {
 				case p.ErrorCode != 0:
 					return fmt.Errorf("node %d: %s[%d] error %d", n.id, *mt.Topic, p.Partition, p.ErrorCode)
@@ -336,6 +347,8 @@ func (s *scaleOut) requireMetadata(t *testing.T, n *node, topics []string, leade
 					return fmt.Errorf("node %d: %s[%d] led by %d, want %d", n.id, *mt.Topic, p.Partition, p.Leader, leader(g))
 				case !slices.Equal(got, want):
 					return fmt.Errorf("node %d: %s[%d] replicas %v, want %v", n.id, *mt.Topic, p.Partition, got, want)
+				case !slices.Equal(isr, wantISR):
+					return fmt.Errorf("node %d: %s[%d] in-sync replicas %v, want %v", n.id, *mt.Topic, p.Partition, isr, wantISR)
 				}
 			}
 		}

@@ -121,17 +121,22 @@ func (c *conn) namedTopicMetadata(name string, allowCreate bool) kmsg.MetadataRe
 func (c *conn) topicMetadata(t broker.TopicInfo) kmsg.MetadataResponseTopic {
 	leader, epoch := c.leaderOf(c.s.topic(t.Name))
 	mt := topicMetadata(t, leader, epoch)
-	if c.s.cfg.Replicas != nil && leader >= 0 {
-		replicas := replicaIDs(c.s.cfg.Replicas(c.s.placedIn(t.Name)), leader)
+	if dir := c.s.cfg.Directory; dir != nil && leader >= 0 {
+		group := dir[c.s.placedIn(t.Name)]
+		isr := c.s.topic(t.Name).InSync() // this node leads, or asks the leader
+		if len(isr) == 0 {
+			isr = group.Leader().InSync // a follower here: the leader's view
+		}
+		replicas, inSync := replicaIDs(group.Replicas(), leader), replicaIDs(isr, leader)
 		for i := range mt.Partitions {
-			mt.Partitions[i].Replicas = replicas
+			mt.Partitions[i].Replicas, mt.Partitions[i].ISR = replicas, inSync
 		}
 	}
 	return mt
 }
 
-// replicaIDs are a raft group's replicas as Kafka broker ids, the leader
-// among them.
+// replicaIDs are node ids as Kafka broker ids, the leader first and
+// always among them.
 func replicaIDs(nodes []string, leader int32) []int32 {
 	out := []int32{leader}
 	for _, n := range nodes {

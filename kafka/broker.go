@@ -24,7 +24,7 @@ type Broker interface {
 	LeaderEpoch() int32
 	LeaderWithID() (addr, id string)
 	LeaderCaughtUp() bool
-	InSyncReplicas() int
+	InSync() []string
 	CatchUp(ctx context.Context) error
 	NodeID() string
 	Members() ([]broker.Member, error)

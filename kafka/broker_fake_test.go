@@ -122,7 +122,7 @@ func (f *fakeBroker) LeaderWithID() (addr, id string) {
 	return "", f.leaderID
 }
 
-func (f *fakeBroker) InSyncReplicas() int { return 1 }
+func (f *fakeBroker) InSync() []string { return []string{f.NodeID()} }
 
 func (f *fakeBroker) ACLSet() *auth.ACLSet { return nil }
 

@@ -25,7 +25,7 @@ const maxRewrittenBatch = 64 << 20
 func (c *conn) holdToTopicConfigs(t broker.TopicInfo, acks int16, batches []recordbatch.Batch) (appendTime int64, code int16, msg string) {
 	b := c.s.topic(t.Name)
 	if need := topicConfigValue(t, command.ConfigMinInsyncReplicas); acks == -1 && need > 1 {
-		if have := b.InSyncReplicas(); int64(have) < need {
+		if have := len(b.InSync()); int64(have) < need {
 			return -1, kerr.NotEnoughReplicas.Code, fmt.Sprintf("%d of the topic's raft voters are in touch with the leader, min.insync.replicas is %d", have, need)
 		}
 	}

@@ -50,7 +50,7 @@ func (r *Remote) LeaderTerm() (uint64, bool)                { return 0, false }
 func (r *Remote) LeaderEpoch() int32                        { return r.Leader().Epoch }
 func (r *Remote) LeaderWithID() (addr, id string)           { return "", r.Leader().ID }
 func (r *Remote) LeaderCaughtUp() bool                      { return false }
-func (r *Remote) InSyncReplicas() int                       { return 0 }
+func (r *Remote) InSync() []string                          { return r.Leader().InSync }
 func (r *Remote) CatchUp(ctx context.Context) error         { return nil } // reads ask a replica that caught up
 func (r *Remote) ReplicaIDs() []string                      { return r.Replicas() }
 func (r *Remote) NodeID() string                            { return r.meta.NodeID() }

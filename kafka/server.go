@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/waggle-mq/waggle/auth"
+	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/metrics"
 	"github.com/waggle-mq/waggle/router"
 )
@@ -59,11 +60,13 @@ type Config struct {
 	// brokers whose writes reach the group's leader from any node
 	// (placement.go). Nil: one group.
 	Groups, Forwarding []Broker
-	// Replicas, in a cluster with a replication factor, lists the node
-	// ids that replicate raft group g (Metadata's replicas); the groups
-	// this node does not replicate are *Remote in Groups and Forwarding,
-	// and group 0 holds no topic. Nil: every node replicates every group.
-	Replicas func(g uint32) []string
+	// Directory, in a cluster with a replication factor, reaches each
+	// data group (by id; nil for group 0) through its replicas, whether
+	// or not this node is one: Metadata's replicas and in-sync replicas
+	// come from it. The groups this node does not replicate are *Remote
+	// in Groups and Forwarding, and group 0 holds no topic. Nil: every
+	// node replicates every group.
+	Directory []*broker.RemoteGroup
 }
 
 // AuthConfig is the listener's SASL settings.
@@ -128,7 +131,7 @@ func New(svc Broker, cfg Config, log *slog.Logger) *Server {
 	}
 	srv := &Server{svc: svc, cfg: cfg, log: log, sessions: newFetchSessions(), shares: newShareSessions(), inFlight: semaphore.NewWeighted(cfg.InFlightBytes),
 		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}, route: router.NewTable(svc, cfg.Groups, cfg.Forwarding)}
-	if cfg.Replicas != nil {
+	if cfg.Directory != nil {
 		remote := make([]bool, len(cfg.Groups))
 		for g, b := range cfg.Groups {
 			_, remote[g] = b.(*Remote)

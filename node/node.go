@@ -339,9 +339,7 @@ func (n *Node) start() error {
 	kc.Auth = kafka.AuthConfig{Enabled: cfg.Auth.Enabled, AllowPlain: cfg.TLS != nil || cfg.Insecure}
 	asKafka := func(rg *broker.RemoteGroup) kafka.Broker { return kafka.NewRemote(rg, svc) }
 	kc.Groups, kc.Forwarding = asListener(groups, remote, asKafka), asListener(forwarding, remote, asKafka)
-	if remote != nil {
-		kc.Replicas = set.Placement().Replicas
-	}
+	kc.Directory = directory(set, remote, peerClient, scheme)
 	n.ks = kafka.New(svc, kc, log)
 	markFull := storageFull(n.ctx, svc, peerClient, scheme, log)
 	n.diskLow = watchFreeSpace(n.ctx, &n.wg, cfg.DataDir, minFree, cfg.StorageMinFreeMiB<<20, diskCheckEvery, func(full bool) {

@@ -37,6 +37,24 @@ func joinGroups(set *raftgroups.Set, count int, client *http.Client, scheme stri
 	return groups, forwarding, remote
 }
 
+// directory reaches every data group through its replicas (nil for group
+// 0): those in remote as they are, the node's own through the same
+// calls, for what only a group's leader knows. Nil without a replication
+// factor.
+func directory(set *raftgroups.Set, remote []*broker.RemoteGroup, client *http.Client, scheme string) []*broker.RemoteGroup {
+	if remote == nil {
+		return nil
+	}
+	out := make([]*broker.RemoteGroup, len(remote))
+	for id := uint32(1); id < uint32(len(remote)); id++ {
+		out[id] = remote[id]
+		if out[id] == nil {
+			out[id] = broker.NewRemoteGroup(id, set.All()[0].Svc, set.Placement().Replicas(id), client, scheme)
+		}
+	}
+	return out
+}
+
 // asListener is groups as a listener takes them: each local service as
 // it is, each group in remote as remoteAs makes it (nil remote: every
 // group is local).
