@@ -355,3 +355,115 @@ func (s *scaleOut) requireMetadata(t *testing.T, n *node, topics []string, leade
 		return nil
 	})
 }
+
+// On 5 nodes (no racks) and on 9 nodes in three racks, 3 replicas per
+// group: each node runs its share of the groups, Metadata names every
+// partition's replicas and racks from every broker, and after kill -9 of
+// a node retried pushes answer duplicate and no acknowledged record is
+// lost or doubled.
+func TestReplicaSetsOnFiveAndNineNodes(t *testing.T) {
+	for _, size := range []int{5, 9} {
+		t.Run(fmt.Sprintf("nodes=%d", size), func(t *testing.T) {
+			groups := size + 1 // a data group per node, and group 0
+			var extra []string
+			racks := map[int]string{}
+			if size == 9 {
+				// Racks alternate with the ids, so consecutive nodes are in
+				// different racks and the test's placement is the rack-aware
+				// one.
+				var spec []string
+				for id := 1; id <= size; id++ {
+					racks[id] = string(rune('a' + (id-1)%3))
+					spec = append(spec, fmt.Sprintf("%d=rack-%s", id, racks[id]))
+				}
+				extra = []string{"--racks", strings.Join(spec, ",")}
+			}
+			s := startScaleOut(t, size, groups, 3, extra...)
+			s.waitPlaced(t, func(g uint32) int { return s.replicas(g)[0] })
+
+			first := map[string]pushAnswer{}
+			var queues, topics []string
+			for g := uint32(1); g < uint32(groups); g++ {
+				q := s.nameIn(t, "five-nine-q", g)
+				queues = append(queues, q)
+				first[q] = s.outsider(g).push(pushItem{Queue: q, TransactionID: "tx-" + q, Payload: g})[0]
+				requireStatus(t, first[q], "queued", 0)
+				topics = append(topics, s.nameIn(t, "five-nine-t", g))
+			}
+			cl := kafkaClient(t, []string{s.nodes[size-1].kafkaAddr}, kgoLogger(t, "producer"))
+			for _, topic := range topics {
+				createTopic(t, cl, topic, 1, nil)
+			}
+			for _, n := range s.nodes {
+				s.requireMetadata(t, n, topics, func(g uint32) int { return s.replicas(g)[0] })
+			}
+			if size == 9 {
+				s.requireRacks(t, racks)
+			}
+			produce := func(cl *kgo.Client, tag string) {
+				var recs []*kgo.Record
+				for _, topic := range topics {
+					for i := range 20 {
+						recs = append(recs, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "%s/%d", tag, i)})
+					}
+				}
+				produceSync(t, cl, recs...)
+			}
+			produce(cl, "before")
+
+			dead := s.nodes[2]
+			dead.kill9()
+			s.waitPlaced(t, func(g uint32) int { return 0 })
+			var survivors []string
+			for _, n := range s.live() {
+				survivors = append(survivors, n.kafkaAddr)
+			}
+			produce(kafkaClient(t, survivors[:1], kgoLogger(t, "after-kill")), "after")
+			for _, q := range queues {
+				g := s.groupOf(q)
+				again := s.outsider(g).push(pushItem{Queue: q, TransactionID: "tx-" + q, Payload: g})[0]
+				if again.Status != "duplicate" || *again.MessageID != *first[q].MessageID {
+					t.Fatalf("retry of %s after node %d's kill: %+v, want duplicate of %+v", q, dead.id, again, first[q])
+				}
+			}
+			for _, topic := range topics {
+				got := consumeN(t, survivors, topic, 40)
+				seen := map[string]bool{}
+				for _, r := range got {
+					if seen[string(r.Value)] {
+						t.Fatalf("%s holds %s twice", topic, r.Value)
+					}
+					seen[string(r.Value)] = true
+				}
+				if !seen["before/19"] || !seen["after/19"] {
+					t.Fatalf("%s lost an acknowledged record: %v", topic, seen)
+				}
+			}
+		})
+	}
+}
+
+// requireRacks checks that Metadata reports each broker's rack, and that
+// every data group's replicas are in different racks.
+func (s *scaleOut) requireRacks(t *testing.T, racks map[int]string) {
+	t.Helper()
+	cl := kafkaClient(t, []string{s.nodes[0].kafkaAddr})
+	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range resp.Brokers {
+		if b.Rack == nil || *b.Rack != "rack-"+racks[int(b.NodeID)] {
+			t.Fatalf("broker %d reports rack %v, want rack-%s", b.NodeID, b.Rack, racks[int(b.NodeID)])
+		}
+	}
+	for g := uint32(1); g < uint32(s.groups); g++ {
+		seen := map[string]bool{}
+		for _, id := range s.replicas(g) {
+			seen[racks[id]] = true
+		}
+		if len(seen) != 3 {
+			t.Fatalf("group %d's replicas %v are in %d racks", g, s.replicas(g), len(seen))
+		}
+	}
+}

@@ -19,6 +19,9 @@ func handleMetadata(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 	for _, b := range brokers {
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID, mb.Host, mb.Port = b.id, b.host, b.port
+		if rack, ok := c.s.cfg.Racks[strconv.Itoa(int(b.id))]; ok {
+			mb.Rack = kmsg.StringPtr(rack) // broker.rack
+		}
 		resp.Brokers = append(resp.Brokers, mb)
 	}
 	resp.ClusterID = kmsg.StringPtr(clusterID)

@@ -67,6 +67,9 @@ type Config struct {
 	// in Groups and Forwarding, and group 0 holds no topic. Nil: every
 	// node replicates every group.
 	Directory []*broker.RemoteGroup
+	// Racks are the brokers' racks by node id (--racks), which Metadata
+	// reports; nil: none.
+	Racks map[string]string
 }
 
 // AuthConfig is the listener's SASL settings.

@@ -62,6 +62,10 @@ type Config struct {
 	// ReplicationFactor is how many nodes replicate each data group
 	// (--replication-factor); 0: every node replicates every group.
 	ReplicationFactor int
+	// Racks are the nodes' racks by node id (--racks), the same on every
+	// node: a data group's replicas go to as many racks as they can.
+	// Nil: none.
+	Racks map[string]string
 	// SnapshotThreshold and TrailingLogs tune raft's snapshots
 	// (--raft-snapshot-threshold, --raft-trailing-logs); 0: raftnode's
 	// defaults.
@@ -340,6 +344,7 @@ func (n *Node) start() error {
 	asKafka := func(rg *broker.RemoteGroup) kafka.Broker { return kafka.NewRemote(rg, svc) }
 	kc.Groups, kc.Forwarding = asListener(groups, remote, asKafka), asListener(forwarding, remote, asKafka)
 	kc.Directory = directory(set, remote, peerClient, scheme)
+	kc.Racks = cfg.Racks
 	n.ks = kafka.New(svc, kc, log)
 	markFull := storageFull(n.ctx, svc, peerClient, scheme, log)
 	n.diskLow = watchFreeSpace(n.ctx, &n.wg, cfg.DataDir, minFree, cfg.StorageMinFreeMiB<<20, diskCheckEvery, func(full bool) {
@@ -423,6 +428,9 @@ func (n *Node) checkGroupDirs(placement raftgroups.Placement) error {
 func (n *Node) placement() (raftgroups.Placement, error) {
 	cfg := n.cfg
 	if cfg.ReplicationFactor == 0 {
+		if len(cfg.Racks) > 0 {
+			return raftgroups.Placement{}, errors.New("--racks places data groups' replicas: give --replication-factor too")
+		}
 		return raftgroups.Placement{}, nil
 	}
 	switch {
@@ -435,7 +443,7 @@ func (n *Node) placement() (raftgroups.Placement, error) {
 	for i, p := range cfg.Peers {
 		ids[i] = p.ID
 	}
-	return raftgroups.NewPlacement(cfg.ReplicationFactor, ids)
+	return raftgroups.NewPlacement(cfg.ReplicationFactor, ids, cfg.Racks)
 }
 
 // startPprof serves Go's profiles on PprofAddr, from a mux of its own (no

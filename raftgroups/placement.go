@@ -22,9 +22,14 @@ import (
 // (wrapping) among Nodes, and the first of them is the group's preferred
 // leader: consecutive groups start one node further, so replicas and
 // leaders spread evenly when there are at least as many groups as nodes.
+// With racks (Kafka's broker.rack), Nodes alternate between the racks, and
+// a node whose rack the group has already is passed over while another
+// rack's node can be taken, so a group's replicas are in as many racks as
+// there are (up to Factor).
 type Placement struct {
-	Factor int      // replicas per data group; 0: every node
-	Nodes  []string // the cluster's voters when it was created, sorted by id
+	Factor int               // replicas per data group; 0: every node
+	Nodes  []string          // the cluster's voters when it was created: by id, alternating between racks
+	Racks  map[string]string // each node's rack; nil: none
 }
 
 // MaxReplicationFactor bounds Placement.Factor: raft groups of more than
@@ -32,9 +37,9 @@ type Placement struct {
 const MaxReplicationFactor = 5
 
 // NewPlacement is the placement of factor replicas per data group over
-// the static cluster of peers (ids). An error explains a factor that does
-// not fit.
-func NewPlacement(factor int, nodes []string) (Placement, error) {
+// the static cluster of nodes (ids), in racks (by node id; nil or empty:
+// no racks). An error explains a factor or racks that do not fit.
+func NewPlacement(factor int, nodes []string, racks map[string]string) (Placement, error) {
 	if factor == 0 {
 		return Placement{}, nil
 	}
@@ -46,7 +51,44 @@ func NewPlacement(factor int, nodes []string) (Placement, error) {
 	}
 	sorted := slices.Clone(nodes)
 	slices.SortFunc(sorted, compareIDs)
-	return Placement{Factor: factor, Nodes: slices.Compact(sorted)}, nil
+	sorted = slices.Compact(sorted)
+	if len(racks) == 0 {
+		return Placement{Factor: factor, Nodes: sorted}, nil
+	}
+	for _, n := range sorted {
+		if racks[n] == "" {
+			return Placement{}, fmt.Errorf("node %s has no rack: give every node one, or none", n)
+		}
+	}
+	for n := range racks {
+		if !slices.Contains(sorted, n) {
+			return Placement{}, fmt.Errorf("a rack is given for node %s, which is not in the cluster", n)
+		}
+	}
+	return Placement{Factor: factor, Nodes: alternateRacks(sorted, racks), Racks: racks}, nil
+}
+
+// alternateRacks orders nodes (sorted by id) by taking one of each rack in
+// turn, racks in the order of their first node: a1 b1 c1 a2 b2 c2 ….
+func alternateRacks(nodes []string, racks map[string]string) []string {
+	var order []string
+	byRack := map[string][]string{}
+	for _, n := range nodes {
+		r := racks[n]
+		if byRack[r] == nil {
+			order = append(order, r)
+		}
+		byRack[r] = append(byRack[r], n)
+	}
+	out := make([]string, 0, len(nodes))
+	for i := 0; len(out) < len(nodes); i++ {
+		for _, r := range order {
+			if i < len(byRack[r]) {
+				out = append(out, byRack[r][i])
+			}
+		}
+	}
+	return out
 }
 
 // Everywhere reports whether every node replicates every group.
@@ -59,8 +101,18 @@ func (p Placement) Replicas(g uint32) []string {
 		return nil
 	}
 	out := make([]string, 0, p.Factor)
-	for i := range p.Factor {
-		out = append(out, p.Nodes[(int(g)-1+i)%len(p.Nodes)])
+	racks := map[string]bool{}
+	// A first pass takes nodes of racks the group lacks, a second fills
+	// up with any (more replicas than racks).
+	for pass := range 2 {
+		for i := 0; i < len(p.Nodes) && len(out) < p.Factor; i++ {
+			n := p.Nodes[(int(g)-1+i)%len(p.Nodes)]
+			if slices.Contains(out, n) || (pass == 0 && p.Racks != nil && racks[p.Racks[n]]) {
+				continue
+			}
+			out = append(out, n)
+			racks[p.Racks[n]] = true
+		}
 	}
 	return out
 }
@@ -89,7 +141,15 @@ const placementFile = "placement"
 
 // String is the placement as its file records it.
 func (p Placement) String() string {
-	return "factor=" + strconv.Itoa(p.Factor) + " nodes=" + strings.Join(p.Nodes, ",")
+	s := "factor=" + strconv.Itoa(p.Factor) + " nodes=" + strings.Join(p.Nodes, ",")
+	if p.Racks != nil {
+		var racks []string
+		for _, n := range p.Nodes {
+			racks = append(racks, n+"="+p.Racks[n])
+		}
+		s += " racks=" + strings.Join(racks, ",")
+	}
+	return s
 }
 
 // CheckPlacement records p in a new data directory and refuses another

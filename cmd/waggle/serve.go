@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -39,8 +40,9 @@ type serveOptions struct {
 	snapshotThreshold uint64
 	trailingLogs      uint64
 	logHoldMiB        int64
-	dataGroups        int // raft groups, the metadata group included
-	replicationFactor int // replicas per data group; 0: every node
+	dataGroups        int    // raft groups, the metadata group included
+	replicationFactor int    // replicas per data group; 0: every node
+	racks             string // "1=a,2=b": the nodes' racks
 	minFreeDiskMiB    uint64
 	storageMinFreeMiB uint64
 	replicaWatch      time.Duration
@@ -85,6 +87,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&o.advertiseKafka, "advertise-kafka", "", "Kafka address clients use for this node (default: --kafka-addr)")
 	f.IntVar(&o.dataGroups, "data-groups", 1, "raft groups in the cluster, the metadata group included, each with its own leader; queues and topics are placed on them by name (every node the same; fixed when the data directory is created)")
 	f.IntVar(&o.replicationFactor, "replication-factor", 0, "nodes that replicate each data group, from 1 to 5, so a cluster of more nodes stores each record on that many only (needs --peers and --data-groups 2 or more; fixed when the data directory is created); 0: every node replicates every group")
+	f.StringVar(&o.racks, "racks", "", `the nodes' racks, "1=rack-a,2=rack-b,3=rack-c" (every node the same; Kafka's broker.rack): a data group's replicas go to different racks (with --replication-factor)`)
 	f.Uint64Var(&o.snapshotThreshold, "raft-snapshot-threshold", 0, "log entries between snapshots (0: the built-in default)")
 	f.Uint64Var(&o.trailingLogs, "raft-trailing-logs", 0, "log entries kept behind a snapshot (0: the built-in default)")
 	f.Int64Var(&o.logHoldMiB, "raft-log-hold-mib", 0, "how much the raft log may hold beyond twice the Kafka batches it keeps before old batches are copied out (0: 1024)")
@@ -144,8 +147,12 @@ func serve(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("--peers: %w", err)
 	}
+	racks, err := parseRacks(o.racks)
+	if err != nil {
+		return fmt.Errorf("--racks: %w", err)
+	}
 	if o.memoryLimitMiB > 0 && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(memoryLimit(o, peers))
+		debug.SetMemoryLimit(memoryLimit(o, peers, racks))
 	}
 	// Settings are checked before the data directory is: a wrong flag
 	// should not wait for the start-up check.
@@ -171,6 +178,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		Join:              o.join,
 		DataGroups:        o.dataGroups,
 		ReplicationFactor: o.replicationFactor,
+		Racks:             racks,
 		SnapshotThreshold: o.snapshotThreshold, TrailingLogs: o.trailingLogs, LogHoldMiB: o.logHoldMiB,
 		MinFreeDiskMiB: o.minFreeDiskMiB, StorageMinFreeMiB: o.storageMinFreeMiB, ReplicaWatch: o.replicaWatch,
 		KafkaRetention: o.kafkaRetention,
@@ -195,17 +203,36 @@ const memoryPerGroupMiB = 48
 // memoryLimit is the Go heap's soft limit in bytes: --memory-limit-mib for
 // a node of one raft group, and memoryPerGroupMiB more for each further
 // group it runs.
-func memoryLimit(o serveOptions, peers []raftnode.Peer) int64 {
+func memoryLimit(o serveOptions, peers []raftnode.Peer, racks map[string]string) int64 {
 	ids := make([]string, len(peers))
 	for i, p := range peers {
 		ids[i] = p.ID
 	}
-	placement, err := raftgroups.NewPlacement(o.replicationFactor, ids)
+	placement, err := raftgroups.NewPlacement(o.replicationFactor, ids, racks)
 	if err != nil {
 		placement = raftgroups.Placement{} // the node refuses the factor once it starts
 	}
 	groups := placement.GroupsOn(strconv.FormatUint(uint64(o.nodeID), 10), max(o.dataGroups, 1))
 	return (o.memoryLimitMiB + int64(groups-1)*memoryPerGroupMiB) << 20
+}
+
+// parseRacks reads "1=rack-a,2=rack-b"; "" is no racks.
+func parseRacks(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		id, rack, ok := strings.Cut(kv, "=")
+		if n, err := strconv.ParseUint(id, 10, 32); !ok || err != nil || n == 0 || rack == "" {
+			return nil, fmt.Errorf("%q: want node-id=rack", kv)
+		}
+		if _, dup := out[id]; dup {
+			return nil, fmt.Errorf("node %s has two racks", id)
+		}
+		out[id] = rack
+	}
+	return out, nil
 }
 
 func defaultKafkaConfig() kafka.Config { return kafka.DefaultConfig() }
