@@ -97,10 +97,17 @@ func (s *Server) topicByID(id [16]byte) (broker.TopicInfo, bool, error) {
 	if id == internalTopicID {
 		return internalTopic(), true, nil
 	}
-	for _, b := range s.everyGroup() {
-		t, found, err := b.TopicByID(id)
-		if err != nil || (found && !isInternalTopic(t.Name)) {
-			return t, found, err
+	// The groups this broker replicates first: a Produce or Fetch sent to
+	// the right leader then never asks another node.
+	for _, remote := range []bool{false, true} {
+		for _, b := range s.everyGroup() {
+			if _, isRemote := b.(*Remote); isRemote != remote {
+				continue
+			}
+			t, found, err := b.TopicByID(id)
+			if err != nil || (found && !isInternalTopic(t.Name)) {
+				return t, found, err
+			}
 		}
 	}
 	return broker.TopicInfo{}, false, nil

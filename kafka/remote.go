@@ -27,10 +27,10 @@ type Remote struct {
 	*broker.RemoteGroup
 	meta Broker // group 0 on this node
 
-	mu       sync.Mutex
-	names    []string // TopicNames, as read at namesAt
-	namesAt  time.Time
-	namesErr error
+	mu        sync.Mutex
+	catalog   []broker.TopicInfo // the group's topics, as read at catalogAt
+	names     []string           // their names in order
+	catalogAt time.Time
 }
 
 // NewRemote is group rg as this broker serves it, beside meta (group 0).
@@ -68,28 +68,54 @@ func (r *Remote) AlterACLs(create, del []auth.ACL) (command.AlterACLsResult, err
 	return r.meta.AlterACLs(create, del)
 }
 
-// TopicNames lists the group's topics in name order, read from a replica
-// at most once a second.
-func (r *Remote) TopicNames() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if time.Since(r.namesAt) < time.Second {
-		return r.names
+// catalogFresh is how long a Remote keeps the group's topics it read.
+const catalogFresh = time.Second
+
+// readCatalog reads the group's topics from a replica at most once every
+// catalogFresh; on an error it keeps the last list read. Call with mu.
+func (r *Remote) readCatalog() {
+	if time.Since(r.catalogAt) < catalogFresh {
+		return
 	}
+	r.catalogAt = time.Now()
 	ts, err := r.Topics(nil)
-	r.namesAt, r.namesErr = time.Now(), err
 	if err != nil {
-		return r.names // the last list read
+		return
 	}
 	names := make([]string, 0, len(ts))
 	for _, t := range ts {
 		names = append(names, t.Name)
 	}
 	slices.SortFunc(names, strings.Compare)
+	r.catalog = ts
 	if !slices.Equal(names, r.names) {
 		r.names = names // a new slice only when it changed: callers compare them
 	}
+}
+
+// TopicNames lists the group's topics in name order, read from a replica
+// at most once a second.
+func (r *Remote) TopicNames() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.readCatalog()
 	return r.names
+}
+
+// TopicByID finds a topic of the group by its id in the topics read
+// last, and asks a replica when they do not have it (a topic created a
+// moment ago).
+func (r *Remote) TopicByID(id [16]byte) (broker.TopicInfo, bool, error) {
+	r.mu.Lock()
+	r.readCatalog()
+	for _, t := range r.catalog {
+		if topicID(t) == id {
+			r.mu.Unlock()
+			return t, true, nil
+		}
+	}
+	r.mu.Unlock()
+	return r.RemoteGroup.TopicByID(id)
 }
 
 // Partition data lives on the group's replicas: this broker has none.
