@@ -212,6 +212,9 @@ const maxCallAnswer = 256 << 20
 type (
 	groupArgs struct {
 		Group string `json:"group"`
+		// Key is the request key a keyed delete carries (WithRequestKey),
+		// so that a retry is answered, in every group, as the first was.
+		Key *RequestKey `json:"key,omitempty"`
 	}
 	queueArgs struct {
 		Queue string `json:"queue"`
@@ -243,6 +246,34 @@ type (
 	}
 )
 
+// reads are the calls ServeGroupCall answers from this node's copy of the
+// group, once it is current (readsCurrent).
+var reads = map[string]bool{"queues": true, "group-partitions": true, "offset-groups": true, "dead-letters": true, "topics": true,
+	"topic-by-id": true, "group-offsets": true, "pending-txn-offsets": true, "txns": true, "group-config": true}
+
+// readsCurrent waits, up to CatchUpWait, until this node's copy of the
+// group holds every write acknowledged before the call: it is not
+// re-applying its log, and it has applied what the leader has committed.
+// A copy that cannot get there answers ErrNotLeader, so the caller asks
+// another replica.
+func (s *Service) readsCurrent(ctx context.Context) error {
+	switch {
+	case !s.ServesReads():
+		return fmt.Errorf("%w: this replica is still re-applying its log", ErrNotLeader)
+	case s.IsLeader() && !s.LeaderCaughtUp():
+		// A new leader knows what is committed only once it has
+		// committed an entry of its own term.
+		return fmt.Errorf("%w: this replica took the lead and is still applying its log", ErrNotLeader)
+	}
+	ctx, cancel := context.WithTimeout(ctx, CatchUpWait)
+	defer cancel()
+	err := s.CatchUp(ctx)
+	if err != nil && !errors.Is(err, ErrNotLeader) {
+		err = fmt.Errorf("%w: %v", ErrNotLeader, err)
+	}
+	return err
+}
+
 // ServeGroupCall serves a call another node's RemoteGroup sent this
 // node's member of the group: reads from this node's copy, writes through
 // the group's leader. An unknown call or bad arguments are ErrInvalid.
@@ -256,6 +287,11 @@ func (s *Service) ServeGroupCall(ctx context.Context, call string, args []byte) 
 		return true
 	}
 	fwd := s.Forwarding()
+	if reads[call] {
+		if err := s.readsCurrent(ctx); err != nil {
+			return nil, err
+		}
+	}
 	switch call {
 	case "leader":
 		_, id := s.LeaderWithID()
@@ -277,6 +313,9 @@ func (s *Service) ServeGroupCall(ctx context.Context, call string, args []byte) 
 	case "delete-group":
 		var a groupArgs
 		if decode(&a) {
+			if a.Key != nil {
+				ctx = WithRequestKey(ctx, *a.Key)
+			}
 			return struct{}{}, fwd.DeleteGroup(ctx, a.Group)
 		}
 	case "purge-dead-letters":
@@ -287,9 +326,6 @@ func (s *Service) ServeGroupCall(ctx context.Context, call string, args []byte) 
 	case "topics":
 		var a topicsArgs
 		if decode(&a) {
-			if err := s.CatchUp(ctx); err != nil {
-				return nil, err
-			}
 			return s.Topics(a.Names)
 		}
 	case "topic-by-id":
@@ -368,7 +404,7 @@ func (r *RemoteGroup) Queues() ([]QueueInfo, error) {
 
 // GroupPartitions lists a consumer group's cursors in the group.
 func (r *RemoteGroup) GroupPartitions(group string) ([]Cursor, error) {
-	return remoteCall[[]Cursor](context.Background(), r, "group-partitions", groupArgs{group})
+	return remoteCall[[]Cursor](context.Background(), r, "group-partitions", groupArgs{Group: group})
 }
 
 // OffsetGroups lists the consumer groups with offsets in the group.
@@ -383,7 +419,11 @@ func (r *RemoteGroup) DeadLetters(queue string) ([]DeadLetter, error) {
 
 // DeleteGroup deletes a consumer group's state in the group.
 func (r *RemoteGroup) DeleteGroup(ctx context.Context, group string) error {
-	_, err := remoteCall[struct{}](ctx, r, "delete-group", groupArgs{group})
+	args := groupArgs{Group: group}
+	if k, ok := ctx.Value(requestKeyCtx{}).(RequestKey); ok {
+		args.Key = &k
+	}
+	_, err := remoteCall[struct{}](ctx, r, "delete-group", args)
 	return err
 }
 
@@ -406,13 +446,13 @@ func (r *RemoteGroup) TopicByID(id [16]byte) (TopicInfo, bool, error) {
 
 // GroupOffsets answers a consumer group's offsets in the group.
 func (r *RemoteGroup) GroupOffsets(group string) ([]command.OffsetCommit, error) {
-	return remoteCall[[]command.OffsetCommit](context.Background(), r, "group-offsets", groupArgs{group})
+	return remoteCall[[]command.OffsetCommit](context.Background(), r, "group-offsets", groupArgs{Group: group})
 }
 
 // PendingTxnOffsets answers a consumer group's offsets staged by open
 // transactions in the group.
 func (r *RemoteGroup) PendingTxnOffsets(group string) ([]store.TxnOffset, error) {
-	return remoteCall[[]store.TxnOffset](context.Background(), r, "pending-txn-offsets", groupArgs{group})
+	return remoteCall[[]store.TxnOffset](context.Background(), r, "pending-txn-offsets", groupArgs{Group: group})
 }
 
 // EachTxn calls fn on each transaction the group coordinates.
@@ -457,7 +497,7 @@ func (r *RemoteGroup) DeleteTopic(ctx context.Context, name string) (command.Top
 // GroupConfig answers a share or consumer group's configuration, kept in
 // the group its name places it in.
 func (r *RemoteGroup) GroupConfig(group string) (map[string]string, error) {
-	return remoteCall[map[string]string](context.Background(), r, "group-config", groupArgs{group})
+	return remoteCall[map[string]string](context.Background(), r, "group-config", groupArgs{Group: group})
 }
 
 // AlterGroupConfig changes a group's configuration.

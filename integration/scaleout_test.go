@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -148,12 +149,18 @@ func TestReplicaSetsSmallerThanTheCluster(t *testing.T) {
 			t.Fatalf("retry of %s through another node: %+v, want duplicate of %+v", q, again, a)
 		}
 	}
-	var listed struct {
-		Queues []queueAnswer `json:"queues"`
-	}
-	if status := getJSON(t, s.nodes[0].url("/api/v1/resources/queues"), &listed); status != http.StatusOK || len(listed.Queues) != len(queues) {
-		t.Fatalf("node 1 lists %d queues (status %d), want %d", len(listed.Queues), status, len(queues))
-	}
+	// Node 1 lists every group's queues: those of the groups it does not
+	// replicate from a replica that has caught up with its leader, its own
+	// from its copy, which as a follower's may lag a moment.
+	waitFor(t, 10*time.Second, func() error {
+		var listed struct {
+			Queues []queueAnswer `json:"queues"`
+		}
+		if status := getJSON(t, s.nodes[0].url("/api/v1/resources/queues"), &listed); status != http.StatusOK || len(listed.Queues) != len(queues) {
+			return fmt.Errorf("node 1 lists %d queues (status %d), want %d", len(listed.Queues), status, len(queues))
+		}
+		return nil
+	})
 	for _, q := range queues[:4] {
 		g := s.groupOf(q)
 		status, popped := s.outsider(g).pop(t, q, map[string]string{"consumerGroup": "so-workers", "batch": "10"})
@@ -168,6 +175,38 @@ func TestReplicaSetsSmallerThanTheCluster(t *testing.T) {
 	}
 	if f := s.outsider(s.groupOf(queues[5])).fetchAll(queues[5], "Default"); len(f.Entries) != 1 || len(f.Entries[0].Records) != 1 {
 		t.Fatalf("fetch through a node outside the group: %+v", f)
+	}
+	// A consumer group with positions only in groups 3 and 4, which node
+	// 1 does not replicate. Deleting it through node 1 reaches them under
+	// the request's Idempotency-Key: a retry is answered as the first
+	// attempt was, not 404.
+	for _, q := range queues[2:4] {
+		if slices.Contains(s.replicas(s.groupOf(q)), 1) {
+			t.Fatalf("node 1 replicates group %d", s.groupOf(q))
+		}
+		if status, popped := s.nodes[0].pop(t, q, map[string]string{"consumerGroup": "so-elsewhere"}); status != http.StatusOK || len(popped.Messages) != 1 {
+			t.Fatalf("pop of %s for so-elsewhere: %d %+v", q, status, popped)
+		}
+	}
+	for attempt := range 2 {
+		req, _ := http.NewRequest(http.MethodDelete, s.nodes[0].url("/api/v1/consumer-groups/so-elsewhere"), nil)
+		req.Header.Set("Idempotency-Key", "delete-so-workers")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("delete of the consumer group, attempt %d: status %d", attempt+1, resp.StatusCode)
+		}
+	}
+	// What cannot change yet is refused: a leader outside the group's
+	// replicas, removing a node.
+	if status := do(t, http.MethodPut, s.nodes[0].url("/api/v1/cluster/groups/1/leader"), []byte(`{"node":5}`), nil); status != http.StatusBadRequest {
+		t.Fatalf("node 5, not a replica of group 1, chosen to lead it: status %d, want 400", status)
+	}
+	if status := do(t, http.MethodDelete, s.nodes[0].url("/api/v1/cluster/nodes/6"), nil, nil); status != http.StatusConflict {
+		t.Fatalf("removing a node: status %d, want 409", status)
 	}
 
 	// Kafka: a client seeded with node 1 alone finds every leader.
@@ -244,6 +283,30 @@ func TestReplicaSetsSmallerThanTheCluster(t *testing.T) {
 		total += n
 	}
 	readGroup([]string{s.nodes[5].kafkaAddr}, total)
+	// Each broker describes the log dirs of the partitions it hosts.
+	dirs, err := kadm.NewClient(cl).DescribeAllLogDirs(context.Background(), nil)
+	if err != nil {
+		t.Fatalf("DescribeLogDirs: %v", err)
+	}
+	for _, n := range s.nodes {
+		hosted := 0
+		dirs.Each(func(d kadm.DescribedLogDir) {
+			if d.Err != nil {
+				t.Fatalf("DescribeLogDirs of broker %d: %v", d.Broker, d.Err)
+			}
+			if d.Broker == int32(n.id) {
+				d.Topics.Each(func(p kadm.DescribedLogDirPartition) {
+					if p.Topic != "__consumer_offsets" && !slices.Contains(s.replicas(s.groupOf(p.Topic)), n.id) {
+						t.Fatalf("broker %d describes %s[%d], of a group it does not replicate", n.id, p.Topic, p.Partition)
+					}
+					hosted++
+				})
+			}
+		})
+		if hosted == 0 {
+			t.Fatalf("broker %d describes no partition", n.id)
+		}
+	}
 
 	// kill -9 of node 2: the groups it replicates fail over.
 	dead := s.nodes[1]

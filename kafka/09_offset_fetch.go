@@ -71,7 +71,7 @@ func (c *conn) fetchGroupOffsets(group string, topics []kmsg.OffsetFetchRequestG
 	}
 	committed, err := c.s.groupOffsets(group)
 	if err != nil {
-		return nil, kerr.UnknownServerError.Code
+		return nil, lookupCode(err)
 	}
 	type tp struct {
 		topic     string

@@ -57,6 +57,9 @@ func handleDescribeLogDirs(c *conn, kreq kmsg.Request) (kmsg.Response, error) {
 		if !c.describable(t.Name) || isInternalTopic(t.Name) {
 			continue
 		}
+		if _, remote := c.s.topic(t.Name).(*Remote); remote {
+			continue // as a Kafka broker, this one lists only the replicas it hosts
+		}
 		sizes, err := c.s.topic(t.Name).PartitionSizes(t)
 		if err != nil {
 			return nil, err

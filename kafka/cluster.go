@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"net"
 	"strconv"
 
@@ -99,18 +100,24 @@ func (s *Server) topicByID(id [16]byte) (broker.TopicInfo, bool, error) {
 	}
 	// The groups this broker replicates first: a Produce or Fetch sent to
 	// the right leader then never asks another node.
+	// A group whose replicas do not answer is passed over: another may
+	// hold the id; the error is answered only when none does.
+	var failed error
 	for _, remote := range []bool{false, true} {
 		for _, b := range s.everyGroup() {
 			if _, isRemote := b.(*Remote); isRemote != remote {
 				continue
 			}
 			t, found, err := b.TopicByID(id)
-			if err != nil || (found && !isInternalTopic(t.Name)) {
-				return t, found, err
+			switch {
+			case err != nil:
+				failed = cmp.Or(failed, err)
+			case found && !isInternalTopic(t.Name):
+				return t, true, nil
 			}
 		}
 	}
-	return broker.TopicInfo{}, false, nil
+	return broker.TopicInfo{}, false, failed
 }
 
 func parseBroker(nodeID, addr string) (kafkaBroker, bool) {

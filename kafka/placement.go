@@ -193,10 +193,17 @@ func (s *Server) catchUpGroups(topics []string) {
 // lookupCode is the Kafka error code for a failed lookupTopic: retriable
 // while this broker is behind.
 func lookupCode(err error) int16 {
-	if errors.Is(err, errBehind) {
+	if errors.Is(err, errBehind) || remoteUnavailable(err) {
 		return kerr.LeaderNotAvailable.Code
 	}
 	return kerr.UnknownServerError.Code
+}
+
+// remoteUnavailable reports whether err is a raft group's replicas not
+// answering a read another broker asked of them (broker.RemoteGroup): the
+// client should try again.
+func remoteUnavailable(err error) bool {
+	return errors.Is(err, broker.ErrNotLeader) || errors.Is(err, broker.ErrOutcomeUnknown)
 }
 
 // commitOffsets stores a consumer group's offsets in their topics'

@@ -27,10 +27,11 @@ type Remote struct {
 	*broker.RemoteGroup
 	meta Broker // group 0 on this node
 
-	mu        sync.Mutex
-	catalog   []broker.TopicInfo // the group's topics, as read at catalogAt
-	names     []string           // their names in order
-	catalogAt time.Time
+	mu         sync.Mutex
+	catalog    []broker.TopicInfo // the group's topics, as read at catalogAt
+	names      []string           // their names in order
+	catalogAt  time.Time
+	refreshing bool // a read of the catalog is under way
 }
 
 // NewRemote is group rg as this broker serves it, beside meta (group 0).
@@ -71,50 +72,63 @@ func (r *Remote) AlterACLs(create, del []auth.ACL) (command.AlterACLsResult, err
 // catalogFresh is how long a Remote keeps the group's topics it read.
 const catalogFresh = time.Second
 
-// readCatalog reads the group's topics from a replica at most once every
-// catalogFresh; on an error it keeps the last list read. Call with mu.
-func (r *Remote) readCatalog() {
-	if time.Since(r.catalogAt) < catalogFresh {
-		return
+// readCatalog answers the group's topics and their names in order, read
+// from a replica at most once every catalogFresh, by one caller at a time
+// (the others get the last list read). When a replica does not answer,
+// the last list read stays.
+func (r *Remote) readCatalog() ([]broker.TopicInfo, []string) {
+	r.mu.Lock()
+	if r.refreshing || time.Since(r.catalogAt) < catalogFresh {
+		defer r.mu.Unlock()
+		return r.catalog, r.names
 	}
-	r.catalogAt = time.Now()
-	ts, err := r.Topics(nil)
-	if err != nil {
-		return
-	}
-	names := make([]string, 0, len(ts))
-	for _, t := range ts {
-		names = append(names, t.Name)
-	}
-	slices.SortFunc(names, strings.Compare)
-	r.catalog = ts
-	if !slices.Equal(names, r.names) {
-		r.names = names // a new slice only when it changed: callers compare them
-	}
-}
-
-// TopicNames lists the group's topics in name order, read from a replica
-// at most once a second.
-func (r *Remote) TopicNames() []string {
+	r.refreshing = true
+	r.mu.Unlock()
+	ts, err := r.RemoteGroup.Topics(nil)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.readCatalog()
-	return r.names
+	r.refreshing, r.catalogAt = false, time.Now()
+	if err == nil {
+		names := make([]string, 0, len(ts))
+		for _, t := range ts {
+			names = append(names, t.Name)
+		}
+		slices.SortFunc(names, strings.Compare)
+		r.catalog = ts
+		if !slices.Equal(names, r.names) {
+			r.names = names // a new slice only when it changed: callers compare them
+		}
+	}
+	return r.catalog, r.names
+}
+
+// TopicNames lists the group's topics in name order (readCatalog).
+func (r *Remote) TopicNames() []string {
+	_, names := r.readCatalog()
+	return names
+}
+
+// Topics answers the named topics from a replica, or every topic of the
+// group (nil) as readCatalog last read them: a listing of all topics is
+// not failed for one group whose replicas do not answer.
+func (r *Remote) Topics(names []string) ([]broker.TopicInfo, error) {
+	if names == nil {
+		catalog, _ := r.readCatalog()
+		return slices.Clone(catalog), nil
+	}
+	return r.RemoteGroup.Topics(names)
 }
 
 // TopicByID finds a topic of the group by its id in the topics read
 // last, and asks a replica when they do not have it (a topic created a
 // moment ago).
 func (r *Remote) TopicByID(id [16]byte) (broker.TopicInfo, bool, error) {
-	r.mu.Lock()
-	r.readCatalog()
-	for _, t := range r.catalog {
+	catalog, _ := r.readCatalog()
+	for _, t := range catalog {
 		if topicID(t) == id {
-			r.mu.Unlock()
 			return t, true, nil
 		}
 	}
-	r.mu.Unlock()
 	return r.RemoteGroup.TopicByID(id)
 }
 

@@ -409,6 +409,9 @@ func (n *Node) checkGroupDirs(placement raftgroups.Placement) error {
 		if len(n.cfg.Peers) == 0 && !n.cfg.Join {
 			return fmt.Errorf("the data directory is damaged and a single node has no peers to repair it from (restore a backup): %w", err)
 		}
+		if replicas := placement.Replicas(id); replicas != nil && len(replicas) == 1 {
+			return fmt.Errorf("raft group %d's directory is damaged and this node is its only replica (--replication-factor 1): no peer can repair it (restore a backup): %w", id, err)
+		}
 		glog := n.log
 		if n.cfg.DataGroups > 1 {
 			glog = n.log.With("group", id)

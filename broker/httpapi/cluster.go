@@ -51,6 +51,10 @@ func newPeerLinks(tlsConf *tls.Config) peerLinks {
 // by then it answers 503 no_leader.
 func (s *Server) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if g, ok := s.elsewhere(r); ok {
+			s.relay(w, r, g)
+			return
+		}
 		b := s.b(r) // the request's raft group (placement.go)
 		if b.IsLeader() {
 			h(w, r)
@@ -395,6 +399,11 @@ func (s *Server) joinerHealth(r *http.Request, id string) (healthJSON, bool) {
 }
 
 func (s *Server) removeNode(w http.ResponseWriter, r *http.Request) {
+	if s.remote != nil {
+		writeError(w, http.StatusConflict, "replicas_cannot_move", "with --replication-factor the data groups' replicas are fixed when the cluster is made: "+
+			"a node cannot be removed yet (docs/RAFT-GROUPS.md)")
+		return
+	}
 	if err := s.svc.RemoveNode(r.PathValue("id")); err != nil {
 		s.writeBrokerError(w, err)
 		return

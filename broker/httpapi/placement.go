@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,7 +25,15 @@ import (
 // groupKey keys the request's group in its context.
 type groupKey struct{}
 
+// elsewhere reports the group r was placed in when this node does not
+// replicate it.
+func (s *Server) elsewhere(r *http.Request) (uint32, bool) {
+	g, ok := r.Context().Value(groupKey{}).(uint32)
+	return g, ok && !s.route.Replicated(g)
+}
+
 // b is the broker of the group serving r: its placed group, or group 0.
+// Nil for a group this node does not replicate (elsewhere).
 func (s *Server) b(r *http.Request) Broker {
 	if g, ok := r.Context().Value(groupKey{}).(uint32); ok {
 		return s.route.Local(g)
@@ -36,8 +45,22 @@ func (s *Server) b(r *http.Request) Broker {
 // (a request spanning groups).
 type where func(s *Server, r *http.Request) (uint32, error)
 
-// placed serves h in the group where finds. With one group it is h.
+// placed serves h in the group where finds. With one group it is h. A
+// request of a group this node does not replicate is relayed whole to the
+// group's leader.
 func (s *Server) placed(find where, h http.HandlerFunc) http.HandlerFunc {
+	return s.place(find, h, true)
+}
+
+// placedWrite is placed for a write served by leaderOnly or keyedWrite,
+// which relay a request of a group this node does not replicate
+// themselves: keyedWrite then gives it a key and tries again, here, while
+// the outcome is open, as it does for a write it forwards.
+func (s *Server) placedWrite(find where, h http.HandlerFunc) http.HandlerFunc {
+	return s.place(find, h, false)
+}
+
+func (s *Server) place(find where, h http.HandlerFunc, relay bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.groupCount() <= 1 {
 			h(w, r)
@@ -49,7 +72,7 @@ func (s *Server) placed(find where, h http.HandlerFunc) http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, "cross_group", err.Error())
 			return
 		}
-		if !s.route.Replicated(g) {
+		if relay && !s.route.Replicated(g) {
 			s.relay(w, r, g)
 			return
 		}
@@ -237,6 +260,28 @@ type RemoteGroup interface {
 	LeaderHTTPAddr() string
 	// ForgetLeader drops the leader learnt, which did not answer.
 	ForgetLeader()
+	// Replicas lists the nodes that replicate the group.
+	Replicas() []string
+}
+
+// replicasOf lists the nodes that replicate data group g, with a
+// replication factor (nil without one, and for group 0).
+func (s *Server) replicasOf(g uint32) []string {
+	switch {
+	case s.remote == nil || g == 0 || g >= uint32(len(s.remote)):
+		return nil
+	case s.remote[g] != nil:
+		return s.remote[g].Replicas()
+	}
+	members, err := s.route.Local(g).Members()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, m := range members {
+		out = append(out, m.ID)
+	}
+	return out
 }
 
 // lister is group g's groupLister: local, or through a replica.
@@ -391,6 +436,10 @@ func (s *Server) preferLeader(w http.ResponseWriter, r *http.Request) {
 		}
 		if req.Node == "" {
 			writeError(w, http.StatusBadRequest, "invalid_request", "node names the voter to lead the group")
+			return
+		}
+		if replicas := s.replicasOf(uint32(g)); replicas != nil && !slices.Contains(replicas, req.Node.String()) {
+			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("node %s does not replicate raft group %d (its replicas: %s)", req.Node, g, strings.Join(replicas, ", ")))
 			return
 		}
 	}

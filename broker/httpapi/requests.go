@@ -72,7 +72,11 @@ func (s *Server) keyedWrite(h http.HandlerFunc, mint bool) http.HandlerFunc {
 		// The node that forwarded it retries; and before the cluster
 		// carries keyed writes (a rolling upgrade) nothing makes a retry
 		// safe: a client's key is refused there (upgrade_in_progress).
-		if r.Header.Get(forwardedHeader) != "" || !s.b(r).KeyedWrites() {
+		b := s.b(r)
+		if _, ok := s.elsewhere(r); ok {
+			b = s.svc // relayed: the cluster's format as group 0 has it
+		}
+		if r.Header.Get(forwardedHeader) != "" || !b.KeyedWrites() {
 			serve(w, r)
 			return
 		}
