@@ -33,6 +33,36 @@ func (p *produceCounter) OnBrokerWrite(meta kgo.BrokerMetadata, key int16, _ int
 	}
 }
 
+// readGroupOnce has a franz-go member of consumer group group read want
+// records of topics from its committed offsets (the start without), fails
+// the test on a record read twice or a minute without want, commits and
+// leaves, and answers the records' values.
+func readGroupOnce(t testing.TB, brokers []string, group string, topics []string, want int) map[string]bool {
+	t.Helper()
+	g := kafkaClient(t, brokers, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgoLogger(t, group))
+	defer g.Close()
+	seen := map[string]bool{}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for len(seen) < want {
+		fs := g.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("the group read %d of %d records", len(seen), want)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if seen[string(r.Value)] {
+				t.Fatalf("the group read %s twice", r.Value)
+			}
+			seen[string(r.Value)] = true
+		})
+	}
+	if err := g.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	return seen
+}
+
 // With three raft groups on three nodes, a topic's partitions are led by
 // the leader of the topic's group: Metadata says so, a producer writing to
 // 12 partitions of 4 topics sends to all three brokers, and the franz-go
@@ -106,30 +136,7 @@ func TestDataGroupsSpreadKafkaPartitionLeaders(t *testing.T) {
 	// A franz-go group consumer reads the 12 partitions whole, commits,
 	// and a second member of the group resumes after the commits.
 	total := len(recs)
-	readGroup := func(want int) map[string]bool {
-		g := kafkaClient(t, brokers, kgo.ConsumerGroup("readers"), kgo.ConsumeTopics(topics...),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgoLogger(t, "readers"))
-		seen := map[string]bool{}
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		for len(seen) < want {
-			fs := g.PollFetches(ctx)
-			if ctx.Err() != nil {
-				t.Fatalf("the group read %d of %d records", len(seen), want)
-			}
-			fs.EachRecord(func(r *kgo.Record) {
-				if seen[string(r.Value)] {
-					t.Fatalf("the group read %s twice", r.Value)
-				}
-				seen[string(r.Value)] = true
-			})
-		}
-		if err := g.CommitUncommittedOffsets(ctx); err != nil {
-			t.Fatalf("commit: %v", err)
-		}
-		g.Close()
-		return seen
-	}
+	readGroup := func(want int) map[string]bool { return readGroupOnce(t, brokers, "readers", topics, want) }
 	if got := readGroup(total); len(got) != total {
 		t.Fatalf("the group read %d records, want %d", len(got), total)
 	}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/waggle-mq/waggle/payload"
 )
 
 // The data-groups benchmarks measure what spreading raft groups' leaders
@@ -67,36 +69,52 @@ func BenchmarkDataGroupsProduce(b *testing.B) {
 				}
 				cpu := measureNodeCPU(b, c)
 				b.ResetTimer()
-				start := time.Now()
-				var wg sync.WaitGroup
-				var failed atomic.Pointer[error]
-				for p, cl := range producers {
-					share := b.N / len(producers)
-					if p == 0 {
-						share += b.N % len(producers)
-					}
-					src, size := benchPayloads(p), benchRecordBytes()
-					for i := range share {
-						wg.Add(1)
-						cl.Produce(context.Background(), &kgo.Record{Topic: topic(p, i), Value: src.Bytes(size)}, func(_ *kgo.Record, err error) {
-							if err != nil {
-								failed.Store(&err)
-							}
-							wg.Done()
-						})
-					}
-				}
-				wg.Wait()
-				elapsed := time.Since(start)
-				b.StopTimer()
-				if err := failed.Load(); err != nil {
-					b.Fatal(*err)
-				}
-				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "recs/s")
+				produceRecords(b, producers, topic, nil)
 				cpu.report(b, b.N, "rec")
 			})
 		}
 	}
+}
+
+// produceRecords has the producers send b.N random records between them
+// (benchRecordBytes each), producer p's i-th to topic(p, i), each held to
+// pace(p) when that is set, and waits until all are acknowledged. It
+// fails the benchmark on any error, reports the records a second, stops
+// the timer and answers how long it took.
+func produceRecords(b *testing.B, producers []*kgo.Client, topic func(p, i int) string, pace func(p int) pacer) time.Duration {
+	start := time.Now()
+	var acked, sending sync.WaitGroup
+	var failed atomic.Pointer[error]
+	for p, cl := range producers {
+		share := b.N / len(producers)
+		if p == 0 {
+			share += b.N % len(producers)
+		}
+		sending.Go(func() {
+			src, size := benchPayloads(p), benchRecordBytes()
+			for i := range share {
+				if pace != nil && i%50 == 0 {
+					pace(p).wait(i)
+				}
+				acked.Add(1)
+				cl.Produce(context.Background(), &kgo.Record{Topic: topic(p, i), Value: src.Bytes(size)}, func(_ *kgo.Record, err error) {
+					if err != nil {
+						failed.Store(&err)
+					}
+					acked.Done()
+				})
+			}
+		})
+	}
+	sending.Wait()
+	acked.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err := failed.Load(); err != nil {
+		b.Fatal(*err)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "recs/s")
+	return elapsed
 }
 
 // BenchmarkDataGroupsPush measures HTTP push throughput: six queues spread
@@ -124,41 +142,61 @@ func BenchmarkDataGroupsPush(b *testing.B) {
 				queues = append(queues, nameIn(b, fmt.Sprintf("push%d-", i), g, groups))
 				urls = append(urls, c.nodes[leaders[g]-1].url("/api/v1/push"))
 			}
-			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 30 * time.Second}
-			var throttled, next atomic.Int64
-			var wg sync.WaitGroup
 			cpu := measureNodeCPU(b, c)
 			b.ResetTimer()
-			start := time.Now()
-			for k := range clients {
-				wg.Go(func() {
-					var body bytes.Buffer
-					src := benchPayloads(k)
-					for op := next.Add(1) - 1; op < int64(b.N); op = next.Add(1) - 1 {
-						body.Reset()
-						body.WriteString(`{"items":[`)
-						for i := range batch {
-							if i > 0 {
-								body.WriteByte(',')
-							}
-							fmt.Fprintf(&body, `{"queue":%q,"transactionId":"tx-%d-%d","payload":%s}`, queues[k%len(queues)], op, i, src.JSON(100))
-						}
-						body.WriteString(`]}`)
-						if err := postPush(hc, urls[k%len(urls)], body.Bytes(), &throttled); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
-			b.StopTimer()
-			b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "msgs/s")
-			b.ReportMetric(float64(throttled.Load()), "pushed-back")
+			pushClients(b, clients, batch, func(k int) (string, string) { return queues[k%len(queues)], urls[k%len(urls)] }, nil)
 			cpu.report(b, b.N*batch, "msg")
 		})
 	}
+}
+
+// pushClients has clients HTTP clients push b.N batches of batch messages
+// between them, client k to target(k) (a queue and the URL to push it
+// to), each push held to pace when it is set. It reports the messages a
+// second and the pushes pushed back, stops the timer and answers how long
+// the pushes took.
+func pushClients(b *testing.B, clients, batch int, target func(k int) (queue, url string), pace *pacer) time.Duration {
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 30 * time.Second}
+	var throttled, next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for k := range clients {
+		wg.Go(func() {
+			var body bytes.Buffer
+			src := benchPayloads(k)
+			queue, url := target(k)
+			for op := next.Add(1) - 1; op < int64(b.N); op = next.Add(1) - 1 {
+				if pace != nil {
+					pace.wait(int(op))
+				}
+				writePushBody(&body, queue, op, batch, src)
+				if err := postPush(hc, url, body.Bytes(), &throttled); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "msgs/s")
+	b.ReportMetric(float64(throttled.Load()), "pushed-back")
+	return elapsed
+}
+
+// writePushBody writes into body a push of batch messages to queue, with
+// op's unique transactionIds and random 100-byte payloads from src.
+func writePushBody(body *bytes.Buffer, queue string, op int64, batch int, src *payload.Source) {
+	body.Reset()
+	body.WriteString(`{"items":[`)
+	for i := range batch {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		fmt.Fprintf(body, `{"queue":%q,"transactionId":"tx-%d-%d","payload":%s}`, queue, op, i, src.JSON(100))
+	}
+	body.WriteString(`]}`)
 }
 
 // startGroupsBench starts a 3-node cluster with groups raft groups, each
@@ -169,16 +207,21 @@ func startGroupsBench(b *testing.B, groups int) *cluster {
 	if groups > 1 { // /health lists groups when there are several
 		waitGroupLeaders(b, c.nodes, uint32(groups), preferred)
 	}
+	capNodes(b, c.nodes)
+	return c
+}
+
+// capNodes caps each node at WAGGLE_BENCH_NODE_CPU cores when that is set.
+func capNodes(b *testing.B, nodes []*node) {
 	if v := os.Getenv("WAGGLE_BENCH_NODE_CPU"); v != "" {
 		cores, err := strconv.ParseFloat(v, 64)
 		if err != nil || cores <= 0 {
 			b.Fatalf("WAGGLE_BENCH_NODE_CPU=%q: want a fraction of a core", v)
 		}
-		for _, n := range c.nodes {
+		for _, n := range nodes {
 			capCPU(b, n, cores)
 		}
 	}
-	return c
 }
 
 // nodeCPU is each node's CPU time when a measurement started.

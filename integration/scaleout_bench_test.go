@@ -1,14 +1,9 @@
 package integration
 
 import (
-	"bytes"
-	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,15 +68,7 @@ func scaleOutSizes() []int {
 func startScaleOutBench(b *testing.B, nodes int) *scaleOut {
 	s := startScaleOut(b, nodes, 13, 3)
 	s.waitPlaced(b, func(g uint32) int { return s.replicas(g)[0] })
-	if v := os.Getenv("WAGGLE_BENCH_NODE_CPU"); v != "" {
-		cores, err := strconv.ParseFloat(v, 64)
-		if err != nil || cores <= 0 {
-			b.Fatalf("WAGGLE_BENCH_NODE_CPU=%q: want a fraction of a core", v)
-		}
-		for _, n := range s.nodes {
-			capCPU(b, n, cores)
-		}
-	}
+	capNodes(b, s.nodes)
 	return s
 }
 
@@ -114,45 +101,9 @@ func BenchmarkScaleOutProduce(b *testing.B) {
 			cpu := measureNodeCPU(b, s.cluster)
 			b.ResetTimer()
 			start := time.Now()
-			var wg sync.WaitGroup
-			var failed atomic.Pointer[error]
-			var sending sync.WaitGroup
-			for p, cl := range producers {
-				share := b.N / len(producers)
-				if p == 0 {
-					share += b.N % len(producers)
-				}
-				sending.Go(func() {
-					produceShare(cl, p, share, topics, pacer{start, rate / float64(len(producers))}, &wg, &failed)
-				})
-			}
-			sending.Wait()
-			wg.Wait()
-			elapsed := time.Since(start)
-			b.StopTimer()
-			if err := failed.Load(); err != nil {
-				b.Fatal(*err)
-			}
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "recs/s")
+			pace := func(int) pacer { return pacer{start, rate / float64(len(producers))} }
+			elapsed := produceRecords(b, producers, func(p, i int) string { return topics[(i+p)%len(topics)] }, pace)
 			cpu.reportMean(b, b.N, "rec", idle, elapsed)
-		})
-	}
-}
-
-// produceShare has producer p send share records, paced, to the topics in
-// turn; wg counts the records until they are acknowledged.
-func produceShare(cl *kgo.Client, p, share int, topics []string, pace pacer, wg *sync.WaitGroup, failed *atomic.Pointer[error]) {
-	src, size := benchPayloads(p), benchRecordBytes()
-	for i := range share {
-		if i%50 == 0 {
-			pace.wait(i)
-		}
-		wg.Add(1)
-		cl.Produce(context.Background(), &kgo.Record{Topic: topics[(i+p)%len(topics)], Value: src.Bytes(size)}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				failed.Store(&err)
-			}
-			wg.Done()
 		})
 	}
 }
@@ -173,42 +124,11 @@ func BenchmarkScaleOutPush(b *testing.B) {
 				queues = append(queues, s.nameIn(b, "scale-", g))
 				urls = append(urls, s.nodes[s.replicas(g)[0]-1].url("/api/v1/push"))
 			}
-			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 30 * time.Second}
-			var throttled, next atomic.Int64
-			var wg sync.WaitGroup
 			idle := idleCPU(b, s.cluster)
 			cpu := measureNodeCPU(b, s.cluster)
 			b.ResetTimer()
-			start := time.Now()
-			pace := pacer{start, benchRate(b) / batch}
-			for k := range clients {
-				wg.Go(func() {
-					var body bytes.Buffer
-					src := benchPayloads(k)
-					q := k % len(queues)
-					for op := next.Add(1) - 1; op < int64(b.N); op = next.Add(1) - 1 {
-						pace.wait(int(op))
-						body.Reset()
-						body.WriteString(`{"items":[`)
-						for i := range batch {
-							if i > 0 {
-								body.WriteByte(',')
-							}
-							fmt.Fprintf(&body, `{"queue":%q,"transactionId":"tx-%d-%d","payload":%s}`, queues[q], op, i, src.JSON(100))
-						}
-						body.WriteString(`]}`)
-						if err := postPush(hc, urls[q], body.Bytes(), &throttled); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
-			b.StopTimer()
-			b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "msgs/s")
-			b.ReportMetric(float64(throttled.Load()), "pushed-back")
+			pace := &pacer{time.Now(), benchRate(b) / batch}
+			elapsed := pushClients(b, clients, batch, func(k int) (string, string) { return queues[k%len(queues)], urls[k%len(queues)] }, pace)
 			cpu.reportMean(b, b.N*batch, "msg", idle, elapsed)
 		})
 	}

@@ -255,28 +255,7 @@ func TestReplicaSetsSmallerThanTheCluster(t *testing.T) {
 	// A consumer group reads every topic and commits; its offsets live in
 	// each topic's group, written from the coordinator wherever it is.
 	readGroup := func(brokers []string, want int) int {
-		g := kafkaClient(t, brokers, kgo.ConsumerGroup("so-readers"), kgo.ConsumeTopics(topics...),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgoLogger(t, "readers"))
-		defer g.Close()
-		seen := map[string]bool{}
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		for len(seen) < want {
-			fs := g.PollFetches(ctx)
-			if ctx.Err() != nil {
-				t.Fatalf("the group read %d of %d records", len(seen), want)
-			}
-			fs.EachRecord(func(r *kgo.Record) {
-				if seen[string(r.Value)] {
-					t.Fatalf("the group read %s twice", r.Value)
-				}
-				seen[string(r.Value)] = true
-			})
-		}
-		if err := g.CommitUncommittedOffsets(ctx); err != nil {
-			t.Fatalf("commit: %v", err)
-		}
-		return len(seen)
+		return len(readGroupOnce(t, brokers, "so-readers", topics, want))
 	}
 	total := 0
 	for _, n := range acked {
