@@ -229,10 +229,11 @@ func (s *Set) Close() error {
 }
 
 // Run keeps each group's membership equal to group 0's and its leadership
-// on its preferred voter, until ctx ends. With a single group there is
-// nothing to do.
+// on its preferred voter, until ctx ends. With a single group in the
+// cluster there is nothing to do (a node that runs group 0 alone, with a
+// replication factor, still hands group 0 to its preferred voter).
 func (s *Set) Run(ctx context.Context) {
-	if len(s.groups) == 1 {
+	if len(s.groups) == 1 && s.placement.Everywhere() {
 		return
 	}
 	for _, g := range s.groups {
