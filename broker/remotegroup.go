@@ -176,8 +176,7 @@ func (r *RemoteGroup) post(ctx context.Context, addr, call string, body []byte) 
 	resp, err := r.link.client.Do(req)
 	if err != nil {
 		r.ForgetLeader()
-		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
-			// Nothing was sent: another replica may take it.
+		if NeverSent(err) { // another replica may take it
 			return nil, fmt.Errorf("%w: raft group %d's replica at %s: %v", ErrNotLeader, r.id, addr, err)
 		}
 		// Sent or not, a write may have been applied.
@@ -195,6 +194,13 @@ func (r *RemoteGroup) post(ctx context.Context, addr, call string, body []byte) 
 		return nil, remoteError(r.id, addr, resp.StatusCode, answer)
 	}
 	return answer, nil
+}
+
+// NeverSent reports whether a request to another node failed before any
+// byte of it could reach that node: the connection was never made.
+func NeverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // ForgetLeader drops the leader learnt, after it failed to answer.
@@ -278,20 +284,12 @@ func (s *Service) readsCurrent(ctx context.Context) error {
 // node's member of the group: reads from this node's copy, writes through
 // the group's leader. An unknown call or bad arguments are ErrInvalid.
 func (s *Service) ServeGroupCall(ctx context.Context, call string, args []byte) (any, error) {
-	var err error
-	decode := func(v any) bool {
-		if err = json.Unmarshal(args, v); err != nil {
-			err = fmt.Errorf("%w: the arguments of %s: %v", ErrInvalid, call, err)
-			return false
-		}
-		return true
-	}
-	fwd := s.Forwarding()
 	if reads[call] {
 		if err := s.readsCurrent(ctx); err != nil {
 			return nil, err
 		}
 	}
+	fwd := s.Forwarding()
 	switch call {
 	case "leader":
 		_, id := s.LeaderWithID()
@@ -299,99 +297,66 @@ func (s *Service) ServeGroupCall(ctx context.Context, call string, args []byte) 
 	case "queues":
 		return s.Queues()
 	case "group-partitions":
-		var a groupArgs
-		if decode(&a) {
-			return s.GroupPartitions(a.Group)
-		}
+		return withArgs(call, args, func(a groupArgs) (any, error) { return s.GroupPartitions(a.Group) })
 	case "offset-groups":
 		return s.OffsetGroups()
 	case "dead-letters":
-		var a queueArgs
-		if decode(&a) {
-			return s.DeadLetters(a.Queue)
-		}
+		return withArgs(call, args, func(a queueArgs) (any, error) { return s.DeadLetters(a.Queue) })
 	case "delete-group":
-		var a groupArgs
-		if decode(&a) {
+		return withArgs(call, args, func(a groupArgs) (any, error) {
+			ctx := ctx
 			if a.Key != nil {
 				ctx = WithRequestKey(ctx, *a.Key)
 			}
 			return struct{}{}, fwd.DeleteGroup(ctx, a.Group)
-		}
+		})
 	case "purge-dead-letters":
-		var a queueArgs
-		if decode(&a) {
-			return fwd.PurgeDeadLetters(a.Queue)
-		}
+		return withArgs(call, args, func(a queueArgs) (any, error) { return fwd.PurgeDeadLetters(a.Queue) })
 	case "topics":
-		var a topicsArgs
-		if decode(&a) {
-			return s.Topics(a.Names)
-		}
+		return withArgs(call, args, func(a topicsArgs) (any, error) { return s.Topics(a.Names) })
 	case "topic-by-id":
-		var a topicByIDArgs
-		if decode(&a) {
+		return withArgs(call, args, func(a topicByIDArgs) (any, error) {
 			t, found, err := s.TopicByID(a.ID)
 			return topicByIDAnswer{t, found}, err
-		}
+		})
 	case "group-offsets":
-		var a groupArgs
-		if decode(&a) {
-			return s.GroupOffsets(a.Group)
-		}
+		return withArgs(call, args, func(a groupArgs) (any, error) { return s.GroupOffsets(a.Group) })
 	case "pending-txn-offsets":
-		var a groupArgs
-		if decode(&a) {
-			return s.PendingTxnOffsets(a.Group)
-		}
+		return withArgs(call, args, func(a groupArgs) (any, error) { return s.PendingTxnOffsets(a.Group) })
 	case "txns":
 		var out []store.TxnState
 		err := s.EachTxn(func(t store.TxnState) { out = append(out, t) })
 		return out, err
 	case "commit-offsets":
-		var a offsetsArgs
-		if decode(&a) {
-			return fwd.CommitOffsets(a.Group, a.Offsets)
-		}
+		return withArgs(call, args, func(a offsetsArgs) (any, error) { return fwd.CommitOffsets(a.Group, a.Offsets) })
 	case "delete-offsets":
-		var a offsetsArgs
-		if decode(&a) {
-			return fwd.DeleteOffsets(a.Group, a.All, a.Offsets)
-		}
+		return withArgs(call, args, func(a offsetsArgs) (any, error) { return fwd.DeleteOffsets(a.Group, a.All, a.Offsets) })
 	case "create-topic":
-		var a createTopicArgs
-		if decode(&a) {
-			return fwd.CreateTopic(a.Name, a.Partitions, a.Settings)
-		}
+		return withArgs(call, args, func(a createTopicArgs) (any, error) { return fwd.CreateTopic(a.Name, a.Partitions, a.Settings) })
 	case "alter-topic":
-		var a createTopicArgs
-		if decode(&a) {
-			return fwd.AlterTopic(a.Name, a.Settings)
-		}
+		return withArgs(call, args, func(a createTopicArgs) (any, error) { return fwd.AlterTopic(a.Name, a.Settings) })
 	case "add-partitions":
-		var a createTopicArgs
-		if decode(&a) {
-			return fwd.AddPartitions(a.Name, a.Partitions)
-		}
+		return withArgs(call, args, func(a createTopicArgs) (any, error) { return fwd.AddPartitions(a.Name, a.Partitions) })
 	case "delete-topic":
-		var a createTopicArgs
-		if decode(&a) {
-			return fwd.DeleteTopic(ctx, a.Name)
-		}
+		return withArgs(call, args, func(a createTopicArgs) (any, error) { return fwd.DeleteTopic(ctx, a.Name) })
 	case "group-config":
-		var a groupArgs
-		if decode(&a) {
-			return s.GroupConfig(a.Group)
-		}
+		return withArgs(call, args, func(a groupArgs) (any, error) { return s.GroupConfig(a.Group) })
 	case "alter-group-config":
-		var a groupConfigArgs
-		if decode(&a) {
+		return withArgs(call, args, func(a groupConfigArgs) (any, error) {
 			return struct{}{}, fwd.AlterGroupConfig(a.Group, a.Replace, a.Changes)
-		}
-	default:
-		return nil, fmt.Errorf("%w: no call %q", ErrInvalid, call)
+		})
 	}
-	return nil, err
+	return nil, fmt.Errorf("%w: no call %q", ErrInvalid, call)
+}
+
+// withArgs decodes a call's arguments as A and serves it with fn;
+// arguments that do not decode are ErrInvalid.
+func withArgs[A any](call string, args []byte, fn func(A) (any, error)) (any, error) {
+	var a A
+	if err := json.Unmarshal(args, &a); err != nil {
+		return nil, fmt.Errorf("%w: the arguments of %s: %v", ErrInvalid, call, err)
+	}
+	return fn(a)
 }
 
 // The calls a node makes of a group it does not replicate: each is the

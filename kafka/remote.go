@@ -53,7 +53,6 @@ func (r *Remote) LeaderWithID() (addr, id string)           { return "", r.Leade
 func (r *Remote) LeaderCaughtUp() bool                      { return false }
 func (r *Remote) InSync() []string                          { return r.Leader().InSync }
 func (r *Remote) CatchUp(ctx context.Context) error         { return nil } // reads ask a replica that caught up
-func (r *Remote) ReplicaIDs() []string                      { return r.Replicas() }
 func (r *Remote) NodeID() string                            { return r.meta.NodeID() }
 func (r *Remote) Members() ([]broker.Member, error)         { return r.meta.Members() }
 func (r *Remote) LogFormat() command.LogFormat              { return r.meta.LogFormat() }

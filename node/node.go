@@ -341,7 +341,13 @@ func (n *Node) start() error {
 	kc.Metrics = m
 	kc.DataDir = cfg.DataDir
 	kc.Auth = kafka.AuthConfig{Enabled: cfg.Auth.Enabled, AllowPlain: cfg.TLS != nil || cfg.Insecure}
-	asKafka := func(rg *broker.RemoteGroup) kafka.Broker { return kafka.NewRemote(rg, svc) }
+	kafkaRemote := map[*broker.RemoteGroup]kafka.Broker{} // one per group, its catalog read once
+	asKafka := func(rg *broker.RemoteGroup) kafka.Broker {
+		if kafkaRemote[rg] == nil {
+			kafkaRemote[rg] = kafka.NewRemote(rg, svc)
+		}
+		return kafkaRemote[rg]
+	}
 	kc.Groups, kc.Forwarding = asListener(groups, remote, asKafka), asListener(forwarding, remote, asKafka)
 	kc.Directory = directory(set, remote, peerClient, scheme)
 	kc.Racks = cfg.Racks

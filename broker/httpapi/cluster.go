@@ -5,9 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	rtmetrics "runtime/metrics"
@@ -89,7 +87,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, addr, what, mark 
 		},
 		Transport: s.peers.forward,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			if neverSent(err) {
+			if broker.NeverSent(err) {
 				if unreachable != nil {
 					unreachable()
 				}
@@ -102,13 +100,6 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, addr, what, mark 
 		},
 	}
 	proxy.ServeHTTP(w, r)
-}
-
-// neverSent reports whether a forward failed before any byte of the
-// request could reach the leader: the connection was never made.
-func neverSent(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // noLeader answers 503: nothing was written; try again shortly.
