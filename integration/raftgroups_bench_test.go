@@ -224,16 +224,19 @@ func capNodes(b *testing.B, nodes []*node) {
 	}
 }
 
-// nodeCPU is each node's CPU time when a measurement started.
+// nodeCPU is each node's CPU time, and the bytes it had written to
+// storage, when a measurement started.
 type nodeCPU struct {
-	nodes []*node
-	start []float64
+	nodes   []*node
+	start   []float64
+	written []int64
 }
 
 func measureNodeCPU(b *testing.B, c *cluster) nodeCPU {
 	m := nodeCPU{nodes: c.nodes}
 	for _, n := range c.nodes {
 		m.start = append(m.start, cpuSeconds(b, n))
+		m.written = append(m.written, writeBytes(b, n.cmd.Process.Pid))
 	}
 	return m
 }

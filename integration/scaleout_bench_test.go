@@ -103,7 +103,7 @@ func BenchmarkScaleOutProduce(b *testing.B) {
 			start := time.Now()
 			pace := func(int) pacer { return pacer{start, rate / float64(len(producers))} }
 			elapsed := produceRecords(b, producers, func(p, i int) string { return topics[(i+p)%len(topics)] }, pace)
-			cpu.reportMean(b, b.N, "rec", idle, elapsed)
+			cpu.reportMean(b, b.N, "rec", idle, elapsed, benchRecordBytes())
 		})
 	}
 }
@@ -129,7 +129,7 @@ func BenchmarkScaleOutPush(b *testing.B) {
 			b.ResetTimer()
 			pace := &pacer{time.Now(), benchRate(b) / batch}
 			elapsed := pushClients(b, clients, batch, func(k int) (string, string) { return queues[k%len(queues)], urls[k%len(queues)] }, pace)
-			cpu.reportMean(b, b.N*batch, "msg", idle, elapsed)
+			cpu.reportMean(b, b.N*batch, "msg", idle, elapsed, 100)
 		})
 	}
 }
@@ -148,11 +148,17 @@ func idleCPU(b *testing.B, c *cluster) float64 {
 }
 
 // reportMean reports, beside report's figures, the nodes' mean CPU time
-// per unit (each node's share of the work), and the same less what an
-// idle node spends over elapsed (idle, from idleCPU): the cost of the
-// units themselves.
-func (m nodeCPU) reportMean(b *testing.B, count int, unit string, idle float64, elapsed time.Duration) {
+// per unit (each node's share of the work), the same less what an idle
+// node spends over elapsed (idle, from idleCPU): the cost of the units
+// themselves, and the bytes a node wrote to storage on average over the
+// payload bytes the units carried (payload each).
+func (m nodeCPU) reportMean(b *testing.B, count int, unit string, idle float64, elapsed time.Duration, payload int) {
 	m.report(b, count, unit)
+	var written int64
+	for i, n := range m.nodes {
+		written += writeBytes(b, n.cmd.Process.Pid) - m.written[i]
+	}
+	b.ReportMetric(float64(written)/float64(len(m.nodes))/float64(count*payload), "node-written/payload-byte")
 	total := 0.0
 	for i, n := range m.nodes {
 		total += cpuSeconds(b, n) - m.start[i]
