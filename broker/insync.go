@@ -59,3 +59,21 @@ func (s *Service) InSync() []string {
 	}
 	return out
 }
+
+// GroupMembers lists the nodes in this group's raft configuration, voters
+// and non-voters, as the leader has it; nil on a follower (whose copy may
+// miss its own removal: a removed member hears nothing more).
+func (s *Service) GroupMembers() []string {
+	if !s.IsLeader() {
+		return nil
+	}
+	f := s.node.Raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	var out []string
+	for _, srv := range f.Configuration().Servers {
+		out = append(out, string(srv.ID))
+	}
+	return out
+}

@@ -337,3 +337,44 @@ func (s *Service) LeaderPreference(group uint32) (string, error) {
 	})
 	return node, err
 }
+
+// SetReplicas records in group 0 (this service's) that data group group
+// should be replicated by nodes, voters of the cluster, the preferred
+// leader first (nil forgets the record: the static placement applies).
+// The group's leader then adds the new nodes, promotes them once they
+// caught up, and removes the others (raftgroups).
+func (s *Service) SetReplicas(group uint32, nodes []string) error {
+	if len(nodes) > command.MaxReplicas {
+		return fmt.Errorf("%w: %d replicas: at most %d", ErrInvalid, len(nodes), command.MaxReplicas)
+	}
+	if len(nodes) > 0 {
+		members, err := s.Members()
+		if err != nil {
+			return err
+		}
+		for i, n := range nodes {
+			if slices.Contains(nodes[:i], n) {
+				return fmt.Errorf("%w: node %s is named twice", ErrInvalid, n)
+			}
+			if !slices.ContainsFunc(members, func(m Member) bool { return m.ID == n && m.Voter }) {
+				return fmt.Errorf("%w: node %s is not a voter of the cluster", ErrInvalid, n)
+			}
+		}
+	}
+	if s.LogFormat() < command.LogFormat12 {
+		return ErrUpgradeInProgress
+	}
+	_, err := apply(s, &command.SetReplicasCommand{Group: group, Replicas: nodes})
+	return err
+}
+
+// RecordedReplicas answers the nodes group 0 (this node's copy) records
+// for data group group, nil when it records none.
+func (s *Service) RecordedReplicas(group uint32) ([]string, error) {
+	var nodes []string
+	err := s.registry().View(func(tx *store.Tx) (err error) {
+		nodes, err = tx.Replicas(group)
+		return err
+	})
+	return nodes, err
+}

@@ -36,6 +36,9 @@ type GroupLeader struct {
 	// InSync lists the voters the leader is in touch with (Service.InSync)
 	// when the leader itself answered; empty from a follower.
 	InSync []string `json:"inSync,omitempty"`
+	// Members lists the group's raft configuration, voters and non-voters
+	// (Service.GroupMembers), when the leader itself answered.
+	Members []string `json:"members,omitempty"`
 }
 
 // RemoteGroup is a raft group another node replicates and this one does
@@ -43,8 +46,8 @@ type GroupLeader struct {
 // its replicas in turn.
 type RemoteGroup struct {
 	id       uint32
-	meta     *Service // group 0 on this node: the members' addresses
-	replicas []string // the group's nodes, its preferred leader first
+	meta     *Service        // group 0 on this node: the members' addresses
+	replicas func() []string // the group's nodes now, its preferred leader first
 	link     *peerLink
 
 	mu       sync.Mutex
@@ -58,9 +61,10 @@ const leaderFresh = time.Second
 // callTimeout bounds one call to a replica.
 const callTimeout = 10 * time.Second
 
-// NewRemoteGroup is group id as this node reaches it: through replicas
-// (node ids, the preferred leader first), whose addresses meta knows.
-func NewRemoteGroup(id uint32, meta *Service, replicas []string, client *http.Client, scheme string) *RemoteGroup {
+// NewRemoteGroup is group id as this node reaches it: through the nodes
+// replicas answers (node ids, the preferred leader first; they change as
+// replicas move), whose addresses meta knows.
+func NewRemoteGroup(id uint32, meta *Service, replicas func() []string, client *http.Client, scheme string) *RemoteGroup {
 	return &RemoteGroup{id: id, meta: meta, replicas: replicas, link: &peerLink{client: client, scheme: scheme}}
 }
 
@@ -69,7 +73,7 @@ func (r *RemoteGroup) ID() uint32 { return r.id }
 
 // Replicas lists the nodes that replicate the group, its preferred leader
 // first.
-func (r *RemoteGroup) Replicas() []string { return r.replicas }
+func (r *RemoteGroup) Replicas() []string { return r.replicas() }
 
 // Leader is the group's leader as a replica sees it, learnt at most a
 // second ago; the zero GroupLeader when no replica answers.
@@ -126,7 +130,7 @@ func (r *RemoteGroup) addrs(first string) []string {
 	if a := byID[first]; first != "" && a != "" {
 		out = append(out, a)
 	}
-	for _, id := range r.replicas {
+	for _, id := range r.replicas() {
 		if a := byID[id]; a != "" && id != first {
 			out = append(out, a)
 		}
@@ -293,7 +297,7 @@ func (s *Service) ServeGroupCall(ctx context.Context, call string, args []byte) 
 	switch call {
 	case "leader":
 		_, id := s.LeaderWithID()
-		return GroupLeader{ID: id, Epoch: s.LeaderEpoch(), InSync: s.InSync()}, nil
+		return GroupLeader{ID: id, Epoch: s.LeaderEpoch(), InSync: s.InSync(), Members: s.GroupMembers()}, nil
 	case "queues":
 		return s.Queues()
 	case "group-partitions":

@@ -59,10 +59,10 @@ func TestRemoteGroupCallsAReplica(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := NewRemoteGroup(0, s, []string{"2", "1"}, http.DefaultClient, "http")
+	r := NewRemoteGroup(0, s, func() []string { return []string{"2", "1"} }, http.DefaultClient, "http")
 
-	if l := r.Leader(); l.ID != "1" || !slices.Equal(l.InSync, []string{"1"}) {
-		t.Fatalf("leader %+v, want node 1 in sync alone", l)
+	if l := r.Leader(); l.ID != "1" || !slices.Equal(l.InSync, []string{"1"}) || !slices.Equal(l.Members, []string{"1", "2"}) {
+		t.Fatalf("leader %+v, want node 1 in sync alone, nodes 1 and 2 members", l)
 	}
 	if out, err := r.CreateTopic("remote-t", 3, nil); err != nil || out != command.TopicOK {
 		t.Fatalf("create through the replica: %v %v", out, err)

@@ -50,6 +50,7 @@ func (*KeyedCommand) answers(KeyedResult)                   {}
 func (*PruneRequestsCommand) answers(int)                   {} // outcomes forgotten
 func (*SeedIDsCommand) answers(uint64)                      {} // the id counter after it
 func (*PreferLeaderCommand) answers(any)                    {}
+func (*SetReplicasCommand) answers(any)                     {}
 func (*SaveClassicGroupCommand) answers(any)                {}
 func (*AlterGroupConfigCommand) answers(any)                {}
 func (*ShareAcquireCommand) answers(ShareAcquireResult)     {}

@@ -78,6 +78,8 @@ const (
 	// Share acquisitions beside other members' leases (share.go), log
 	// format 11.
 	CmdShareAcquireShared CommandType = 48
+	// The replica directory of data groups (seedids.go), log format 12.
+	CmdSetReplicas CommandType = 49
 )
 
 // DefaultDedupWindowSeconds is the dedup window of a queue created without one.

@@ -71,6 +71,7 @@ func init() {
 	registerCodec(CmdPruneRequests, decodePruneRequests)
 	registerCodec(CmdSeedIDs, decodeSeedIDs)
 	registerCodec(CmdPreferLeader, decodePreferLeader)
+	registerCodec(CmdSetReplicas, decodeSetReplicas)
 	registerCodec(CmdSaveClassicGroup, decodeSaveClassicGroup)
 	registerCodec(CmdAlterGroupConfig, decodeAlterGroupConfig)
 	registerCodec(CmdShareAcquire, decodeShareAcquire)

@@ -70,9 +70,12 @@ const (
 	// read uncommitted; a cursor then holds several leases, which a format
 	// 10 node could not read.
 	LogFormat11 LogFormat = 11
+	// LogFormat12 adds SetReplicas (49): group 0 records which nodes
+	// replicate each data group, so replicas can move.
+	LogFormat12 LogFormat = 12
 
 	// MaxLogFormat is the newest format this binary reads and writes.
-	MaxLogFormat = LogFormat11
+	MaxLogFormat = LogFormat12
 )
 
 // Command is an entry the leader proposes.

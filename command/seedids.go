@@ -63,3 +63,45 @@ func decodePreferLeader(b []byte) (*PreferLeaderCommand, error) {
 	}
 	return c, d.finish()
 }
+
+// SetReplicasCommand records, in group 0, the nodes that should replicate
+// data group Group, its preferred leader first. The group's leader then
+// adds the new ones (as non-voters until they catch up, then as voters)
+// and removes the others (raftgroups); each node starts or drops its
+// member of the group to match. An empty list forgets the record: the
+// static placement applies again. The answer is nothing.
+type SetReplicasCommand struct {
+	Group    uint32
+	Replicas []string
+}
+
+// MaxReplicas bounds SetReplicasCommand.Replicas (raftgroups'
+// MaxReplicationFactor is the same).
+const MaxReplicas = 5
+
+func (c *SetReplicasCommand) since() LogFormat { return LogFormat12 }
+
+// Encode returns the raft entry for the command.
+func (c *SetReplicasCommand) Encode() []byte {
+	e := encoder{}
+	e.byte(byte(CmdSetReplicas))
+	e.uvarint(uint64(c.Group))
+	e.uvarint(uint64(len(c.Replicas)))
+	for _, r := range c.Replicas {
+		e.string(r)
+	}
+	return e.b
+}
+
+func decodeSetReplicas(b []byte) (*SetReplicasCommand, error) {
+	d := decoder{b: b}
+	g, n := d.uvarint(), d.uvarint()
+	if g > 1<<32-1 || n > MaxReplicas {
+		return nil, fmt.Errorf("command: raft group %d with %d replicas", g, n)
+	}
+	c := &SetReplicasCommand{Group: uint32(g)}
+	for range n {
+		c.Replicas = append(c.Replicas, d.string())
+	}
+	return c, d.finish()
+}

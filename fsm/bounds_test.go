@@ -292,6 +292,7 @@ func TestEveryEntryWritesABoundedNumberOfKeys(t *testing.T) {
 	h.one((&command.PruneRequestsCommand{NowMs: later, Limit: command.MaxPruneLimit}).Encode())
 	h.one((&command.SeedIDsCommand{Base: 1 << 44}).Encode())
 	h.one((&command.PreferLeaderCommand{Group: 1, Node: "2"}).Encode())
+	h.one((&command.SetReplicasCommand{Group: 1, Replicas: []string{"2", "3", "4"}}).Encode())
 	h.one((&command.SaveClassicGroupCommand{Group: store.ClassicGroup{Name: "g", Generation: 1, Members: []store.ClassicMember{{ID: "m"}}}}).Encode())
 	many := make([]command.GroupConfigChange, 10_000)
 	for i := range many {

@@ -306,6 +306,11 @@ func corpusScenario() []corpusEntry {
 		{"f11-produce-open-txn", &command.ProduceCommand{NowMs: later + 21_100_002, Topic: "events", Partition: 1, Batches: []command.ProduceBatch{txnBatch(txn2PID, 2, 0, 2)}}},
 		{"f11-share-acquire-committed", sharedAcquire(later+21_100_003, "m-4", "t-4", "1", 100, false)},
 		{"f11-share-acquire-uncommitted", sharedAcquire(later+21_100_004, "m-5", "t-5", "1", 100, true)},
+		// Format 12: group 0 records where data groups' replicas go.
+		{"f12-set-log-format", &command.SetLogFormatCommand{Format: command.LogFormat12}},
+		{"f12-set-replicas", &command.SetReplicasCommand{Group: 3, Replicas: []string{"4", "2", "5"}}},
+		{"f12-set-replicas-again", &command.SetReplicasCommand{Group: 5, Replicas: []string{"1", "6", "3"}}},
+		{"f12-forget-replicas", &command.SetReplicasCommand{Group: 3}},
 	}
 }
 

@@ -142,6 +142,7 @@ func init() {
 	register(command.CmdPruneRequests, func(c *command.PruneRequestsCommand) int64 { return c.NowMs }, (*Processor).pruneRequests)
 	register(command.CmdSeedIDs, nil, (*Processor).seedIDs)
 	register(command.CmdPreferLeader, nil, (*Processor).preferLeader)
+	register(command.CmdSetReplicas, nil, (*Processor).setReplicas)
 	register(command.CmdSaveClassicGroup, nil, (*Processor).saveClassicGroup)
 	register(command.CmdAlterGroupConfig, nil, (*Processor).alterGroupConfig)
 	register(command.CmdShareAcquire, func(c *command.ShareAcquireCommand) int64 { return c.NowMs }, (*Processor).shareAcquire)

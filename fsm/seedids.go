@@ -45,3 +45,12 @@ func (p *Processor) preferLeader(tx *store.Tx, _ *store.Meta, c *command.PreferL
 	}
 	return nil
 }
+
+func (p *Processor) setReplicas(tx *store.Tx, _ *store.Meta, c *command.SetReplicasCommand) any {
+	if len(c.Replicas) == 0 {
+		must(tx.DeleteReplicas(c.Group))
+	} else {
+		must(tx.PutReplicas(c.Group, c.Replicas))
+	}
+	return nil
+}

@@ -64,10 +64,10 @@ func (co *coordinator) load(name string) int16 {
 	if done {
 		return 0
 	}
-	if !co.records.LeaderCaughtUp() {
+	if !co.records().LeaderCaughtUp() {
 		return kerr.CoordinatorLoadInProgress.Code
 	}
-	rec, found, err := co.records.ClassicGroup(name)
+	rec, found, err := co.records().ClassicGroup(name)
 	if err != nil {
 		return kerr.CoordinatorNotAvailable.Code
 	}
@@ -143,7 +143,7 @@ func (g *group) assigned(co *coordinator) {
 // assignments; a failure whose outcome is unknown starts a new generation
 // instead (the record may or may not have been written).
 func (co *coordinator) saveAssigned(g *group, rec store.ClassicGroup) {
-	err := co.records.SaveClassicGroup(rec)
+	err := co.records().SaveClassicGroup(rec)
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	if co.groups[g.name] != g || !g.saving || g.generation != rec.Generation {
@@ -180,7 +180,7 @@ func (g *group) recordIfMissing(co *coordinator, now time.Time) {
 	g.lastRecordTry = now
 	rec := g.record()
 	go func() {
-		if err := co.records.SaveClassicGroup(rec); err == nil {
+		if err := co.records().SaveClassicGroup(rec); err == nil {
 			co.mu.Lock()
 			if co.groups[g.name] == g && g.generation == rec.Generation {
 				g.recorded = rec.Generation
@@ -202,5 +202,5 @@ func (g *group) emptied(co *coordinator) {
 	}
 	g.recorded = 0
 	rec := store.ClassicGroup{Name: g.name, Generation: g.generation}
-	go func() { _ = co.records.SaveClassicGroup(rec) }() // the store keeps a newer generation
+	go func() { _ = co.records().SaveClassicGroup(rec) }() // the store keeps a newer generation
 }

@@ -17,7 +17,7 @@ import (
 // records in fb.
 func recordingCoordinator(fb *fakeBroker, term uint64) *coordinator {
 	co := newCoordinator()
-	co.records = fb
+	co.records = func() classicRecords { return fb }
 	co.lead(term)
 	return co
 }

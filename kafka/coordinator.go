@@ -101,10 +101,11 @@ type coordinator struct {
 	// replicated trace of members before this leader; nil counts every
 	// group as having some.
 	hasOffsets func(group string) bool
-	// records keeps classic groups' generations (classic_record.go); nil:
-	// membership is not recorded. loaded holds the groups whose record
-	// was read in this term.
-	records classicRecords
+	// records answers where classic groups' generations are kept
+	// (classic_record.go), looked up per use since the group's replicas
+	// may move; nil: membership is not recorded. loaded holds the groups
+	// whose record was read in this term.
+	records func() classicRecords
 	loaded  map[string]bool
 }
 

@@ -144,7 +144,7 @@ func New(svc Broker, cfg Config, log *slog.Logger) *Server {
 	for g := range srv.route.Groups() {
 		co := newCoordinator()
 		co.consumerCfg = cfg.ConsumerGroups
-		co.records = srv.group(uint32(g))
+		co.records = func() classicRecords { return srv.group(uint32(g)) } // looked up per use: replicas move
 		co.hasOffsets = func(group string) bool {
 			offsets, err := srv.groupOffsets(group)
 			return err != nil || len(offsets) > 0 // unsure: held
@@ -152,6 +152,15 @@ func New(svc Broker, cfg Config, log *slog.Logger) *Server {
 		srv.coords = append(srv.coords, co)
 	}
 	return srv
+}
+
+// PlaceGroup puts raft group g's brokers in the tables every request
+// reads, from now on: local and forwarding are the services of a member
+// this node now runs, or both the *Remote of a group it stopped
+// replicating.
+func (s *Server) PlaceGroup(g uint32, local, forwarding Broker) {
+	_, remote := local.(*Remote)
+	s.route.Place(g, local, forwarding, remote)
 }
 
 // Serve accepts connections on ln until Close.

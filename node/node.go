@@ -148,6 +148,9 @@ type Node struct {
 	ks    *kafka.Server
 	srv   *http.Server
 
+	peerClient *http.Client // this node's requests to the others
+	scheme     string       // and their scheme: http, or https with TLS
+
 	failed        chan error    // a listener stopped serving
 	diskLow       <-chan error  // the data directory's disk is nearly full, or gone
 	oddGroupCount <-chan error  // this node runs another raft group count than most
@@ -302,14 +305,18 @@ func (n *Node) start() error {
 	}
 	svc := newService(n.raft, n.st)
 	scheme, peerTLS := "http", (*tls.Config)(nil) // how this node reaches the others' HTTP
+	n.scheme = scheme
 	if cfg.TLS != nil {
 		scheme, peerTLS = "https", cfg.TLS.Client
 	}
 	peerClient := nodeClient(peerTLS, cfg.Auth.BootstrapToken) // this node's requests to the others
+	n.peerClient = peerClient
 	n.set, err = raftgroups.Start(&raftgroups.Group{Store: n.st, Node: n.raft, Svc: svc}, raftgroups.Config{
 		Count: cfg.DataGroups, DataDir: cfg.DataDir, Node: nodeConfig, NewService: newService, Placement: placement,
 		OpenStore: func(dir string) (*store.Store, error) { return store.Open(dir, newBadgerLogger(log)) },
 		CanLead:   canLead(n.ctx, svc, peerClient, scheme),
+		Recorded:  svc.RecordedReplicas,
+		CaughtUp:  peerCaughtUp(n.ctx, svc, peerClient, scheme),
 		Preference: func(g uint32) string {
 			node, _ := svc.LeaderPreference(g) // unreadable: no choice, the default placement
 			return node
@@ -324,7 +331,7 @@ func (n *Node) start() error {
 	m.Register(clockOffsetGauge(clk))
 	observe(n.ctx, &n.wg, m, n.raft, n.st, svc, mapAll(set.All(), func(g *raftgroups.Group) *broker.Service { return g.Svc }))
 	for _, g := range set.All() {
-		n.wg.Go(func() { g.Svc.RunMaintenance(n.ctx, time.Second, groupLog(log, set, g)) })
+		n.runGroupLoops(n.ctx, &n.wg, g)
 	}
 	n.wg.Go(func() { set.Run(n.ctx) })
 	if n.ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
@@ -349,7 +356,8 @@ func (n *Node) start() error {
 		return kafkaRemote[rg]
 	}
 	kc.Groups, kc.Forwarding = asListener(groups, remote, asKafka), asListener(forwarding, remote, asKafka)
-	kc.Directory = directory(set, remote, peerClient, scheme)
+	dir := directory(set, remote, peerClient, scheme)
+	kc.Directory = dir
 	kc.Racks = cfg.Racks
 	n.ks = kafka.New(svc, kc, log)
 	markFull := storageFull(n.ctx, svc, peerClient, scheme, log)
@@ -362,7 +370,7 @@ func (n *Node) start() error {
 	api := httpapi.New(svc, log, httpapi.Options{Metrics: m, PeerTLS: peerTLS, Auth: cfg.Auth, Version: cfg.Version,
 		KafkaGroups: n.ks.DescribeGroup, Clock: clk, DiskUsage: func() (uint64, uint64, error) { return diskUsage(cfg.DataDir) },
 		RaftGroups: groupHealth(set), Groups: asListener[httpapi.Broker](groups, nil, nil),
-		Forwarding: asListener[httpapi.Broker](forwarding, nil, nil), Remote: remoteGroups(remote)})
+		Forwarding: asListener[httpapi.Broker](forwarding, nil, nil), Remote: remoteGroups(dir)})
 	n.srv = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 	if cfg.ReplicaWatch > 0 {
 		n.wg.Go(func() { api.WatchReplicas(n.ctx, cfg.ReplicaWatch) })
@@ -380,23 +388,39 @@ func (n *Node) start() error {
 	won := wonElection(n.ctx, &n.wg, n.raft, n.id)
 	n.wg.Go(func() { registerSelf(n.ctx, scheme+"://"+n.HTTPAddr(), peerClient, self, won, log) })
 	n.oddGroupCount = watchGroupCount(n.ctx, &n.wg, svc, peerClient, scheme, n.id, max(cfg.DataGroups, 1), log)
-	for _, g := range set.All() {
-		won := wonElection(n.ctx, &n.wg, g.Node, n.id)
-		n.wg.Go(func() {
-			raiseLogFormats(n.ctx, g.Svc, svc, peerClient, scheme, 2*time.Second, won, groupLog(log, set, g))
-		})
+	if dir != nil {
+		m := &mover{n: n, api: api, remote: dir, kafka: make([]kafka.Broker, len(dir)), loops: map[uint32]*groupLoops{}, served: map[uint32]bool{}}
+		for g := range dir {
+			m.served[uint32(g)] = groups[g] != nil
+			if g > 0 {
+				m.kafka[g] = asKafka(dir[g])
+			}
+		}
+		n.wg.Go(func() { m.follow(n.ctx) })
 	}
 	return nil
+}
+
+// runGroupLoops runs raft group g's maintenance and, while this node
+// leads it, its log format raises, until ctx ends; wg counts them.
+func (n *Node) runGroupLoops(ctx context.Context, wg *sync.WaitGroup, g *raftgroups.Group) {
+	log := groupLog(n.log, n.set, g)
+	wg.Go(func() { g.Svc.RunMaintenance(ctx, time.Second, log) })
+	won := wonElection(ctx, wg, g.Node, n.id)
+	wg.Go(func() {
+		raiseLogFormats(ctx, g.Svc, n.set.All()[0].Svc, n.peerClient, n.scheme, 2*time.Second, won, log)
+	})
 }
 
 // checkGroupDirs checks each raft group's directory, and has a damaged
 // one repaired from the peers, on its own: damage in one group's files
 // costs only that group's copy.
 func (n *Node) checkGroupDirs(placement raftgroups.Placement) error {
-	for id := range uint32(max(n.cfg.DataGroups, 1)) {
-		if !placement.Replicates(n.id, id) {
-			continue
-		}
+	ids, err := raftgroups.Runs(n.cfg.DataDir, placement, n.id, max(n.cfg.DataGroups, 1))
+	if err != nil {
+		return err
+	}
+	for _, id := range append([]uint32{0}, ids...) {
 		dir := raftgroups.Dir(n.cfg.DataDir, id)
 		checked := time.Now()
 		var err error

@@ -31,7 +31,7 @@ func joinGroups(set *raftgroups.Set, count int, client *http.Client, scheme stri
 	remote = make([]*broker.RemoteGroup, count)
 	for id := range uint32(count) {
 		if groups[id] == nil {
-			remote[id] = broker.NewRemoteGroup(id, meta, set.Placement().Replicas(id), client, scheme)
+			remote[id] = broker.NewRemoteGroup(id, meta, replicasOf(set, id), client, scheme)
 		}
 	}
 	return groups, forwarding, remote
@@ -49,10 +49,15 @@ func directory(set *raftgroups.Set, remote []*broker.RemoteGroup, client *http.C
 	for id := uint32(1); id < uint32(len(remote)); id++ {
 		out[id] = remote[id]
 		if out[id] == nil {
-			out[id] = broker.NewRemoteGroup(id, set.All()[0].Svc, set.Placement().Replicas(id), client, scheme)
+			out[id] = broker.NewRemoteGroup(id, set.All()[0].Svc, replicasOf(set, id), client, scheme)
 		}
 	}
 	return out
+}
+
+// replicasOf answers the nodes that replicate group g now.
+func replicasOf(set *raftgroups.Set, g uint32) func() []string {
+	return func() []string { return set.Replicas(g) }
 }
 
 // asListener is groups as a listener takes them: each local service as

@@ -42,9 +42,10 @@ type Group struct {
 	Svc   *broker.Service // the broker over Node and Store
 }
 
-// Set is the node's groups, indexed by id.
+// Set is the node's groups, indexed by id. With a replication factor the
+// groups change while the node runs, as replicas move (Join, Leave).
 type Set struct {
-	groups     []*Group
+	cfg        Config
 	self       raft.ServerID
 	log        *slog.Logger
 	canLead    func(id string) bool
@@ -52,6 +53,8 @@ type Set struct {
 	placement  Placement
 
 	mu          sync.Mutex
+	groups      []*Group                          // by id, group 0 first; replaced, never changed in place
+	running     context.Context                   // Run's, while it runs: for the heartbeat watch of a group joined
 	unreachable map[uint32]map[raft.ServerID]bool // per group, peers whose heartbeats fail
 	notBefore   map[uint32]time.Time              // per group, when the next hand-off may be tried
 }
@@ -75,8 +78,15 @@ type Config struct {
 	// for none: the voter its id picks); nil: no choices.
 	Preference func(group uint32) string
 	// Placement says which data groups this node runs (all of them
-	// without a replication factor).
+	// without a replication factor) until Recorded records otherwise.
 	Placement Placement
+	// Recorded answers the replicas group 0 records for a data group, the
+	// preferred leader first (nil: none recorded, Placement applies); nil
+	// Recorded: replicas never move.
+	Recorded func(group uint32) ([]string, error)
+	// CaughtUp reports whether node's member of group has applied index
+	// (a non-voter is promoted only once it has); nil: never.
+	CaughtUp func(node string, group uint32, index uint64) bool
 }
 
 // MaxGroups bounds the raft groups of a cluster: each runs its own
@@ -107,12 +117,13 @@ func Start(meta *Group, cfg Config, log *slog.Logger) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Set{groups: []*Group{meta}, self: raft.ServerID(cfg.Node.ID), log: log, canLead: cfg.CanLead, preference: cfg.Preference,
+	s := &Set{cfg: cfg, groups: []*Group{meta}, self: raft.ServerID(cfg.Node.ID), log: log, canLead: cfg.CanLead, preference: cfg.Preference,
 		placement: cfg.Placement, unreachable: map[uint32]map[raft.ServerID]bool{}, notBefore: map[uint32]time.Time{}}
-	for id := uint32(1); id < uint32(count); id++ {
-		if !cfg.Placement.Replicates(cfg.Node.ID, id) {
-			continue
-		}
+	ids, err := Runs(cfg.DataDir, cfg.Placement, cfg.Node.ID, count)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
 		g, err := startGroup(id, cfg)
 		if err != nil {
 			s.Close()
@@ -132,16 +143,55 @@ func Dir(dataDir string, id uint32) string {
 	return filepath.Join(dataDir, "groups", strconv.FormatUint(uint64(id), 10))
 }
 
+// Runs lists the data groups a node runs when it starts: with a
+// replication factor, those whose directory it has, and those the static
+// placement gives it that it has not left (a new data directory's); every
+// data group without one.
+func Runs(dataDir string, p Placement, node string, count int) ([]uint32, error) {
+	var out []uint32
+	for id := uint32(1); id < uint32(count); id++ {
+		if p.Everywhere() {
+			out = append(out, id)
+			continue
+		}
+		_, err := os.Stat(Dir(dataDir, id))
+		switch {
+		case err == nil:
+		case !errors.Is(err, os.ErrNotExist):
+			return nil, err
+		case !p.Replicates(node, id):
+			continue
+		default:
+			if _, err := os.Stat(leftMark(dataDir, id)); err == nil {
+				continue
+			}
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// A group's member that joined a running group (Set.Join) is marked by
+// joinedFile in the group's directory: it never bootstraps, even when it
+// restarts before the leader first reached it. A group the node left
+// (Set.Leave) is marked by leftMark, so the static placement does not
+// start it again.
+const joinedFile = "joined"
+
+func leftMark(dataDir string, id uint32) string { return Dir(dataDir, id) + ".left" }
+
 func startGroup(id uint32, cfg Config) (*Group, error) {
 	dir := Dir(cfg.DataDir, id)
+	nc := cfg.Node
+	nc.Dir, nc.Group = dir, id
+	if _, err := os.Stat(filepath.Join(dir, joinedFile)); err == nil {
+		nc.Join, nc.Peers = true, nil
+	} else if replicas := cfg.Placement.Replicas(id); replicas != nil {
+		nc.Peers = slices.DeleteFunc(slices.Clone(nc.Peers), func(p raftnode.Peer) bool { return !slices.Contains(replicas, p.ID) })
+	}
 	st, err := cfg.OpenStore(filepath.Join(dir, "state"))
 	if err != nil {
 		return nil, err
-	}
-	nc := cfg.Node
-	nc.Dir, nc.Group = dir, id
-	if replicas := cfg.Placement.Replicas(id); replicas != nil {
-		nc.Peers = slices.DeleteFunc(slices.Clone(nc.Peers), func(p raftnode.Peer) bool { return !slices.Contains(replicas, p.ID) })
 	}
 	if nc.Logger != nil {
 		nc.Logger = nc.Logger.With("group", id)
@@ -209,14 +259,105 @@ func Recorded(dataDir string) (int, error) {
 	}
 }
 
-// All returns every group this node runs, group 0 first, in id order.
-func (s *Set) All() []*Group { return s.groups }
+// All returns every group this node runs now, group 0 first, in id order.
+func (s *Set) All() []*Group {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.groups
+}
 
-// Data returns the data groups this node runs (all but group 0).
-func (s *Set) Data() []*Group { return s.groups[1:] }
+// Data returns the data groups this node runs now (all but group 0).
+func (s *Set) Data() []*Group { return s.All()[1:] }
 
-// Placement is which nodes replicate each data group.
+// Get is group id when this node runs it, else nil.
+func (s *Set) Get(id uint32) *Group {
+	for _, g := range s.All() {
+		if g.ID == id {
+			return g
+		}
+	}
+	return nil
+}
+
+// Placement is which nodes replicate each data group when the cluster
+// was made.
 func (s *Set) Placement() Placement { return s.placement }
+
+// Replicas lists the nodes that should replicate data group g now, its
+// preferred leader first: those group 0 records (Config.Recorded), or
+// else the static placement's. Nil when every node replicates every group,
+// and for group 0.
+func (s *Set) Replicas(g uint32) []string {
+	if s.placement.Everywhere() || g == 0 {
+		return nil
+	}
+	if s.cfg.Recorded != nil {
+		if nodes, err := s.cfg.Recorded(g); err == nil && len(nodes) > 0 {
+			return nodes
+		}
+	}
+	return s.placement.Replicas(g)
+}
+
+// Join starts a member of data group id that waits to be added by the
+// group's leader (which sends it a snapshot and the log since): this node
+// has become one of the group's replicas.
+func (s *Set) Join(id uint32) (*Group, error) {
+	dir := Dir(s.cfg.DataDir, id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, joinedFile), nil, 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.Remove(leftMark(s.cfg.DataDir, id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	g, err := startGroup(id, s.cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	groups := append(slices.Clone(s.groups), g)
+	slices.SortFunc(groups, func(a, b *Group) int { return cmp.Compare(a.ID, b.ID) })
+	s.groups = groups
+	running := s.running
+	s.mu.Unlock()
+	if running != nil {
+		s.watchHeartbeats(running, g)
+	}
+	return g, nil
+}
+
+// Leave stops this node's member of data group id, which the group's
+// leader has removed, and deletes its directory: the node no longer
+// replicates the group.
+func (s *Set) Leave(id uint32) error {
+	g := s.Get(id)
+	if g == nil || id == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	s.groups = slices.DeleteFunc(slices.Clone(s.groups), func(x *Group) bool { return x == g })
+	s.mu.Unlock()
+	if err := errors.Join(g.Node.Shutdown(), g.Store.Close()); err != nil {
+		return err
+	}
+	if err := os.WriteFile(leftMark(s.cfg.DataDir, id), nil, 0o644); err != nil {
+		return err
+	}
+	// Renamed first, so a crash while deleting leaves no half directory
+	// that the next start would take for the group's.
+	dir := Dir(s.cfg.DataDir, id)
+	gone := dir + ".removed"
+	if err := os.RemoveAll(gone); err != nil {
+		return err
+	}
+	if err := os.Rename(dir, gone); err != nil {
+		return err
+	}
+	return os.RemoveAll(gone)
+}
 
 // Close stops the data groups (the Set started them; group 0 is its
 // caller's): raft, then the store.
@@ -233,10 +374,14 @@ func (s *Set) Close() error {
 // cluster there is nothing to do (a node that runs group 0 alone, with a
 // replication factor, still hands group 0 to its preferred voter).
 func (s *Set) Run(ctx context.Context) {
-	if len(s.groups) == 1 && s.placement.Everywhere() {
+	if len(s.All()) == 1 && s.placement.Everywhere() {
 		return
 	}
-	for _, g := range s.groups {
+	s.mu.Lock()
+	s.running = ctx
+	groups := s.groups
+	s.mu.Unlock()
+	for _, g := range groups {
 		s.watchHeartbeats(ctx, g)
 	}
 	tick := time.NewTicker(checkEvery)
@@ -247,12 +392,24 @@ func (s *Set) Run(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		for _, g := range s.groups {
+		catchingUp := 0 // groups this node leads that have a member catching up
+		for _, g := range s.All() {
+			if g.ID != 0 && g.Node.Raft.State() == raft.Leader && hasNonvoter(g.Node.Raft) {
+				catchingUp++
+			}
+		}
+		for _, g := range s.All() {
 			if g.Node.Raft.State() != raft.Leader {
 				continue
 			}
-			if g.ID != 0 && s.placement.Everywhere() {
+			switch {
+			case g.ID == 0:
+			case s.placement.Everywhere():
 				s.matchMembership(g)
+			default:
+				if s.moveReplicas(g, catchingUp < maxCatchingUp) {
+					catchingUp++
+				}
 			}
 			s.balance(g)
 		}
@@ -307,7 +464,7 @@ func (s *Set) watchHeartbeats(ctx context.Context, g *Group) {
 // (a node whose group 0 was just repaired, or lags, would otherwise strip
 // or refill the group from an old configuration).
 func (s *Set) matchMembership(g *Group) {
-	meta := s.groups[0].Node.Raft
+	meta := s.All()[0].Node.Raft
 	want, err := configuration(meta)
 	if err != nil {
 		return
@@ -379,7 +536,7 @@ func (s *Set) balance(g *Group) {
 		return
 	}
 	target, ok := Preferred(servers, g.ID)
-	if replicas := s.placement.Replicas(g.ID); replicas != nil {
+	if replicas := s.Replicas(g.ID); replicas != nil {
 		target, ok = voter(servers, raft.ServerID(replicas[0]))
 	}
 	if s.preference != nil {

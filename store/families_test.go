@@ -16,7 +16,7 @@ func TestKeyFamiliesAreDistinct(t *testing.T) {
 		"compactState": familyCompactState, "compactIndexed": familyCompactIndexed, "keyIndex": familyKeyIndex,
 		"request": familyRequest, "requestDue": familyRequestDue,
 		"leaderPref": familyLeaderPref, "classicGroup": familyClassicGroup,
-		"groupConfig": familyGroupConfig, "acl": familyACL,
+		"groupConfig": familyGroupConfig, "acl": familyACL, "replicas": familyReplicas,
 	}
 	owner := map[byte]string{}
 	for name, b := range families {

@@ -390,10 +390,12 @@ func (s *Server) joinerHealth(r *http.Request, id string) (healthJSON, bool) {
 }
 
 func (s *Server) removeNode(w http.ResponseWriter, r *http.Request) {
-	if s.remote != nil {
-		writeError(w, http.StatusConflict, "replicas_cannot_move", "with --replication-factor the data groups' replicas are fixed when the cluster is made: "+
-			"a node cannot be removed yet (docs/RAFT-GROUPS.md)")
-		return
+	for g := uint32(1); s.remote != nil && g < uint32(s.groupCount()); g++ {
+		if slices.Contains(s.replicasOf(g), r.PathValue("id")) {
+			writeError(w, http.StatusConflict, "replicas_on_node", fmt.Sprintf("node %s still replicates raft group %d: decommission it first (POST /api/v1/cluster/decommission) and wait for its groups to move",
+				r.PathValue("id"), g))
+			return
+		}
 	}
 	if err := s.svc.RemoveNode(r.PathValue("id")); err != nil {
 		s.writeBrokerError(w, err)

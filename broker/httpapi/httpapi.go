@@ -88,10 +88,11 @@ type Options struct {
 	// brokers whose writes reach the group's leader from any node
 	// (broker.Service.Forwarding). Nil: one group.
 	Groups, Forwarding []Broker
-	// Remote, in a cluster with a replication factor, lists by group id
-	// the raft groups this node does not replicate (nil where it does;
-	// Groups and Forwarding are nil there). Nil: every node replicates
-	// every group.
+	// Remote, in a cluster with a replication factor, reaches each data
+	// group (by id; nil for group 0) through its replicas: it serves the
+	// groups this node does not replicate, those where Groups and
+	// Forwarding are nil (PlaceGroup changes which). Nil: every node
+	// replicates every group.
 	Remote []RemoteGroup
 	// Clock is the node's estimate of the voters' clocks, whose wall
 	// clock /health reports so peers can estimate this node's; nil: the
@@ -110,8 +111,8 @@ func New(svc Broker, log *slog.Logger, opts Options) *Server {
 		route: router.NewTable(svc, opts.Groups, opts.Forwarding), remote: opts.Remote}
 	if opts.Remote != nil {
 		remote := make([]bool, len(opts.Remote))
-		for g, rg := range opts.Remote {
-			remote[g] = rg != nil
+		for g := range opts.Remote {
+			remote[g] = g > 0 && opts.Groups[g] == nil
 		}
 		s.route = s.route.DataGroupsOnly(remote)
 	}
@@ -200,6 +201,9 @@ func (s *Server) routes() {
 	handle(http.MethodPost, broker.GroupCallPath, need(manage, global, ""), s.groupCall)
 	handle(http.MethodPut, "/api/v1/cluster/groups/{group}/leader", need(manage, global, ""), s.leaderOnly(s.preferLeader))
 	handle(http.MethodDelete, "/api/v1/cluster/groups/{group}/leader", need(manage, global, ""), s.leaderOnly(s.preferLeader))
+	handle(http.MethodGet, "/api/v1/cluster/groups", need(read, global, ""), s.groupReplicas)
+	handle(http.MethodPut, "/api/v1/cluster/groups/{group}/replicas", need(manage, global, ""), s.leaderOnly(s.setGroupReplicas))
+	handle(http.MethodPost, "/api/v1/cluster/decommission", need(manage, global, ""), s.leaderOnly(s.decommission))
 	handle(http.MethodGet, "/api/v1/auth/users", need(manage, global, ""), s.listUsers)
 	handle(http.MethodPost, "/api/v1/auth/users", need(manage, global, ""), s.leaderOnly(s.putUser))
 	handle(http.MethodDelete, "/api/v1/auth/users/{name}", need(manage, global, ""), s.leaderOnly(s.deleteUser))

@@ -260,28 +260,29 @@ type RemoteGroup interface {
 	LeaderHTTPAddr() string
 	// ForgetLeader drops the leader learnt, which did not answer.
 	ForgetLeader()
-	// Replicas lists the nodes that replicate the group.
+	// Replicas lists the nodes that should replicate the group now, the
+	// preferred leader first.
 	Replicas() []string
+	// Leader is the group's leader and raft configuration as a replica
+	// sees them.
+	Leader() broker.GroupLeader
 }
 
 // replicasOf lists the nodes that replicate data group g, with a
 // replication factor (nil without one, and for group 0).
 func (s *Server) replicasOf(g uint32) []string {
-	switch {
-	case s.remote == nil || g == 0 || g >= uint32(len(s.remote)):
-		return nil
-	case s.remote[g] != nil:
-		return s.remote[g].Replicas()
-	}
-	members, err := s.route.Local(g).Members()
-	if err != nil {
+	if s.remote == nil || g == 0 || g >= uint32(len(s.remote)) {
 		return nil
 	}
-	var out []string
-	for _, m := range members {
-		out = append(out, m.ID)
-	}
-	return out
+	return s.remote[g].Replicas()
+}
+
+// PlaceGroup puts raft group g's services in the table every request
+// reads, from now on: those of a member this node now runs, or nil and
+// nil when it stopped replicating the group (its requests are relayed
+// through Options.Remote then).
+func (s *Server) PlaceGroup(g uint32, local, forwarding Broker) {
+	s.route.Place(g, local, forwarding, local == nil)
 }
 
 // lister is group g's groupLister: local, or through a replica.

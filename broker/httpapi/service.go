@@ -42,6 +42,7 @@ type Broker interface {
 	ServeGroupCall(ctx context.Context, call string, args []byte) (any, error) // placement.go
 	PreferLeader(group uint32, node string) error
 	LeaderPreference(group uint32) (string, error)
+	SetReplicas(group uint32, nodes []string) error
 
 	// Messages (messages.go).
 	Push(ctx context.Context, items []broker.PushItem) ([]broker.PushResult, error)

@@ -1,0 +1,190 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/broker/httpapi"
+	"github.com/waggle-mq/waggle/kafka"
+	"github.com/waggle-mq/waggle/raftgroups"
+)
+
+// With a replication factor a data group's replicas move when group 0's
+// record of them changes (raftgroups/moves.go has the leader's side).
+// Each node follows the record for its own members:
+//
+//   - a group it should now replicate: it starts a member that waits for
+//     the leader to add it, and serves the group's requests itself (rather
+//     than relaying them) once the member votes and has applied what its
+//     leader committed;
+//   - a group it should no longer replicate: once the group's leader has
+//     removed it, it relays the group's requests to the replicas again,
+//     stops its member and deletes its directory.
+
+// followEvery is how often a node compares its groups with the record.
+const followEvery = time.Second
+
+// groupLoops are the goroutines a node runs for one of its raft groups
+// (maintenance, log format raises), stopped when it leaves the group.
+type groupLoops struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// mover is what a node needs to follow replica moves: its groups, its
+// frontends' tables, and how it reaches groups it does not run.
+type mover struct {
+	n      *Node
+	api    *httpapi.Server
+	remote []*broker.RemoteGroup // by group, every data group (directory)
+	kafka  []kafka.Broker        // by group, each data group's *kafka.Remote
+	loops  map[uint32]*groupLoops
+	served map[uint32]bool // the groups whose requests this node serves itself
+}
+
+// follow keeps the node's groups as group 0 records them until ctx ends.
+func (m *mover) follow(ctx context.Context) {
+	tick := time.NewTicker(followEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for g := uint32(1); g < uint32(len(m.remote)); g++ {
+			m.step(g)
+		}
+	}
+}
+
+// step takes group g one step towards the record on this node.
+func (m *mover) step(g uint32) {
+	n := m.n
+	want := slices.Contains(n.set.Replicas(g), n.id)
+	grp := n.set.Get(g)
+	switch {
+	case grp == nil && want:
+		joined, err := n.set.Join(g)
+		if err != nil {
+			n.log.Error("could not start a member of a raft group this node now replicates", "group", g, "err", err)
+			return
+		}
+		joined.Svc.JoinGroup(g, n.set.All()[0].Svc, n.peerClient, n.scheme)
+		n.log.Info("started a member of a raft group this node now replicates; it waits for the leader", "group", g)
+		m.startLoops(joined)
+	case grp != nil && !m.served[g] && m.caughtUp(grp):
+		m.api.PlaceGroup(g, grp.Svc, grp.Svc.Forwarding())
+		n.ks.PlaceGroup(g, grp.Svc, grp.Svc.Forwarding())
+		m.served[g] = true
+		n.log.Info("serving a raft group's requests: its new member has caught up", "group", g)
+	case grp != nil && !want && m.removed(grp):
+		m.api.PlaceGroup(g, nil, nil)
+		n.ks.PlaceGroup(g, m.kafka[g], m.kafka[g])
+		m.served[g] = false
+		m.remote[g].ForgetLeader()
+		if l := m.loops[g]; l != nil {
+			l.cancel()
+			l.wg.Wait()
+			delete(m.loops, g)
+		}
+		if err := n.set.Leave(g); err != nil {
+			n.log.Error("could not delete the member of a raft group this node left", "group", g, "err", err)
+			return
+		}
+		n.log.Info("left a raft group: its replicas moved away", "group", g)
+	}
+}
+
+// startLoops runs group g's maintenance and log format raises until the
+// node leaves it or stops.
+func (m *mover) startLoops(g *raftgroups.Group) {
+	n := m.n
+	ctx, cancel := context.WithCancel(n.ctx)
+	l := &groupLoops{cancel: cancel}
+	m.loops[g.ID] = l
+	n.runGroupLoops(ctx, &l.wg, g)
+}
+
+// caughtUp reports whether this node's member of g votes and has applied
+// what its leader committed: its copy may serve reads.
+func (m *mover) caughtUp(g *raftgroups.Group) bool {
+	r := g.Node.Raft
+	if isVoter(r, m.n.id) != 1 {
+		return false
+	}
+	h := g.Svc.Health()
+	return h.LeaderID != "" && h.Applied >= h.Commit
+}
+
+// removed reports whether g's leader has taken this node's member out of
+// the group. A removed member hears nothing more from the leader, so its
+// own configuration may still list it: the leader is asked (through the
+// replicas the record names).
+func (m *mover) removed(g *raftgroups.Group) bool {
+	if isVoter(g.Node.Raft, m.n.id) == -1 {
+		return true
+	}
+	if g.Node.Raft.State() == raft.Leader {
+		return false // it hands its leadership over first
+	}
+	l := m.remote[g.ID].Leader()
+	return len(l.Members) > 0 && !slices.Contains(l.Members, m.n.id)
+}
+
+// isVoter is 1 when id votes in r's configuration, 0 when it is a
+// non-voter, -1 when it is not a member (or the configuration cannot be
+// read: 0).
+func isVoter(r *raft.Raft, id string) int {
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	for _, sv := range f.Configuration().Servers {
+		if string(sv.ID) == id {
+			if sv.Suffrage == raft.Voter {
+				return 1
+			}
+			return 0
+		}
+	}
+	return -1
+}
+
+// peerCaughtUp reports whether node's member of raft group group has
+// applied index, from its /health (raftgroups.Config.CaughtUp).
+func peerCaughtUp(ctx context.Context, meta *broker.Service, client *http.Client, scheme string) func(node string, group uint32, index uint64) bool {
+	return func(node string, group uint32, index uint64) bool {
+		members, err := meta.Members()
+		if err != nil {
+			return false
+		}
+		i := slices.IndexFunc(members, func(m broker.Member) bool { return m.ID == node })
+		if i < 0 || members[i].HTTPAddr == "" {
+			return false
+		}
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		h, err := fetchPeerHealth(ctx, client, scheme, members[i].HTTPAddr)
+		if err != nil {
+			return false
+		}
+		for _, raw := range h.Groups {
+			var g struct {
+				ID      uint32 `json:"id"`
+				Applied uint64 `json:"applied"`
+			}
+			if json.Unmarshal(raw, &g) == nil && g.ID == group {
+				return g.Applied >= index
+			}
+		}
+		return false
+	}
+}
