@@ -253,3 +253,13 @@ type ErrorBody struct {
 	Error string `json:"error"`
 	Code  string `json:"code"`
 }
+
+// GroupReplicas is one data group's replicas in a cluster with a
+// replication factor (GET /api/v1/cluster/groups).
+type GroupReplicas struct {
+	Group    int   `json:"group"`
+	Replicas []int `json:"replicas"` // where it should be, its preferred leader first
+	Leader   *int  `json:"leader"`
+	Members  []int `json:"members"` // its raft configuration now
+	Moving   bool  `json:"moving"`  // the members are not yet the replicas
+}

@@ -2,9 +2,12 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
+	"regexp"
 	"slices"
 	"strconv"
 	"sync"
@@ -67,7 +70,8 @@ func (s *scaleOut) waitMoved(t testing.TB, g uint32, want []int) {
 // A data group's replicas move while clients write to it: group 1's
 // replica on node 1 (its leader) moves to node 4, then node 2 is
 // decommissioned, which moves each of its replicas to the node with the
-// fewest, and is removed. Throughout, a franz-go producer writes to a
+// fewest, and is removed, and node 7 joins and gets 3 replicas by a
+// rebalance. Throughout, a franz-go producer writes to a
 // topic of group 1 through every broker, and HTTP pushes retried after
 // each move answer duplicate with their first id and offset. At the end
 // every acknowledged record is read back once, and node 2 holds no group.
@@ -137,10 +141,14 @@ func TestReplicaMovesWhileClientsWrite(t *testing.T) {
 	// Move group 1's replica on node 1, its leader, to node 4.
 	before := ackedNow()
 	moveStart := time.Now()
-	if status := do(t, http.MethodPut, s.nodes[2].url("/api/v1/cluster/groups/1/replicas"), []byte(`{"replicas":[4,2,3]}`), nil); status != http.StatusOK {
-		t.Fatalf("move group 1 to nodes 4, 2, 3: status %d", status)
+	if out, err := exec.Command(waggleBinary, "cluster", "move", "1", "4,2,3", "--server", s.nodes[2].url("")).CombinedOutput(); err != nil {
+		t.Fatalf("waggle cluster move 1 4,2,3: %v\n%s", err, out)
 	}
 	s.waitMoved(t, 1, []int{4, 2, 3})
+	out, err := exec.Command(waggleBinary, "cluster", "groups", "--server", s.nodes[0].url("")).CombinedOutput()
+	if err != nil || !regexp.MustCompile(`(?m)^1\s+4,2,3\s+4\s+\S+\s+no$`).Match(out) {
+		t.Fatalf("waggle cluster groups after the move (%v):\n%s", err, out)
+	}
 	t.Logf("group 1 moved from node 1 to node 4 in %v; %d records acknowledged meanwhile", time.Since(moveStart).Round(time.Millisecond), ackedNow()-before)
 	requireDuplicates(s.nodes[0]) // node 1 relays now
 
@@ -174,6 +182,29 @@ func TestReplicaMovesWhileClientsWrite(t *testing.T) {
 	s.removeNode(2)
 	s.nodes[1].stop()
 	requireDuplicates(s.nodes[5])
+
+	// A new node joins (given the peers the cluster was made with, which
+	// place the groups) and a rebalance gives it its share: 18 replicas
+	// on 6 voters, 3 each.
+	added := newNode(t, 7)
+	added.args = append([]string{"--join"}, s.nodes[0].args...)
+	added.start()
+	s.addVoter(added)
+	s.nodes = append(s.nodes, added)
+	out, err = exec.Command(waggleBinary, "cluster", "rebalance", "--server", s.nodes[3].url(""), "-o", "json").CombinedOutput()
+	var rebalanced struct {
+		Groups []groupReplicas `json:"groups"`
+	}
+	if err != nil || json.Unmarshal(out, &rebalanced) != nil || len(rebalanced.Groups) != 3 {
+		t.Fatalf("waggle cluster rebalance (%v), want 3 groups moved to node 7:\n%s", err, out)
+	}
+	for _, g := range rebalanced.Groups {
+		if !slices.Contains(g.Replicas, 7) {
+			t.Fatalf("the rebalance moves group %d to %v, without node 7", g.Group, g.Replicas)
+		}
+		s.waitMoved(t, g.Group, g.Replicas)
+	}
+	requireDuplicates(added)
 
 	close(stop)
 	if err := <-done; err != nil {

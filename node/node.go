@@ -369,7 +369,7 @@ func (n *Node) start() error {
 	}, log)
 	api := httpapi.New(svc, log, httpapi.Options{Metrics: m, PeerTLS: peerTLS, Auth: cfg.Auth, Version: cfg.Version,
 		KafkaGroups: n.ks.DescribeGroup, Clock: clk, DiskUsage: func() (uint64, uint64, error) { return diskUsage(cfg.DataDir) },
-		RaftGroups: groupHealth(set), Groups: asListener[httpapi.Broker](groups, nil, nil),
+		RaftGroups: groupHealth(set, cfg.DataGroups), Groups: asListener[httpapi.Broker](groups, nil, nil),
 		Forwarding: asListener[httpapi.Broker](forwarding, nil, nil), Remote: remoteGroups(dir)})
 	n.srv = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 	if cfg.ReplicaWatch > 0 {
@@ -467,8 +467,9 @@ func (n *Node) placement() (raftgroups.Placement, error) {
 		return raftgroups.Placement{}, nil
 	}
 	switch {
-	case cfg.Join:
-		return raftgroups.Placement{}, errors.New("--replication-factor needs a static cluster (--peers): a node cannot join one yet")
+	case cfg.Join && len(cfg.Peers) == 0:
+		return raftgroups.Placement{}, errors.New("--join with --replication-factor needs --peers: the nodes the cluster was made with, whose placement every node computes alike " +
+			"(the new node is not among them: it gets replicas by `waggle cluster rebalance`)")
 	case cfg.DataGroups < 2:
 		return raftgroups.Placement{}, errors.New("--replication-factor places data groups: give --data-groups 2 or more")
 	}

@@ -99,10 +99,11 @@ func mapAll[T, U any](in []T, as func(T) U) []U {
 	return out
 }
 
-// groupHealth reports each raft group's state on this node for /health;
-// nil when the cluster has only group 0.
-func groupHealth(set *raftgroups.Set) func() []broker.Health {
-	if len(set.All()) == 1 {
+// groupHealth reports each raft group's state on this node for /health
+// (those it runs now: replicas move); nil when the cluster has only
+// group 0.
+func groupHealth(set *raftgroups.Set, count int) func() []broker.Health {
+	if count <= 1 {
 		return nil
 	}
 	return func() []broker.Health {
@@ -134,10 +135,10 @@ func canLead(ctx context.Context, meta *broker.Service, client *http.Client, sch
 	}
 }
 
-// groupLog is log naming raft group g, when the node runs more than one:
-// a single-group node's lines stay as they were.
+// groupLog is log naming raft group g, unless the node runs group 0
+// alone: a single-group node's lines stay as they were.
 func groupLog(log *slog.Logger, set *raftgroups.Set, g *raftgroups.Group) *slog.Logger {
-	if len(set.All()) == 1 {
+	if g.ID == 0 && len(set.All()) == 1 {
 		return log
 	}
 	return log.With("group", g.ID)

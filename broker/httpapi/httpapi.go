@@ -204,6 +204,7 @@ func (s *Server) routes() {
 	handle(http.MethodGet, "/api/v1/cluster/groups", need(read, global, ""), s.groupReplicas)
 	handle(http.MethodPut, "/api/v1/cluster/groups/{group}/replicas", need(manage, global, ""), s.leaderOnly(s.setGroupReplicas))
 	handle(http.MethodPost, "/api/v1/cluster/decommission", need(manage, global, ""), s.leaderOnly(s.decommission))
+	handle(http.MethodPost, "/api/v1/cluster/rebalance", need(manage, global, ""), s.leaderOnly(s.rebalance))
 	handle(http.MethodGet, "/api/v1/auth/users", need(manage, global, ""), s.listUsers)
 	handle(http.MethodPost, "/api/v1/auth/users", need(manage, global, ""), s.leaderOnly(s.putUser))
 	handle(http.MethodDelete, "/api/v1/auth/users/{name}", need(manage, global, ""), s.leaderOnly(s.deleteUser))

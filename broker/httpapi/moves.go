@@ -1,16 +1,15 @@
 package httpapi
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/waggle-mq/waggle/broker"
+	"github.com/waggle-mq/waggle/raftgroups"
 )
 
 // Replica moves, with a replication factor: group 0 records which nodes
@@ -144,11 +143,47 @@ func (s *Server) decommission(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("node %q is not a member of the cluster", node))
 		return
 	}
-	plan, err := s.planDecommission(node, spare)
+	plan, err := raftgroups.PlanDecommission(s.allReplicas(), node, spare)
 	if err != nil {
 		writeError(w, http.StatusConflict, "cannot_decommission", err.Error())
 		return
 	}
+	s.record(w, plan, map[string]any{"node": req.Node})
+}
+
+// allReplicas is every data group's replicas now, by group.
+func (s *Server) allReplicas() map[uint32][]string {
+	out := map[uint32][]string{}
+	for g := uint32(1); g < uint32(s.groupCount()); g++ {
+		out[g] = s.replicasOf(g)
+	}
+	return out
+}
+
+// rebalance evens out the replicas the voters hold (a node just added
+// holds none): while one holds two more than another, one of its
+// replicas moves there.
+func (s *Server) rebalance(w http.ResponseWriter, r *http.Request) {
+	if s.noFactor(w) {
+		return
+	}
+	members, err := s.svc.Members()
+	if err != nil {
+		s.writeBrokerError(w, err)
+		return
+	}
+	var voters []string
+	for _, m := range members {
+		if m.Voter {
+			voters = append(voters, m.ID)
+		}
+	}
+	s.record(w, raftgroups.PlanRebalance(s.allReplicas(), voters), map[string]any{})
+}
+
+// record writes plan's replicas in group 0, group by group, and answers
+// answer with the groups moved under "groups".
+func (s *Server) record(w http.ResponseWriter, plan map[uint32][]string, answer map[string]any) {
 	moved := []groupReplicasJSON{}
 	for _, g := range slices.Sorted(maps.Keys(plan)) {
 		if err := s.svc.SetReplicas(g, plan[g]); err != nil {
@@ -157,52 +192,6 @@ func (s *Server) decommission(w http.ResponseWriter, r *http.Request) {
 		}
 		moved = append(moved, s.replicasJSON(g))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"node": req.Node, "groups": moved})
-}
-
-// planDecommission is, by data group, the new replicas of every group
-// node replicates: node replaced, in its place, by the node of spare
-// that replicates the fewest groups (counting the moves planned) and not
-// this one. An error when a group has no spare node left.
-func (s *Server) planDecommission(node string, spare []string) (map[uint32][]string, error) {
-	load := map[string]int{}
-	replicas := map[uint32][]string{}
-	for g := uint32(1); g < uint32(s.groupCount()); g++ {
-		replicas[g] = s.replicasOf(g)
-		for _, n := range replicas[g] {
-			load[n]++
-		}
-	}
-	plan := map[uint32][]string{}
-	for g := uint32(1); g < uint32(s.groupCount()); g++ {
-		i := slices.Index(replicas[g], node)
-		if i < 0 {
-			continue
-		}
-		var candidates []string
-		for _, n := range spare {
-			if !slices.Contains(replicas[g], n) {
-				candidates = append(candidates, n)
-			}
-		}
-		if len(candidates) == 0 {
-			return nil, fmt.Errorf("raft group %d is on %s already: no other voter can take node %s's replica", g, strings.Join(replicas[g], ", "), node)
-		}
-		to := slices.MinFunc(candidates, func(a, b string) int { return cmp.Or(cmp.Compare(load[a], load[b]), compareIDs(a, b)) })
-		load[to]++
-		load[node]--
-		plan[g] = slices.Clone(replicas[g])
-		plan[g][i] = to
-	}
-	return plan, nil
-}
-
-// compareIDs orders node ids as numbers when both are, else as text.
-func compareIDs(a, b string) int {
-	x, errA := strconv.ParseUint(a, 10, 64)
-	y, errB := strconv.ParseUint(b, 10, 64)
-	if errA == nil && errB == nil {
-		return cmp.Compare(x, y)
-	}
-	return strings.Compare(a, b)
+	answer["groups"] = moved
+	writeJSON(w, http.StatusOK, answer)
 }

@@ -375,7 +375,101 @@ func newClusterCmd(o *clientOptions) *cobra.Command {
 		}}
 	lead.Flags().BoolVar(&clear, "clear", false, "forget the chosen leader")
 	cmd.AddCommand(status, add, remove, lead, newClusterCheckCmd(o))
+	cmd.AddCommand(newReplicaCmds(o)...)
 	return cmd
+}
+
+// newReplicaCmds are the replica moves of a cluster with a replication
+// factor: groups, move, decommission.
+func newReplicaCmds(o *clientOptions) []*cobra.Command {
+	show := func(c *cobra.Command, groups []client.GroupReplicas, v any) error {
+		return o.print(c, v, func(t *tableWriter) {
+			t.row("GROUP", "REPLICAS", "LEADER", "MEMBERS", "MOVING")
+			for _, g := range groups {
+				leader := "-"
+				if g.Leader != nil {
+					leader = strconv.Itoa(*g.Leader)
+				}
+				t.row(g.Group, joinInts(g.Replicas), leader, joinInts(g.Members), map[bool]string{true: "yes", false: "no"}[g.Moving])
+			}
+		})
+	}
+	groups := &cobra.Command{Use: "groups", Short: "Each data group's replicas, leader and members, and whether it is moving",
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			var out struct {
+				Groups []client.GroupReplicas `json:"groups"`
+			}
+			if _, err := o.client().Call(http.MethodGet, "/api/v1/cluster/groups", nil, &out); err != nil {
+				return err
+			}
+			return show(c, out.Groups, out)
+		}}
+	move := &cobra.Command{Use: "move GROUP NODE,NODE,…", Short: "Move a data group's replicas to the nodes listed, the preferred leader first",
+		Long: "Record where data group GROUP should be replicated. Its leader adds each new node as a non-voter, promotes it\n" +
+			"once it has caught up, then removes the nodes left out. The move runs in the background: `waggle cluster groups`\n" +
+			"shows it done when MOVING is no.",
+		Example: "  waggle cluster move 3 4,2,5   # group 3 onto nodes 4, 2 and 5, led by 4",
+		Args:    cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			var nodes []int
+			for _, f := range strings.Split(args[1], ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil {
+					return fmt.Errorf("node %q: not a node id", f)
+				}
+				nodes = append(nodes, n)
+			}
+			var out client.GroupReplicas
+			if _, err := o.client().Call(http.MethodPut, "/api/v1/cluster/groups/"+url.PathEscape(args[0])+"/replicas", map[string]any{"replicas": nodes}, &out); err != nil {
+				return err
+			}
+			return show(c, []client.GroupReplicas{out}, out)
+		}}
+	decommission := &cobra.Command{Use: "decommission NODE", Short: "Move every replica off a node, before removing it",
+		Long: "In each data group NODE replicates, replace it by the voter with the fewest replicas that the group lacks. The\n" +
+			"moves run in the background; once `waggle cluster groups` lists NODE nowhere, `waggle cluster remove NODE`.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			node, err := strconv.Atoi(args[0])
+			if err != nil {
+				return fmt.Errorf("node %q: not a node id", args[0])
+			}
+			var out struct {
+				Node   int                    `json:"node"`
+				Groups []client.GroupReplicas `json:"groups"`
+			}
+			if _, err := o.client().Call(http.MethodPost, "/api/v1/cluster/decommission", map[string]int{"node": node}, &out); err != nil {
+				return err
+			}
+			return show(c, out.Groups, out)
+		}}
+	rebalance := &cobra.Command{Use: "rebalance", Short: "Even out the replicas the voters hold (a node just added holds none)",
+		Long: "While one voter holds two replicas more than another, move one of its replicas there, in the same position. The\n" +
+			"moves run in the background: `waggle cluster groups` shows them.",
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			var out struct {
+				Groups []client.GroupReplicas `json:"groups"`
+			}
+			if _, err := o.client().Call(http.MethodPost, "/api/v1/cluster/rebalance", map[string]any{}, &out); err != nil {
+				return err
+			}
+			return show(c, out.Groups, out)
+		}}
+	return []*cobra.Command{groups, move, decommission, rebalance}
+}
+
+// joinInts is ids as "4,2,3" ("-" for none).
+func joinInts(ids []int) string {
+	if len(ids) == 0 {
+		return "-"
+	}
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.Itoa(id)
+	}
+	return strings.Join(s, ",")
 }
 
 // version is set at build time with -ldflags "-X main.version=...".
