@@ -97,49 +97,10 @@ func TestReplicaMovesWhileClientsWrite(t *testing.T) {
 		}
 	}
 
-	cl := kafkaClient(t, s.kafkaAddrs(), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgoLogger(t, "mover"))
-	createTopic(t, cl, topic, 2, nil)
-	var (
-		mu    sync.Mutex
-		acked []string
-		stop  = make(chan struct{})
-		done  = make(chan error, 1)
-	)
-	go func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				done <- nil
-				return
-			default:
-			}
-			v := "r" + strconv.Itoa(i)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: []byte(v)}).FirstErr()
-			cancel()
-			if err != nil {
-				done <- fmt.Errorf("record %s: %w", v, err)
-				return
-			}
-			mu.Lock()
-			acked = append(acked, v)
-			mu.Unlock()
-		}
-	}()
-	ackedNow := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(acked)
-	}
-	waitFor(t, 20*time.Second, func() error {
-		if n := ackedNow(); n < 50 {
-			return fmt.Errorf("%d records acknowledged before the move", n)
-		}
-		return nil
-	})
-
+	p := startProducing(t, s.kafkaAddrs(), topic)
+	p.waitAcked(t, 50)
 	// Move group 1's replica on node 1, its leader, to node 4.
-	before := ackedNow()
+	before := p.acked()
 	moveStart := time.Now()
 	if out, err := exec.Command(waggleBinary, "cluster", "move", "1", "4,2,3", "--server", s.nodes[2].url("")).CombinedOutput(); err != nil {
 		t.Fatalf("waggle cluster move 1 4,2,3: %v\n%s", err, out)
@@ -149,7 +110,7 @@ func TestReplicaMovesWhileClientsWrite(t *testing.T) {
 	if err != nil || !regexp.MustCompile(`(?m)^1\s+4,2,3\s+4\s+\S+\s+no$`).Match(out) {
 		t.Fatalf("waggle cluster groups after the move (%v):\n%s", err, out)
 	}
-	t.Logf("group 1 moved from node 1 to node 4 in %v; %d records acknowledged meanwhile", time.Since(moveStart).Round(time.Millisecond), ackedNow()-before)
+	t.Logf("group 1 moved from node 1 to node 4 in %v; %d records acknowledged meanwhile", time.Since(moveStart).Round(time.Millisecond), p.acked()-before)
 	requireDuplicates(s.nodes[0]) // node 1 relays now
 
 	// Bad moves are refused.
@@ -206,22 +167,153 @@ func TestReplicaMovesWhileClientsWrite(t *testing.T) {
 	}
 	requireDuplicates(added)
 
-	close(stop)
-	if err := <-done; err != nil {
-		t.Fatalf("the producer failed during the moves: %v", err)
+	p.stopAndReadBack(t, []string{s.nodes[0].kafkaAddr, s.nodes[5].kafkaAddr})
+	if _, err := os.Stat(groupDir(s.nodes[1], 1)); err == nil {
+		t.Fatalf("node 2 still has group 1's directory after its decommission")
 	}
-	got := consumeN(t, []string{s.nodes[0].kafkaAddr, s.nodes[5].kafkaAddr}, topic, len(acked))
+}
+
+// producing is a franz-go producer writing to a topic's two partitions,
+// one record at a time, until stopped; it keeps what was acknowledged.
+type producing struct {
+	mu    sync.Mutex
+	done  []string
+	stop  chan struct{}
+	ended chan error
+	topic string
+}
+
+func startProducing(t *testing.T, brokers []string, topic string) *producing {
+	cl := kafkaClient(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgoLogger(t, "producing"))
+	createTopic(t, cl, topic, 2, nil)
+	p := &producing{stop: make(chan struct{}), ended: make(chan error, 1), topic: topic}
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-p.stop:
+				p.ended <- nil
+				return
+			default:
+			}
+			v := "r" + strconv.Itoa(i)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: []byte(v)}).FirstErr()
+			cancel()
+			if err != nil {
+				p.ended <- fmt.Errorf("record %s: %w", v, err)
+				return
+			}
+			p.mu.Lock()
+			p.done = append(p.done, v)
+			p.mu.Unlock()
+		}
+	}()
+	return p
+}
+
+// acked is how many records were acknowledged so far.
+func (p *producing) acked() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.done)
+}
+
+// waitAcked waits until n records were acknowledged.
+func (p *producing) waitAcked(t *testing.T, n int) {
+	t.Helper()
+	waitFor(t, 30*time.Second, func() error {
+		if got := p.acked(); got < n {
+			return fmt.Errorf("%d records acknowledged, want %d", got, n)
+		}
+		return nil
+	})
+}
+
+// stopAndReadBack stops the producer, fails the test if a record failed,
+// and reads the topic back through brokers: every acknowledged record
+// exactly once.
+func (p *producing) stopAndReadBack(t *testing.T, brokers []string) {
+	t.Helper()
+	close(p.stop)
+	if err := <-p.ended; err != nil {
+		t.Fatalf("the producer failed: %v", err)
+	}
+	got := consumeN(t, brokers, p.topic, len(p.done))
 	seen := map[string]int{}
 	for _, r := range got {
 		seen[string(r.Value)]++
 	}
-	for _, v := range acked {
+	for _, v := range p.done {
 		if seen[v] != 1 {
 			t.Fatalf("record %s, acknowledged, read %d times", v, seen[v])
 		}
 	}
-	t.Logf("%d records produced across the moves, each read once", len(acked))
-	if _, err := os.Stat(groupDir(s.nodes[1], 1)); err == nil {
-		t.Fatalf("node 2 still has group 1's directory after its decommission")
+	t.Logf("%d records produced, each read once", len(p.done))
+}
+
+// With --replace-dead-after, a node that stays down loses its replicas
+// to the live nodes, while clients write: on 5 nodes, kill -9 of node 3
+// moves each of its groups' replicas elsewhere within seconds, and the
+// groups keep 3 voting replicas. When node 3 comes back it deletes the
+// groups it no longer replicates, and a rebalance gives it its share.
+func TestDeadNodesReplicasMove(t *testing.T) {
+	s := startScaleOut(t, 5, 6, 3, "--replace-dead-after", "3s")
+	s.waitPlaced(t, func(g uint32) int { return s.replicas(g)[0] })
+	dead := s.nodes[2]
+	var hit []uint32
+	for g := uint32(1); g < 6; g++ {
+		if slices.Contains(s.replicas(g), dead.id) {
+			hit = append(hit, g)
+		}
 	}
+	q, topic := s.nameIn(t, "dd-q", hit[0]), s.nameIn(t, "dd-t", hit[0])
+	a := s.nodes[0].push(pushItem{Queue: q, TransactionID: "dd-1", Payload: "first"})[0]
+	requireStatus(t, a, "queued", 0)
+	p := startProducing(t, []string{s.nodes[0].kafkaAddr, s.nodes[4].kafkaAddr}, topic)
+	p.waitAcked(t, 50)
+
+	dead.kill9()
+	killed := time.Now()
+	for _, g := range hit {
+		var moved []int
+		waitFor(t, 90*time.Second, func() error {
+			groups, err := s.groupsOf(t, s.nodes[0])
+			if err != nil {
+				return err
+			}
+			if r := groups[g].Replicas; slices.Contains(r, dead.id) || len(r) != 3 {
+				return fmt.Errorf("group %d's replicas: %v", g, r)
+			}
+			moved = groups[g].Replicas
+			return nil
+		})
+		s.waitMoved(t, g, moved)
+	}
+	t.Logf("groups %v moved off node %d %v after its kill -9", hit, dead.id, time.Since(killed).Round(100*time.Millisecond))
+	again := s.nodes[1].push(pushItem{Queue: q, TransactionID: "dd-1", Payload: "again"})[0]
+	if again.Status != "duplicate" || *again.MessageID != *a.MessageID || *again.Offset != *a.Offset {
+		t.Fatalf("retry after the move: %+v, want duplicate of %+v", again, a)
+	}
+
+	// Node 3 returns: it drops what it no longer replicates, then a
+	// rebalance gives it replicas again.
+	dead.start()
+	waitFor(t, 60*time.Second, func() error {
+		for _, g := range hit {
+			if _, err := os.Stat(groupDir(dead, int(g))); err == nil {
+				return fmt.Errorf("node %d still has group %d's directory", dead.id, g)
+			}
+		}
+		return nil
+	})
+	var rebalanced struct {
+		Groups []groupReplicas `json:"groups"`
+	}
+	if status := postJSON(t, s.nodes[1].url("/api/v1/cluster/rebalance"), map[string]any{}, &rebalanced); status != http.StatusOK || len(rebalanced.Groups) == 0 {
+		t.Fatalf("rebalance after node %d's return: status %d, %+v", dead.id, status, rebalanced)
+	}
+	for _, g := range rebalanced.Groups {
+		s.waitMoved(t, g.Group, g.Replicas)
+	}
+	p.stopAndReadBack(t, []string{s.nodes[0].kafkaAddr, s.nodes[1].kafkaAddr})
 }

@@ -188,3 +188,92 @@ func peerCaughtUp(ctx context.Context, meta *broker.Service, client *http.Client
 		return false
 	}
 }
+
+// replaceDeadEvery is how often group 0's leader looks for dead nodes
+// (Config.ReplaceDeadAfter).
+const replaceDeadEvery = 2 * time.Second
+
+// replaceDead runs on every node; while it leads group 0 it moves the
+// replicas of a voter whose /health has not answered for after to the
+// live voters with the fewest (raftgroups.PlanDecommission), as
+// `waggle cluster decommission` would. The dead node stays a member of
+// the cluster: when it comes back it holds no replica, and a rebalance
+// gives it its share again.
+func (m *mover) replaceDead(ctx context.Context, after time.Duration) {
+	n := m.n
+	meta := n.set.All()[0].Svc
+	downSince := map[string]time.Time{}
+	tick := time.NewTicker(replaceDeadEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !meta.IsLeader() {
+			clear(downSince) // a new leader watches afresh
+			continue
+		}
+		members, err := meta.Members()
+		if err != nil {
+			continue
+		}
+		var live []string
+		for id := range downSince {
+			if !slices.ContainsFunc(members, func(mb broker.Member) bool { return mb.ID == id && mb.Voter }) {
+				delete(downSince, id) // removed from the cluster
+			}
+		}
+		for _, mb := range members {
+			if !mb.Voter {
+				continue
+			}
+			if mb.ID == n.id || m.answers(ctx, mb) {
+				delete(downSince, mb.ID)
+				live = append(live, mb.ID)
+			} else if downSince[mb.ID].IsZero() {
+				downSince[mb.ID] = time.Now()
+			}
+		}
+		for id, since := range downSince {
+			if time.Since(since) >= after {
+				m.moveOff(id, live, since)
+			}
+		}
+	}
+}
+
+// answers reports whether member's /health answers within a second.
+func (m *mover) answers(ctx context.Context, member broker.Member) bool {
+	if member.HTTPAddr == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err := fetchPeerHealth(ctx, m.n.peerClient, m.n.scheme, member.HTTPAddr)
+	return err == nil
+}
+
+// moveOff records new replicas, among live, for every data group dead
+// replicates (nothing when it replicates none).
+func (m *mover) moveOff(dead string, live []string, since time.Time) {
+	n := m.n
+	replicas := map[uint32][]string{}
+	for g := uint32(1); g < uint32(len(m.remote)); g++ {
+		replicas[g] = n.set.Replicas(g)
+	}
+	plan, err := raftgroups.PlanDecommission(replicas, dead, live)
+	if err != nil {
+		n.log.Warn("a dead node's replicas cannot move: too few live voters", "node", dead, "err", err)
+		return
+	}
+	meta := n.set.All()[0].Svc
+	for g, nodes := range plan {
+		if err := meta.SetReplicas(g, nodes); err != nil {
+			n.log.Warn("could not move a dead node's replica", "node", dead, "group", g, "err", err)
+			return
+		}
+		n.log.Warn("moving a dead node's replica", "node", dead, "down", time.Since(since).Round(time.Second), "group", g, "replicas", nodes)
+	}
+}

@@ -87,6 +87,10 @@ type Config struct {
 	// digests on its own (--replica-watch-interval, DefaultReplicaWatch);
 	// 0: never.
 	ReplicaWatch time.Duration
+	// ReplaceDeadAfter, with a replication factor, is how long a voter's
+	// /health may stay unanswered before group 0's leader moves its
+	// replicas to the live voters (--replace-dead-after); 0: never.
+	ReplaceDeadAfter time.Duration
 	// TLS, when set, secures the HTTP, Kafka and raft listeners and the
 	// node's calls to its peers (--tls-cert, --tls-key, --tls-ca).
 	TLS *tlsconf.Config
@@ -397,6 +401,9 @@ func (n *Node) start() error {
 			}
 		}
 		n.wg.Go(func() { m.follow(n.ctx) })
+		if cfg.ReplaceDeadAfter > 0 {
+			n.wg.Go(func() { m.replaceDead(n.ctx, cfg.ReplaceDeadAfter) })
+		}
 	}
 	return nil
 }

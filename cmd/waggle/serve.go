@@ -22,17 +22,18 @@ import (
 )
 
 type serveOptions struct {
-	dataDir       string
-	nodeID        uint32
-	httpAddr      string
-	kafkaAddr     string
-	raftAddr      string
-	advertiseRaft string
-	peers         string
-	join          bool
-	logLevel      string
-	logFormat     string
-	pprofAddr     string
+	dataDir          string
+	nodeID           uint32
+	httpAddr         string
+	kafkaAddr        string
+	raftAddr         string
+	advertiseRaft    string
+	peers            string
+	join             bool
+	replaceDeadAfter time.Duration
+	logLevel         string
+	logFormat        string
+	pprofAddr        string
 
 	advertiseHTTP  string
 	advertiseKafka string
@@ -92,6 +93,7 @@ func newServeCmd() *cobra.Command {
 	f.Uint64Var(&o.trailingLogs, "raft-trailing-logs", 0, "log entries kept behind a snapshot (0: the built-in default)")
 	f.Int64Var(&o.logHoldMiB, "raft-log-hold-mib", 0, "how much the raft log may hold beyond twice the Kafka batches it keeps before old batches are copied out (0: 1024)")
 	f.Uint64Var(&o.minFreeDiskMiB, "min-free-disk-mib", 64, "stop (and refuse to start) when the data directory's disk has less free space (0: never)")
+	f.DurationVar(&o.replaceDeadAfter, "replace-dead-after", 0, "with --replication-factor: how long a node may stay unreachable before its data groups' replicas move to the live nodes (0: never; move them with `waggle cluster decommission`)")
 	f.DurationVar(&o.replicaWatch, "replica-watch-interval", node.DefaultReplicaWatch, "how often the leader compares the members' state digests, logging an error and setting waggle_replicas_diverged when two differ (0: never)")
 	f.Uint64Var(&o.storageMinFreeMiB, "storage-min-free-mib", 1024, "refuse writes that add data (HTTP 507 storage_full, Kafka KAFKA_STORAGE_ERROR) while the data directory's disk has less free space; reads, acks, deletes and retention go on (0: never)")
 	f.StringVar(&o.tls.Cert, "tls-cert", "", "PEM certificate of this node: TLS on the HTTP, Kafka and raft listeners")
@@ -181,16 +183,17 @@ func serve(ctx context.Context, o serveOptions) error {
 		Racks:             racks,
 		SnapshotThreshold: o.snapshotThreshold, TrailingLogs: o.trailingLogs, LogHoldMiB: o.logHoldMiB,
 		MinFreeDiskMiB: o.minFreeDiskMiB, StorageMinFreeMiB: o.storageMinFreeMiB, ReplicaWatch: o.replicaWatch,
-		KafkaRetention: o.kafkaRetention,
-		TLS:            tlsConf,
-		Auth:           authConf,
-		Insecure:       o.insecure,
-		Kafka:          o.kafka,
-		PprofAddr:      o.pprofAddr,
-		Version:        version,
-		Logger:         slog.New(handler),
-		VerifyDataDir:  verifyDataDir,
-		WallClock:      faultyWallClock(),
+		ReplaceDeadAfter: o.replaceDeadAfter,
+		KafkaRetention:   o.kafkaRetention,
+		TLS:              tlsConf,
+		Auth:             authConf,
+		Insecure:         o.insecure,
+		Kafka:            o.kafka,
+		PprofAddr:        o.pprofAddr,
+		Version:          version,
+		Logger:           slog.New(handler),
+		VerifyDataDir:    verifyDataDir,
+		WallClock:        faultyWallClock(),
 	})
 }
 
