@@ -237,6 +237,9 @@ type Health struct {
 	Digest fsm.StateDigest
 	// Check is how this node's state checks stand (RequestStateCheck).
 	Check fsm.StateCheck
+	// Moving: this node leads the group and its raft members are not yet
+	// the replicas group 0 records (set by the node, which moves them).
+	Moving bool
 }
 
 // Health reports this node's raft state.

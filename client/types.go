@@ -217,6 +217,10 @@ type RaftGroup struct {
 	Applied uint64 `json:"applied"`
 	// PreferredLeader is the node an operator chose to lead it.
 	PreferredLeader *int `json:"preferredLeader"`
+	// Replicas are the nodes that should replicate a data group (with a
+	// replication factor); Moving is true on its leader during a move.
+	Replicas []int `json:"replicas"`
+	Moving   bool  `json:"moving"`
 }
 
 // DeadLetterList is the answer to GET /api/v1/dlq (openapi.json's

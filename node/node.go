@@ -333,7 +333,7 @@ func (n *Node) start() error {
 	groups, forwarding, remote := joinGroups(set, max(cfg.DataGroups, 1), peerClient, scheme)
 	n.wg.Go(func() { askPeersTheTime(n.ctx, svc, clk, peerClient, scheme, time.Second, log) })
 	m.Register(clockOffsetGauge(clk))
-	observe(n.ctx, &n.wg, m, n.raft, n.st, svc, mapAll(set.All(), func(g *raftgroups.Group) *broker.Service { return g.Svc }))
+	observe(n.ctx, &n.wg, m, n.raft, n.st, svc, set)
 	for _, g := range set.All() {
 		n.runGroupLoops(n.ctx, &n.wg, g)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/metrics"
+	"github.com/waggle-mq/waggle/raftgroups"
 	"github.com/waggle-mq/waggle/raftnode"
 	"github.com/waggle-mq/waggle/store"
 )
@@ -17,7 +18,10 @@ import (
 // sizes of group 0, consumer-group lag, pending deletes and the dedup
 // index of every raft group in all) and counts group 0's leader changes until ctx ends (wg
 // counts the goroutine that does).
-func observe(ctx context.Context, wg *sync.WaitGroup, m *metrics.Metrics, node *raftnode.Node, st *store.Store, svc *broker.Service, all []*broker.Service) {
+func observe(ctx context.Context, wg *sync.WaitGroup, m *metrics.Metrics, node *raftnode.Node, st *store.Store, svc *broker.Service, set *raftgroups.Set) {
+	all := func() []*broker.Service { // the groups it runs now: replicas move
+		return mapAll(set.All(), func(g *raftgroups.Group) *broker.Service { return g.Svc })
+	}
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
@@ -26,7 +30,7 @@ func observe(ctx context.Context, wg *sync.WaitGroup, m *metrics.Metrics, node *
 	sum := func(of func(*broker.Service) float64) func() float64 {
 		return func() float64 {
 			total := 0.0
-			for _, g := range all {
+			for _, g := range all() {
 				total += of(g)
 			}
 			return total
@@ -64,6 +68,17 @@ func observe(ctx context.Context, wg *sync.WaitGroup, m *metrics.Metrics, node *
 			_, b := g.DedupIndexStats()
 			return float64(b)
 		})),
+		gauge("waggle_raft_groups", "Raft groups this node runs, group 0 included.", func() float64 { return float64(len(set.All())) }),
+		gauge("waggle_raft_groups_moving", "Data groups this node leads whose raft members are not yet the replicas group 0 records: a move under way.",
+			func() float64 {
+				moving := 0
+				for _, g := range set.Data() {
+					if set.Moving(g.ID) {
+						moving++
+					}
+				}
+				return float64(moving)
+			}),
 		&cursorCollector{svcs: all,
 			lag: prometheus.NewDesc("waggle_group_lag_messages",
 				"Messages a consumer group has yet to read, per queue partition.", []string{"group", "queue", "partition"}, nil),
@@ -85,14 +100,14 @@ func oneIf(b bool) float64 {
 // cursorCollector reports every group's lag, and the messages retention
 // took from it, at scrape time.
 type cursorCollector struct {
-	svcs         []*broker.Service // every raft group's: a queue's cursors are in its group
+	svcs         func() []*broker.Service // every raft group's: a queue's cursors are in its group
 	lag, expired *prometheus.Desc
 }
 
 func (c *cursorCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.lag; ch <- c.expired }
 
 func (c *cursorCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, svc := range c.svcs {
+	for _, svc := range c.svcs() {
 		c.collect(ch, svc)
 	}
 }

@@ -109,7 +109,9 @@ func groupHealth(set *raftgroups.Set, count int) func() []broker.Health {
 	return func() []broker.Health {
 		out := make([]broker.Health, 0, len(set.All()))
 		for _, g := range set.All() {
-			out = append(out, g.Svc.Health())
+			h := g.Svc.Health()
+			h.Moving = set.Moving(g.ID)
+			out = append(out, h)
 		}
 		return out
 	}

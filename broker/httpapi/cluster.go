@@ -496,7 +496,8 @@ func (s *Server) raftGroupsJSON() []raftGroupJSON {
 	var out []raftGroupJSON
 	for _, g := range s.raftGroups() {
 		id := g.Group
-		gj := raftGroupJSON{ID: id, Role: g.Role, Term: g.Term, Commit: g.Commit, Applied: g.Applied, StateDigest: stateDigestJSON(g.Digest), StateCheck: stateCheckJSON(g.Check)}
+		gj := raftGroupJSON{ID: id, Role: g.Role, Term: g.Term, Commit: g.Commit, Applied: g.Applied, StateDigest: stateDigestJSON(g.Digest), StateCheck: stateCheckJSON(g.Check),
+			Replicas: numbers(s.replicasOf(id)), Moving: g.Moving}
 		if g.LeaderID != "" {
 			gj.Leader = ptr(json.Number(g.LeaderID))
 		}
@@ -518,8 +519,13 @@ type raftGroupJSON struct {
 	Applied uint64       `json:"applied"`
 	// PreferredLeader is the node an operator chose to lead the group.
 	PreferredLeader *json.Number `json:"preferredLeader,omitempty"`
-	StateDigest     digestJSON   `json:"stateDigest"`
-	StateCheck      *checkJSON   `json:"stateCheck,omitempty"`
+	// Replicas, with a replication factor, are the nodes that should
+	// replicate the group; Moving is true on its leader while its members
+	// are not yet those.
+	Replicas    []json.Number `json:"replicas,omitempty"`
+	Moving      bool          `json:"moving,omitempty"`
+	StateDigest digestJSON    `json:"stateDigest"`
+	StateCheck  *checkJSON    `json:"stateCheck,omitempty"`
 }
 
 // digestJSON is a group's state digest on this node (fsm.StateDigest):

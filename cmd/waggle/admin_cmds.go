@@ -210,14 +210,14 @@ func newGroupCmd(o *clientOptions) *cobra.Command {
 // each group's leader and every reachable member's role in it.
 func showRaftGroups(c *cobra.Command, cl client.Cluster) {
 	type row struct {
-		leader, chosen string
-		roles          []string
+		leader, chosen, replicas string
+		roles                    []string
 	}
 	var groups []row
 	for _, m := range cl.Members {
 		for _, g := range m.Groups {
 			for len(groups) <= g.ID {
-				groups = append(groups, row{leader: "-", chosen: "-"})
+				groups = append(groups, row{leader: "-", chosen: "-", replicas: "-"})
 			}
 			if g.PreferredLeader != nil {
 				groups[g.ID].chosen = strconv.Itoa(*g.PreferredLeader)
@@ -225,6 +225,12 @@ func showRaftGroups(c *cobra.Command, cl client.Cluster) {
 			groups[g.ID].roles = append(groups[g.ID].roles, fmt.Sprintf("%d:%s", m.ID, g.Role))
 			if g.Role == "leader" {
 				groups[g.ID].leader = strconv.Itoa(m.ID)
+				if g.Moving {
+					groups[g.ID].leader += " (moving)"
+				}
+			}
+			if len(g.Replicas) > 0 {
+				groups[g.ID].replicas = joinInts(g.Replicas)
 			}
 		}
 	}
@@ -233,9 +239,9 @@ func showRaftGroups(c *cobra.Command, cl client.Cluster) {
 	}
 	fmt.Fprintln(c.OutOrStdout())
 	t := newTable(c.OutOrStdout())
-	t.row("GROUP", "LEADER", "CHOSEN LEADER", "MEMBERS")
+	t.row("GROUP", "LEADER", "CHOSEN LEADER", "REPLICAS", "MEMBERS")
 	for id, g := range groups {
-		t.row(id, g.leader, g.chosen, strings.Join(g.roles, " "))
+		t.row(id, g.leader, g.chosen, g.replicas, strings.Join(g.roles, " "))
 	}
 	t.flush()
 }
@@ -395,7 +401,8 @@ func newReplicaCmds(o *clientOptions) []*cobra.Command {
 		})
 	}
 	groups := &cobra.Command{Use: "groups", Short: "Each data group's replicas, leader and members, and whether it is moving",
-		Args: cobra.NoArgs,
+		Example: "  waggle cluster groups          # MOVING no everywhere: every move is done",
+		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			var out struct {
 				Groups []client.GroupReplicas `json:"groups"`
@@ -429,7 +436,8 @@ func newReplicaCmds(o *clientOptions) []*cobra.Command {
 	decommission := &cobra.Command{Use: "decommission NODE", Short: "Move every replica off a node, before removing it",
 		Long: "In each data group NODE replicates, replace it by the voter with the fewest replicas that the group lacks. The\n" +
 			"moves run in the background; once `waggle cluster groups` lists NODE nowhere, `waggle cluster remove NODE`.",
-		Args: cobra.ExactArgs(1),
+		Example: "  waggle cluster decommission 3  # then: waggle cluster groups; waggle cluster remove 3",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			node, err := strconv.Atoi(args[0])
 			if err != nil {
@@ -447,7 +455,8 @@ func newReplicaCmds(o *clientOptions) []*cobra.Command {
 	rebalance := &cobra.Command{Use: "rebalance", Short: "Even out the replicas the voters hold (a node just added holds none)",
 		Long: "While one voter holds two replicas more than another, move one of its replicas there, in the same position. The\n" +
 			"moves run in the background: `waggle cluster groups` shows them.",
-		Args: cobra.NoArgs,
+		Example: "  waggle cluster add 7 10.0.0.7:7400 && waggle cluster rebalance",
+		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			var out struct {
 				Groups []client.GroupReplicas `json:"groups"`
