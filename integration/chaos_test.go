@@ -254,6 +254,8 @@ type chaosRun struct {
 	// maxUnavailable, when set, fails the run if no push was acknowledged
 	// for longer than it during the faulty part (a liveness bound).
 	maxUnavailable time.Duration
+	// extra are serve flags every node gets.
+	extra []string
 }
 
 // runChaosOn runs the chaos workload on run.nodes nodes under run's
@@ -263,8 +265,8 @@ func runChaosOn(t *testing.T, run chaosRun) *cluster {
 	if v, err := strconv.Atoi(os.Getenv("WAGGLE_CHAOS_SECONDS")); err == nil && v > 0 {
 		seconds = v
 	}
-	var extra []string
-	if g := os.Getenv("WAGGLE_CHAOS_GROUPS"); g != "" {
+	extra := run.extra
+	if g := os.Getenv("WAGGLE_CHAOS_GROUPS"); g != "" && extra == nil {
 		extra = []string{"--data-groups", g}
 	}
 	c, links := newPartitionableCluster(t, run.nodes)

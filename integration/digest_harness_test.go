@@ -82,7 +82,7 @@ func (e errDiverged) Error() string { return string(e) }
 // compareDigests compares the digests of the nodes (node id -> raft group
 // -> digest) at every index two of them report in the same chain. It
 // returns errDiverged on a disagreement, else how many indexes every node
-// of a group reports, per group.
+// that runs a group (all of them, or its replicas) reports, per group.
 func compareDigests(byNode map[int]map[uint32]digestAnswer) (map[uint32]int, error) {
 	ids := slices.Sorted(func(yield func(int) bool) {
 		for id := range byNode {
@@ -125,9 +125,15 @@ func compareDigests(byNode map[int]map[uint32]digestAnswer) (map[uint32]int, err
 				}
 			}
 		}
+		runs := 0 // the nodes that run group g: all, or its replicas
+		for _, ds := range byNode {
+			if _, ok := ds[g]; ok {
+				runs++
+			}
+		}
 		for _, counts := range seen {
 			for _, n := range counts {
-				if n == len(byNode) {
+				if n == runs {
 					shared[g]++
 				}
 			}
