@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/time/rate"
 
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/broker/httpapi"
@@ -74,6 +75,10 @@ type Config struct {
 	// batches it keeps before the oldest are copied out of it
 	// (--raft-log-hold-mib); 0: raftnode's default.
 	LogHoldMiB int64
+	// SnapshotSendMiB paces the raft snapshots the node sends its peers
+	// (a replica catching up or added by a move), in MiB a second across
+	// its groups (--snapshot-send-mib); 0: as fast as they go.
+	SnapshotSendMiB int
 	// MinFreeDiskMiB: below this much free space in DataDir the node
 	// refuses to start, and stops (--min-free-disk-mib); 0: never.
 	MinFreeDiskMiB uint64
@@ -292,6 +297,7 @@ func (n *Node) start() error {
 		SnapshotThreshold: cfg.SnapshotThreshold,
 		TrailingLogs:      cfg.TrailingLogs,
 		LogHoldMiB:        cfg.LogHoldMiB,
+		SnapshotSend:      snapshotPace(cfg.SnapshotSendMiB),
 	}
 	if n.raft, err = raftnode.StartNode(nodeConfig, n.st); err != nil {
 		return err
@@ -584,4 +590,13 @@ func orDefault(v, def string) string {
 		return def
 	}
 	return v
+}
+
+// snapshotPace is the pace of snapshots sent at mib MiB a second, nil for
+// 0 (none).
+func snapshotPace(mib int) *rate.Limiter {
+	if mib <= 0 {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(mib<<20), 256<<10)
 }

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
+	"golang.org/x/time/rate"
 )
 
 // heartbeatGate is raft's network transport with the heartbeat fast path
@@ -43,6 +44,8 @@ type heartbeatGate struct {
 	rpcs     chan raft.RPC
 	stop     chan struct{}
 	stopOnce sync.Once
+
+	snapshotSend *rate.Limiter // paces InstallSnapshot (transport.go); nil: no pace
 }
 
 func newHeartbeatGate(t *raft.NetworkTransport) *heartbeatGate {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"golang.org/x/time/rate"
 
 	"github.com/waggle-mq/waggle/command"
 	"github.com/waggle-mq/waggle/fsm"
@@ -85,6 +86,11 @@ type NodeConfig struct {
 	TrailingLogs      uint64
 	// LogHoldMiB: see logHolder.slack (0: a GiB).
 	LogHoldMiB int64
+	// SnapshotSend paces the snapshots this node sends its peers (a
+	// replica catching up, one added by a move), shared by its groups so
+	// they take a bounded share of the disk, network and the peers' CPU
+	// from the writes; nil: as fast as they go.
+	SnapshotSend *rate.Limiter
 }
 
 // Raft tuning. A snapshot is the whole store, so it is taken rarely and the
@@ -198,7 +204,7 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 		n.ownMux = cfg.Mux
 	}
 	var layer *raftmux.Layer
-	if n.transport, layer, err = newTransport(cfg.Mux, cfg.Group, cfg.Logger); err != nil {
+	if n.transport, layer, err = newTransport(cfg.Mux, cfg.Group, cfg.Logger, cfg.SnapshotSend); err != nil {
 		return nil, err
 	}
 	layer.AnswerProbes(func() (uint64, bool) {

@@ -1,13 +1,16 @@
 package raftnode
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"golang.org/x/time/rate"
 
 	"github.com/waggle-mq/waggle/raftmux"
 	"github.com/waggle-mq/waggle/tlsconf"
@@ -72,15 +75,43 @@ func Listen(bind, advertise string, tlsConf *tlsconf.Config, logger hclog.Logger
 // newTransport runs raft's network transport for one group on the node's
 // shared listener, behind a heartbeat gate (see heartbeatGate), and
 // returns the group's layer too.
-func newTransport(mux *raftmux.Mux, group uint32, logger hclog.Logger) (*heartbeatGate, *raftmux.Layer, error) {
+func newTransport(mux *raftmux.Mux, group uint32, logger hclog.Logger, snapshotSend *rate.Limiter) (*heartbeatGate, *raftmux.Layer, error) {
 	layer, err := mux.Layer(group)
 	if err != nil {
 		return nil, nil, err
 	}
-	return newHeartbeatGate(raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	g := newHeartbeatGate(raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  layer,
 		MaxPool: 8,
 		Timeout: 10 * time.Second,
 		Logger:  logger,
-	})), layer, nil
+	}))
+	g.snapshotSend = snapshotSend
+	return g, layer, nil
+}
+
+// InstallSnapshot sends a snapshot to a peer, no faster than the node's
+// snapshot pace (NodeConfig.SnapshotSend). Raft gives the send a deadline
+// of 10 s per 256 KiB (its timeout scale), far above any pace set.
+func (g *heartbeatGate) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	if g.snapshotSend != nil {
+		data = &pacedReader{r: data, pace: g.snapshotSend}
+	}
+	return g.NetworkTransport.InstallSnapshot(id, target, args, resp, data)
+}
+
+// pacedReader reads r no faster than pace allows.
+type pacedReader struct {
+	r    io.Reader
+	pace *rate.Limiter
+}
+
+func (p *pacedReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b[:min(len(b), p.pace.Burst())])
+	if n > 0 {
+		if werr := p.pace.WaitN(context.Background(), n); werr != nil {
+			return n, werr
+		}
+	}
+	return n, err
 }

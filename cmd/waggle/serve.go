@@ -31,6 +31,7 @@ type serveOptions struct {
 	peers            string
 	join             bool
 	replaceDeadAfter time.Duration
+	snapshotSendMiB  int
 	logLevel         string
 	logFormat        string
 	pprofAddr        string
@@ -93,6 +94,7 @@ func newServeCmd() *cobra.Command {
 	f.Uint64Var(&o.trailingLogs, "raft-trailing-logs", 0, "log entries kept behind a snapshot (0: the built-in default)")
 	f.Int64Var(&o.logHoldMiB, "raft-log-hold-mib", 0, "how much the raft log may hold beyond twice the Kafka batches it keeps before old batches are copied out (0: 1024)")
 	f.Uint64Var(&o.minFreeDiskMiB, "min-free-disk-mib", 64, "stop (and refuse to start) when the data directory's disk has less free space (0: never)")
+	f.IntVar(&o.snapshotSendMiB, "snapshot-send-mib", 100, "pace of the raft snapshots this node sends a peer that catches up (a replica added by a move, a follower far behind), in MiB a second across its groups: they take at most that much of the disk and network from the writes (0: as fast as they go)")
 	f.DurationVar(&o.replaceDeadAfter, "replace-dead-after", 0, "with --replication-factor: how long a node may stay unreachable before its data groups' replicas move to the live nodes (0: never; move them with `waggle cluster decommission`)")
 	f.DurationVar(&o.replicaWatch, "replica-watch-interval", node.DefaultReplicaWatch, "how often the leader compares the members' state digests, logging an error and setting waggle_replicas_diverged when two differ (0: never)")
 	f.Uint64Var(&o.storageMinFreeMiB, "storage-min-free-mib", 1024, "refuse writes that add data (HTTP 507 storage_full, Kafka KAFKA_STORAGE_ERROR) while the data directory's disk has less free space; reads, acks, deletes and retention go on (0: never)")
@@ -182,7 +184,8 @@ func serve(ctx context.Context, o serveOptions) error {
 		ReplicationFactor: o.replicationFactor,
 		Racks:             racks,
 		SnapshotThreshold: o.snapshotThreshold, TrailingLogs: o.trailingLogs, LogHoldMiB: o.logHoldMiB,
-		MinFreeDiskMiB: o.minFreeDiskMiB, StorageMinFreeMiB: o.storageMinFreeMiB, ReplicaWatch: o.replicaWatch,
+		SnapshotSendMiB: o.snapshotSendMiB,
+		MinFreeDiskMiB:  o.minFreeDiskMiB, StorageMinFreeMiB: o.storageMinFreeMiB, ReplicaWatch: o.replicaWatch,
 		ReplaceDeadAfter: o.replaceDeadAfter,
 		KafkaRetention:   o.kafkaRetention,
 		TLS:              tlsConf,
