@@ -27,12 +27,7 @@ import (
 // WAGGLE_CHAOS_SECONDS=600 is a long one. WAGGLE_CHAOS_SEED repeats the
 // nemesis' choices (which follower, which ring order; the timing differs).
 func TestChaosOnFiveNodes(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if v, err := strconv.ParseUint(os.Getenv("WAGGLE_CHAOS_SEED"), 10, 64); err == nil {
-		seed = v
-	}
-	t.Logf("nemesis seed %d (WAGGLE_CHAOS_SEED)", seed)
-	rng := rand.New(rand.NewPCG(seed, seed))
+	rng := nemesisRand(t)
 	runChaosOn(t, chaosRun{
 		nodes:   5,
 		seconds: 60,
@@ -270,4 +265,15 @@ func TestPartitionShapes(t *testing.T) {
 		l.heal()
 		check(s.name+" healed", nil, openAll())
 	}
+}
+
+// nemesisRand is the nemesis's random source, seeded from the clock or
+// WAGGLE_CHAOS_SEED (logged, so a run can be repeated).
+func nemesisRand(t *testing.T) *rand.Rand {
+	seed := uint64(time.Now().UnixNano())
+	if v, err := strconv.ParseUint(os.Getenv("WAGGLE_CHAOS_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	t.Logf("nemesis seed %d (WAGGLE_CHAOS_SEED)", seed)
+	return rand.New(rand.NewPCG(seed, seed))
 }

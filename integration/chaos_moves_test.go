@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,12 +18,7 @@ import (
 // once the fault heals, and the workload's checks (nothing acknowledged
 // lost, no duplicate, transactions whole, once at most once) hold.
 func TestChaosWithReplicaMoves(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if v, err := strconv.ParseUint(os.Getenv("WAGGLE_CHAOS_SEED"), 10, 64); err == nil {
-		seed = v
-	}
-	t.Logf("nemesis seed %d (WAGGLE_CHAOS_SEED)", seed)
-	rng := rand.New(rand.NewPCG(seed, seed))
+	rng := nemesisRand(t)
 	runChaosOn(t, chaosRun{
 		nodes:   5,
 		seconds: 60,

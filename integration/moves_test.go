@@ -68,7 +68,8 @@ func (s *scaleOut) waitMoved(t testing.TB, g uint32, want []int) {
 }
 
 // A data group's replicas move while clients write to it: group 1's
-// replica on node 1 (its leader) moves to node 4, then node 2 is
+// replica on node 1 (its leader) moves to node 4, two of group 2's
+// replicas move at once, then node 2 is
 // decommissioned, which moves each of its replicas to the node with the
 // fewest, and is removed, and node 7 joins and gets 3 replicas by a
 // rebalance. Throughout, a franz-go producer writes to a
@@ -126,6 +127,13 @@ func TestReplicaMovesWhileClientsWrite(t *testing.T) {
 	if status := do(t, http.MethodPut, s.nodes[0].url("/api/v1/cluster/groups/7/replicas"), []byte(`{"replicas":[1,2,3]}`), nil); status != http.StatusNotFound {
 		t.Fatalf("move of group 7, which does not exist: status %d, want 404", status)
 	}
+
+	// Two replicas at once: group 2 from nodes 2, 3, 4 to 5, 6, 4 (one
+	// catches up while the other waits).
+	if status := do(t, http.MethodPut, s.nodes[1].url("/api/v1/cluster/groups/2/replicas"), []byte(`{"replicas":[5,6,4]}`), nil); status != http.StatusOK {
+		t.Fatalf("move group 2 to nodes 5, 6, 4: status %d", status)
+	}
+	s.waitMoved(t, 2, []int{5, 6, 4})
 
 	// Decommission node 2: every group it replicates moves away.
 	var plan struct {

@@ -37,6 +37,9 @@ type Broker interface {
 	ACLs() ([]auth.ACL, error)
 	AlterACLs(create, del []auth.ACL) (command.AlterACLsResult, error)
 
+	// Replica moves, recorded in group 0 (with a replication factor).
+	SetReplicas(group uint32, nodes []string) error
+
 	// Topics.
 	Topics(names []string) ([]broker.TopicInfo, error)
 	TopicNames() []string // every topic's name in order; shared, not to be changed

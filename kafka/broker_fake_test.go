@@ -70,6 +70,15 @@ type fakeBroker struct {
 	saveErr  error
 	saveGate chan struct{}
 	saving   chan store.ClassicGroup
+
+	// setReplicas keeps the SetReplicas calls; setReplicasErr fails them.
+	setReplicas    []replicasCall
+	setReplicasErr error
+}
+
+type replicasCall struct {
+	group uint32
+	nodes []string
 }
 
 type producedCall struct {
@@ -300,6 +309,16 @@ func (f *fakeBroker) PendingTxnOffsets(group string) ([]store.TxnOffset, error) 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.pending[group], nil
+}
+
+func (f *fakeBroker) SetReplicas(group uint32, nodes []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.setReplicasErr != nil {
+		return f.setReplicasErr
+	}
+	f.setReplicas = append(f.setReplicas, replicasCall{group, slices.Clone(nodes)})
+	return nil
 }
 
 // newTestServer serves fb with cfg; nothing listens.

@@ -68,6 +68,12 @@ func (r *Remote) AlterACLs(create, del []auth.ACL) (command.AlterACLsResult, err
 	return r.meta.AlterACLs(create, del)
 }
 
+// SetReplicas refuses: where a data group's replicas should be is group
+// 0's record, written by group 0's service, never through a data group's.
+func (r *Remote) SetReplicas(uint32, []string) error {
+	return fmt.Errorf("the replicas of raft groups are recorded in group 0, not through data group %d", r.ID())
+}
+
 // catalogFresh is how long a Remote keeps the group's topics it read.
 const catalogFresh = time.Second
 

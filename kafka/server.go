@@ -111,6 +111,7 @@ type Server struct {
 	regexes  regexResolver       // KIP-848 regex subscriptions (regex.go)
 	shares   *shareSessions      // share sessions (KIP-932, share_sessions.go)
 	inFlight *semaphore.Weighted // request bytes read and not yet answered (Config.InFlightBytes)
+	views    []replicaView       // Config.Directory as partition reassignments read it (reassignments.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -140,6 +141,7 @@ func New(svc Broker, cfg Config, log *slog.Logger) *Server {
 			_, remote[g] = b.(*Remote)
 		}
 		srv.route = srv.route.DataGroupsOnly(remote)
+		srv.views = replicaViews(cfg.Directory)
 	}
 	for g := range srv.route.Groups() {
 		co := newCoordinator()

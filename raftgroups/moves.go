@@ -28,6 +28,10 @@ import (
 // a decommission moves a node's groups a few at a time, not all at once.
 const maxCatchingUp = 1
 
+// caughtUpSlack is how far behind the leader's commit index a non-voter
+// may be and count as caught up (Consul's autopilot allows 250 entries).
+const caughtUpSlack = 256
+
 // moveReplicas takes data group g (led by this node) one step towards the
 // replicas group 0 records for it, adding a non-voter only when mayAdd.
 // It reports whether it added one.
@@ -42,12 +46,12 @@ func (s *Set) moveReplicas(g *Group, mayAdd bool) bool {
 	}
 	r := g.Node.Raft
 	for _, id := range want {
-		if _, ok := find(have, raft.ServerID(id)); ok {
-			continue
+		if _, ok := find(have, raft.ServerID(id)); ok || !mayAdd {
+			continue // one catching up at a time: the others wait for its promotion
 		}
 		addr, ok := s.raftAddr(id)
-		if !ok || !mayAdd {
-			return false
+		if !ok {
+			continue
 		}
 		if err := r.AddNonvoter(raft.ServerID(id), addr, 0, 5*time.Second).Error(); err != nil {
 			s.log.Warn("could not add a replica to a raft group", "group", g.ID, "member", id, "err", err)
@@ -57,11 +61,18 @@ func (s *Set) moveReplicas(g *Group, mayAdd bool) bool {
 		return true
 	}
 	for _, id := range want {
-		h, _ := find(have, raft.ServerID(id))
+		h, ok := find(have, raft.ServerID(id))
+		if !ok {
+			return false // not added yet: nothing is removed before it votes
+		}
 		if h.Suffrage == raft.Voter {
 			continue
 		}
-		if s.cfg.CaughtUp == nil || !s.cfg.CaughtUp(id, g.ID, r.CommitIndex()) {
+		// Within caughtUpSlack entries of the commit index sampled before
+		// asking: under a steady stream of writes a replica's applied
+		// index trails the leader's by the entries in flight.
+		commit := r.CommitIndex()
+		if s.cfg.CaughtUp == nil || !s.cfg.CaughtUp(id, g.ID, commit-min(commit, caughtUpSlack)) {
 			return false // still catching up: nothing is removed before it votes
 		}
 		if err := r.AddVoter(h.ID, h.Address, 0, 5*time.Second).Error(); err != nil {

@@ -338,6 +338,7 @@ var forwardable = map[command.CommandType]bool{
 	command.CmdDeleteOffsets: true, command.CmdCommitOffsets: true, command.CmdTxnOffsetCommit: true, command.CmdAddToTxn: true,
 	command.CmdCreateTopic: true, command.CmdDeleteQueue: true, command.CmdAlterTopic: true, command.CmdAddPartitions: true,
 	command.CmdDeleteDeadLetters: true, command.CmdKeyed: true, command.CmdNewProducerID: true, command.CmdAlterGroupConfig: true, command.CmdAlterACLs: true,
+	command.CmdSetReplicas: true,
 }
 
 // applyEntry applies a raft entry another node of a data group sent to
