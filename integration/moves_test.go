@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -113,6 +114,17 @@ func TestReplicaMovesWhileClientsWrite(t *testing.T) {
 	}
 	t.Logf("group 1 moved from node 1 to node 4 in %v; %d records acknowledged meanwhile", time.Since(moveStart).Round(time.Millisecond), p.acked()-before)
 	requireDuplicates(s.nodes[0]) // node 1 relays now
+	// The dashboard shows the group's new replicas, led by node 4.
+	waitFor(t, 30*time.Second, func() error {
+		page, err := renderPage(t, s.nodes[0].url("/"))
+		if err != nil {
+			return err
+		}
+		if row := rowOf(page, `data-raft-group="1"`); !strings.Contains(row, `data-leader="4"`) || !strings.Contains(row, `data-moving="false"`) || !strings.Contains(row, "<td>4, 2, 3</td>") {
+			return fmt.Errorf("the dashboard's row of group 1: %q", row)
+		}
+		return nil
+	})
 
 	// Bad moves are refused.
 	for body, want := range map[string]int{

@@ -402,7 +402,8 @@ func (s *scaleOut) requireMetadata(t *testing.T, n *node, topics []string, leade
 // group: each node runs its share of the groups, Metadata names every
 // partition's replicas and racks from every broker, and after kill -9 of
 // a node retried pushes answer duplicate and no acknowledged record is
-// lost or doubled.
+// lost or doubled; then the dead node is decommissioned, its groups get
+// new replicas, and the records written since are kept too.
 func TestReplicaSetsOnFiveAndNineNodes(t *testing.T) {
 	for _, size := range []int{5, 9} {
 		t.Run(fmt.Sprintf("nodes=%d", size), func(t *testing.T) {
@@ -468,8 +469,21 @@ func TestReplicaSetsOnFiveAndNineNodes(t *testing.T) {
 					t.Fatalf("retry of %s after node %d's kill: %+v, want duplicate of %+v", q, dead.id, again, first[q])
 				}
 			}
+
+			// The dead node is decommissioned: its groups get a new replica
+			// each, which catches up from the live ones.
+			var plan struct {
+				Groups []groupReplicas `json:"groups"`
+			}
+			if status := postJSON(t, s.nodes[0].url("/api/v1/cluster/decommission"), map[string]any{"node": dead.id}, &plan); status != http.StatusOK || len(plan.Groups) != 3 {
+				t.Fatalf("decommission of dead node %d: status %d, %+v (it replicates 3 groups)", dead.id, status, plan)
+			}
+			for _, g := range plan.Groups {
+				s.waitMoved(t, g.Group, g.Replicas)
+			}
+			produce(kafkaClient(t, survivors[1:2], kgoLogger(t, "after-move")), "moved")
 			for _, topic := range topics {
-				got := consumeN(t, survivors, topic, 40)
+				got := consumeN(t, survivors, topic, 60)
 				seen := map[string]bool{}
 				for _, r := range got {
 					if seen[string(r.Value)] {
@@ -477,7 +491,7 @@ func TestReplicaSetsOnFiveAndNineNodes(t *testing.T) {
 					}
 					seen[string(r.Value)] = true
 				}
-				if !seen["before/19"] || !seen["after/19"] {
+				if !seen["before/19"] || !seen["after/19"] || !seen["moved/19"] {
 					t.Fatalf("%s lost an acknowledged record: %v", topic, seen)
 				}
 			}
