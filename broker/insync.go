@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -76,4 +78,21 @@ func (s *Service) GroupMembers() []string {
 		out = append(out, string(srv.ID))
 	}
 	return out
+}
+
+// CommittedMembers is GroupMembers once committed: the leader's newest
+// configuration may not be (a leader stops replicating to a member as
+// soon as it appends the member's removal), so it first commits an entry
+// after it (a barrier). A node told it is no longer a member deletes its
+// copy; an uncommitted removal could still be undone. ErrNotLeader on a
+// follower.
+func (s *Service) CommittedMembers() ([]string, error) {
+	if !s.IsLeader() {
+		return nil, ErrNotLeader
+	}
+	members := s.GroupMembers()
+	if err := s.node.Raft.Barrier(2 * time.Second).Error(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotLeader, err)
+	}
+	return members, nil
 }

@@ -298,6 +298,8 @@ func (s *Service) ServeGroupCall(ctx context.Context, call string, args []byte) 
 	case "leader":
 		_, id := s.LeaderWithID()
 		return GroupLeader{ID: id, Epoch: s.LeaderEpoch(), InSync: s.InSync(), Members: s.GroupMembers()}, nil
+	case "committed-members":
+		return s.CommittedMembers()
 	case "queues":
 		return s.Queues()
 	case "group-partitions":
@@ -365,6 +367,12 @@ func withArgs[A any](call string, args []byte, fn func(A) (any, error)) (any, er
 
 // The calls a node makes of a group it does not replicate: each is the
 // same method of Service on a replica.
+
+// CommittedMembers is the group's raft configuration once committed, as
+// its leader answers it (Service.CommittedMembers).
+func (r *RemoteGroup) CommittedMembers(ctx context.Context) ([]string, error) {
+	return remoteCall[[]string](ctx, r, "committed-members", nil)
+}
 
 // Queues lists the group's queues.
 func (r *RemoteGroup) Queues() ([]QueueInfo, error) {

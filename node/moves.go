@@ -45,7 +45,6 @@ type mover struct {
 	api    *httpapi.Server
 	remote []*broker.RemoteGroup // by group, every data group (directory)
 	kafka  []kafka.Broker        // by group, each data group's *kafka.Remote
-	loops  map[uint32]*groupLoops
 	served map[uint32]bool // the groups whose requests this node serves itself
 }
 
@@ -72,71 +71,83 @@ func (m *mover) step(g uint32) {
 	grp := n.set.Get(g)
 	switch {
 	case grp == nil && want:
-		joined, err := n.set.Join(g)
+		joined, err := n.set.Join(g, func(grp *raftgroups.Group) {
+			grp.Svc.JoinGroup(g, n.set.All()[0].Svc, n.peerClient, n.scheme)
+		})
 		if err != nil {
 			n.log.Error("could not start a member of a raft group this node now replicates", "group", g, "err", err)
 			return
 		}
-		joined.Svc.JoinGroup(g, n.set.All()[0].Svc, n.peerClient, n.scheme)
 		n.log.Info("started a member of a raft group this node now replicates; it waits for the leader", "group", g)
-		m.startLoops(joined)
-	case grp != nil && !m.served[g] && m.caughtUp(grp):
-		m.api.PlaceGroup(g, grp.Svc, grp.Svc.Forwarding())
+		n.startGroupLoops(joined)
+	case grp != nil && want && !m.served[g] && m.caughtUp(grp):
+		m.api.PlaceGroup(g, grp.Svc, grp.Svc.Forwarding(), true)
 		n.ks.PlaceGroup(g, grp.Svc, grp.Svc.Forwarding())
 		m.served[g] = true
-		n.log.Info("serving a raft group's requests: its new member has caught up", "group", g)
+		n.log.Info("serving a raft group's requests: its member has caught up", "group", g)
 	case grp != nil && !want && m.removed(grp):
-		m.api.PlaceGroup(g, nil, nil)
-		n.ks.PlaceGroup(g, m.kafka[g], m.kafka[g])
-		m.served[g] = false
-		m.remote[g].ForgetLeader()
-		if l := m.loops[g]; l != nil {
-			l.cancel()
-			l.wg.Wait()
-			delete(m.loops, g)
-		}
-		if err := n.set.Leave(g); err != nil {
-			n.log.Error("could not delete the member of a raft group this node left", "group", g, "err", err)
-			return
-		}
-		n.log.Info("left a raft group: its replicas moved away", "group", g)
+		m.leave(grp)
 	}
 }
 
-// startLoops runs group g's maintenance and log format raises until the
-// node leaves it or stops.
-func (m *mover) startLoops(g *raftgroups.Group) {
+// leaveDrain is how long a node that left a group keeps its member open
+// after it stopped routing requests there: requests that started on it
+// finish first (a long poll is cut short by the close).
+const leaveDrain = 5 * time.Second
+
+// leave relays g's requests to its replicas from now on, lets the
+// requests that started on this node's member finish, then stops the
+// member and deletes its directory.
+func (m *mover) leave(g *raftgroups.Group) {
 	n := m.n
-	ctx, cancel := context.WithCancel(n.ctx)
-	l := &groupLoops{cancel: cancel}
-	m.loops[g.ID] = l
-	n.runGroupLoops(ctx, &l.wg, g)
+	// The HTTP table keeps the member beside the mark for the drain: a
+	// request that read the mark before the swap still finds it.
+	m.api.PlaceGroup(g.ID, g.Svc, g.Svc.Forwarding(), false)
+	n.ks.PlaceGroup(g.ID, m.kafka[g.ID], m.kafka[g.ID])
+	m.served[g.ID] = false
+	m.remote[g.ID].ForgetLeader()
+	select {
+	case <-n.ctx.Done():
+		return
+	case <-time.After(leaveDrain):
+	}
+	n.stopGroupLoops(g.ID)
+	if err := n.set.Leave(g.ID); err != nil {
+		n.log.Error("could not delete the member of a raft group this node left", "group", g.ID, "err", err)
+		return
+	}
+	m.api.PlaceGroup(g.ID, nil, nil, false)
+	n.log.Info("left a raft group: its replicas moved away", "group", g.ID)
 }
 
 // caughtUp reports whether this node's member of g votes and has applied
-// what its leader committed: its copy may serve reads.
+// about what its leader committed: its copy may serve reads.
 func (m *mover) caughtUp(g *raftgroups.Group) bool {
 	r := g.Node.Raft
 	if isVoter(r, m.n.id) != 1 {
 		return false
 	}
 	h := g.Svc.Health()
-	return h.LeaderID != "" && h.Applied >= h.Commit
+	return h.LeaderID != "" && h.Applied+servedSlack >= h.Commit
 }
 
+// servedSlack is how far a member's applied index may trail its commit
+// index for it to serve the group: under a steady stream of writes the
+// two are rarely equal, and a follower's reads lag as much anyway.
+const servedSlack = 256
+
 // removed reports whether g's leader has taken this node's member out of
-// the group. A removed member hears nothing more from the leader, so its
-// own configuration may still list it: the leader is asked (through the
-// replicas the record names).
+// the group, committed. A removed member hears nothing more from the
+// leader, so its own configuration may still list it: the leader is asked
+// (through the replicas the record names).
 func (m *mover) removed(g *raftgroups.Group) bool {
-	if isVoter(g.Node.Raft, m.n.id) == -1 {
-		return true
-	}
 	if g.Node.Raft.State() == raft.Leader {
 		return false // it hands its leadership over first
 	}
-	l := m.remote[g.ID].Leader()
-	return len(l.Members) > 0 && !slices.Contains(l.Members, m.n.id)
+	ctx, cancel := context.WithTimeout(m.n.ctx, 5*time.Second)
+	defer cancel()
+	members, err := m.remote[g.ID].CommittedMembers(ctx)
+	return err == nil && len(members) > 0 && !slices.Contains(members, m.n.id)
 }
 
 // isVoter is 1 when id votes in r's configuration, 0 when it is a

@@ -159,6 +159,9 @@ type Node struct {
 
 	peerClient *http.Client // this node's requests to the others
 	scheme     string       // and their scheme: http, or https with TLS
+	// loops are each raft group's goroutines, by group: started by start
+	// and by the mover (its goroutine alone touches them after start).
+	loops map[uint32]*groupLoops
 
 	failed        chan error    // a listener stopped serving
 	diskLow       <-chan error  // the data directory's disk is nearly full, or gone
@@ -315,10 +318,10 @@ func (n *Node) start() error {
 	}
 	svc := newService(n.raft, n.st)
 	scheme, peerTLS := "http", (*tls.Config)(nil) // how this node reaches the others' HTTP
-	n.scheme = scheme
 	if cfg.TLS != nil {
 		scheme, peerTLS = "https", cfg.TLS.Client
 	}
+	n.scheme = scheme
 	peerClient := nodeClient(peerTLS, cfg.Auth.BootstrapToken) // this node's requests to the others
 	n.peerClient = peerClient
 	n.set, err = raftgroups.Start(&raftgroups.Group{Store: n.st, Node: n.raft, Svc: svc}, raftgroups.Config{
@@ -340,8 +343,9 @@ func (n *Node) start() error {
 	n.wg.Go(func() { askPeersTheTime(n.ctx, svc, clk, peerClient, scheme, time.Second, log) })
 	m.Register(clockOffsetGauge(clk))
 	observe(n.ctx, &n.wg, m, n.raft, n.st, svc, set)
+	n.loops = map[uint32]*groupLoops{}
 	for _, g := range set.All() {
-		n.runGroupLoops(n.ctx, &n.wg, g)
+		n.startGroupLoops(g)
 	}
 	n.wg.Go(func() { set.Run(n.ctx) })
 	if n.ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
@@ -399,7 +403,7 @@ func (n *Node) start() error {
 	n.wg.Go(func() { registerSelf(n.ctx, scheme+"://"+n.HTTPAddr(), peerClient, self, won, log) })
 	n.oddGroupCount = watchGroupCount(n.ctx, &n.wg, svc, peerClient, scheme, n.id, max(cfg.DataGroups, 1), log)
 	if dir != nil {
-		m := &mover{n: n, api: api, remote: dir, kafka: make([]kafka.Broker, len(dir)), loops: map[uint32]*groupLoops{}, served: map[uint32]bool{}}
+		m := &mover{n: n, api: api, remote: dir, kafka: make([]kafka.Broker, len(dir)), served: map[uint32]bool{}}
 		for g := range dir {
 			m.served[uint32(g)] = groups[g] != nil
 			if g > 0 {
@@ -414,15 +418,29 @@ func (n *Node) start() error {
 	return nil
 }
 
-// runGroupLoops runs raft group g's maintenance and, while this node
-// leads it, its log format raises, until ctx ends; wg counts them.
-func (n *Node) runGroupLoops(ctx context.Context, wg *sync.WaitGroup, g *raftgroups.Group) {
+// startGroupLoops runs raft group g's maintenance and, while this node
+// leads it, its log format raises, until the node stops or leaves the
+// group (stopGroupLoops). The node's shutdown waits for them too.
+func (n *Node) startGroupLoops(g *raftgroups.Group) {
+	ctx, cancel := context.WithCancel(n.ctx)
+	l := &groupLoops{cancel: cancel}
+	n.loops[g.ID] = l
 	log := groupLog(n.log, n.set, g)
-	wg.Go(func() { g.Svc.RunMaintenance(ctx, time.Second, log) })
-	won := wonElection(ctx, wg, g.Node, n.id)
-	wg.Go(func() {
+	l.wg.Go(func() { g.Svc.RunMaintenance(ctx, time.Second, log) })
+	won := wonElection(ctx, &l.wg, g.Node, n.id)
+	l.wg.Go(func() {
 		raiseLogFormats(ctx, g.Svc, n.set.All()[0].Svc, n.peerClient, n.scheme, 2*time.Second, won, log)
 	})
+	n.wg.Go(func() { <-ctx.Done(); l.wg.Wait() })
+}
+
+// stopGroupLoops stops group id's loops and waits for them.
+func (n *Node) stopGroupLoops(id uint32) {
+	if l := n.loops[id]; l != nil {
+		l.cancel()
+		l.wg.Wait()
+		delete(n.loops, id)
+	}
 }
 
 // checkGroupDirs checks each raft group's directory, and has a damaged

@@ -12,7 +12,8 @@ import (
 
 // joinGroups tells each group's service which group it serves and how to
 // reach its leader, and lists the cluster's count groups by id: the
-// services of those this node runs, as they are and forwarding their
+// services of those this node runs and serves (raftgroups'
+// ServedAtStart), as they are and forwarding their
 // writes to the group's leader (one of each with one group: a follower
 // forwards what it cannot refuse, a Kafka topic created through it, say),
 // and the others, which it reaches through their replicas (with a
@@ -23,7 +24,9 @@ func joinGroups(set *raftgroups.Set, count int, client *http.Client, scheme stri
 	groups, forwarding = make([]*broker.Service, count), make([]*broker.Service, count)
 	for _, g := range all {
 		g.Svc.JoinGroup(g.ID, meta, client, scheme)
-		groups[g.ID], forwarding[g.ID] = g.Svc, g.Svc.Forwarding()
+		if set.ServedAtStart(g.ID) { // else relayed until its member has caught up (node/moves.go)
+			groups[g.ID], forwarding[g.ID] = g.Svc, g.Svc.Forwarding()
+		}
 	}
 	if set.Placement().Everywhere() {
 		return groups, forwarding, nil

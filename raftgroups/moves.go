@@ -36,8 +36,8 @@ const caughtUpSlack = 256
 // replicas group 0 records for it, adding a non-voter only when mayAdd.
 // It reports whether it added one.
 func (s *Set) moveReplicas(g *Group, mayAdd bool) bool {
-	want := s.Replicas(g.ID)
-	if len(want) == 0 || !s.metaCurrent() {
+	want, err := s.recorded(g.ID)
+	if err != nil || len(want) == 0 || !s.metaCurrent() {
 		return false
 	}
 	have, err := configuration(g.Node.Raft)
@@ -45,6 +45,19 @@ func (s *Set) moveReplicas(g *Group, mayAdd bool) bool {
 		return false
 	}
 	r := g.Node.Raft
+	// A non-voter the record no longer names (a move re-planned while it
+	// caught up) leaves first: removing it touches no quorum, and it would
+	// hold the slot of the one that catches up.
+	for _, h := range have {
+		if h.Suffrage != raft.Voter && !slices.Contains(want, string(h.ID)) {
+			if err := r.RemoveServer(h.ID, 0, 5*time.Second).Error(); err != nil {
+				s.log.Warn("could not remove a non-voter the record no longer names", "group", g.ID, "member", h.ID, "err", err)
+			} else {
+				s.log.Info("removed a non-voter the record no longer names", "group", g.ID, "member", h.ID)
+			}
+			return false
+		}
+	}
 	for _, id := range want {
 		if _, ok := find(have, raft.ServerID(id)); ok || !mayAdd {
 			continue // one catching up at a time: the others wait for its promotion
@@ -82,18 +95,18 @@ func (s *Set) moveReplicas(g *Group, mayAdd bool) bool {
 		}
 		return false
 	}
+	s.mu.Lock()
+	down := slices.ContainsFunc(want, func(id string) bool { return s.unreachable[g.ID][raft.ServerID(id)] })
+	s.mu.Unlock()
+	if down {
+		return false // a new voter fails its heartbeats: keep the old ones until it answers
+	}
 	for _, h := range have {
 		if slices.Contains(want, string(h.ID)) {
 			continue
 		}
 		if h.ID == s.self {
-			to, ok := voter(have, raft.ServerID(want[0]))
-			if !ok {
-				return false
-			}
-			if err := r.LeadershipTransferToServer(to.ID, to.Address).Error(); err != nil {
-				s.log.Warn("could not hand over a raft group this node leaves", "group", g.ID, "to", to.ID, "err", err)
-			}
+			s.handOver(g, have, want)
 			return false
 		}
 		if err := r.RemoveServer(h.ID, 0, 5*time.Second).Error(); err != nil {
@@ -104,6 +117,43 @@ func (s *Set) moveReplicas(g *Group, mayAdd bool) bool {
 		return false
 	}
 	return false
+}
+
+// handOver hands the leadership of g, which this node leaves, to the
+// first of want that votes and answers its heartbeats, at most once per
+// handOffBackoff (a transfer stalls the group's writes while it runs).
+func (s *Set) handOver(g *Group, have []raft.Server, want []string) {
+	s.mu.Lock()
+	if time.Now().Before(s.notBefore[g.ID]) {
+		s.mu.Unlock()
+		return
+	}
+	var to raft.Server
+	for _, id := range want {
+		if v, ok := voter(have, raft.ServerID(id)); ok && !s.unreachable[g.ID][v.ID] {
+			to = v
+			break
+		}
+	}
+	if to.ID == "" {
+		s.mu.Unlock()
+		return
+	}
+	s.notBefore[g.ID] = time.Now().Add(handOffBackoff)
+	s.mu.Unlock()
+	if err := g.Node.Raft.LeadershipTransferToServer(to.ID, to.Address).Error(); err != nil {
+		s.log.Warn("could not hand over a raft group this node leaves", "group", g.ID, "to", to.ID, "err", err)
+	}
+}
+
+// catchingUp reports whether g (led by this node) has a non-voter that
+// its record names: a replica catching up.
+func (s *Set) catchingUp(g *Group) bool {
+	want, err := s.recorded(g.ID)
+	servers, cerr := configuration(g.Node.Raft)
+	return err == nil && cerr == nil && slices.ContainsFunc(servers, func(sv raft.Server) bool {
+		return sv.Suffrage != raft.Voter && slices.Contains(want, string(sv.ID))
+	})
 }
 
 // metaCurrent reports whether this node's copy of group 0 (the replica
@@ -123,12 +173,6 @@ func (s *Set) raftAddr(id string) (raft.ServerAddress, bool) {
 	}
 	sv, ok := find(servers, raft.ServerID(id))
 	return sv.Address, ok
-}
-
-// hasNonvoter reports whether r's configuration has a non-voter.
-func hasNonvoter(r *raft.Raft) bool {
-	servers, err := configuration(r)
-	return err == nil && slices.ContainsFunc(servers, func(sv raft.Server) bool { return sv.Suffrage != raft.Voter })
 }
 
 // Moving reports, for data group g led by this node, whether its raft

@@ -40,6 +40,8 @@ type Group struct {
 	Store *store.Store    // the group's replicated state on this node
 	Node  *raftnode.Node  // this node's raft member of the group
 	Svc   *broker.Service // the broker over Node and Store
+
+	left chan struct{} // closed by Set.Leave: the group's watchers stop
 }
 
 // Set is the node's groups, indexed by id. With a replication factor the
@@ -124,7 +126,7 @@ func Start(meta *Group, cfg Config, log *slog.Logger) (*Set, error) {
 		return nil, err
 	}
 	for _, id := range ids {
-		g, err := startGroup(id, cfg)
+		g, err := startGroup(id, cfg, s.peersOf(id))
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("group %d: %w", id, err)
@@ -180,12 +182,16 @@ const joinedFile = "joined"
 
 func leftMark(dataDir string, id uint32) string { return Dir(dataDir, id) + ".left" }
 
-func startGroup(id uint32, cfg Config) (*Group, error) {
+// startGroup starts this node's member of group id. A member that joined
+// a running group (joinedFile) never bootstraps, and withholds its votes
+// while its directory is new: peers are the group's replicas it asks for
+// the group's term.
+func startGroup(id uint32, cfg Config, peers []raftnode.Peer) (*Group, error) {
 	dir := Dir(cfg.DataDir, id)
 	nc := cfg.Node
 	nc.Dir, nc.Group = dir, id
 	if _, err := os.Stat(filepath.Join(dir, joinedFile)); err == nil {
-		nc.Join, nc.Peers = true, nil
+		nc.Join, nc.GuardVotes, nc.Peers = true, true, peers
 	} else if replicas := cfg.Placement.Replicas(id); replicas != nil {
 		nc.Peers = slices.DeleteFunc(slices.Clone(nc.Peers), func(p raftnode.Peer) bool { return !slices.Contains(replicas, p.ID) })
 	}
@@ -201,7 +207,7 @@ func startGroup(id uint32, cfg Config) (*Group, error) {
 		st.Close()
 		return nil, err
 	}
-	return &Group{ID: id, Store: st, Node: node, Svc: cfg.NewService(node, st)}, nil
+	return &Group{ID: id, Store: st, Node: node, Svc: cfg.NewService(node, st), left: make(chan struct{})}, nil
 }
 
 // CheckCount records the group count in a new data directory and refuses
@@ -291,18 +297,28 @@ func (s *Set) Replicas(g uint32) []string {
 	if s.placement.Everywhere() || g == 0 {
 		return nil
 	}
+	nodes, _ := s.recorded(g)
+	return nodes
+}
+
+// recorded is Replicas with an error when group 0's record cannot be
+// read: a leader must not walk a group back to the static placement on a
+// read that failed.
+func (s *Set) recorded(g uint32) ([]string, error) {
 	if s.cfg.Recorded != nil {
-		if nodes, err := s.cfg.Recorded(g); err == nil && len(nodes) > 0 {
-			return nodes
+		nodes, err := s.cfg.Recorded(g)
+		if err != nil || len(nodes) > 0 {
+			return nodes, err
 		}
 	}
-	return s.placement.Replicas(g)
+	return s.placement.Replicas(g), nil
 }
 
 // Join starts a member of data group id that waits to be added by the
 // group's leader (which sends it a snapshot and the log since): this node
-// has become one of the group's replicas.
-func (s *Set) Join(id uint32) (*Group, error) {
+// has become one of the group's replicas. prepare (nil: none) readies the
+// group before the Set lists it.
+func (s *Set) Join(id uint32, prepare func(*Group)) (*Group, error) {
 	dir := Dir(s.cfg.DataDir, id)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -313,9 +329,12 @@ func (s *Set) Join(id uint32) (*Group, error) {
 	if err := os.Remove(leftMark(s.cfg.DataDir, id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	g, err := startGroup(id, s.cfg)
+	g, err := startGroup(id, s.cfg, s.peersOf(id))
 	if err != nil {
 		return nil, err
+	}
+	if prepare != nil {
+		prepare(g)
 	}
 	s.mu.Lock()
 	groups := append(slices.Clone(s.groups), g)
@@ -329,6 +348,32 @@ func (s *Set) Join(id uint32) (*Group, error) {
 	return g, nil
 }
 
+// ServedAtStart reports whether this node may serve data group id's
+// requests from its own member as soon as it starts: it replicates the
+// group by group 0's record, and the member was not added by a move (that
+// one is served once it has caught up again: it may have restarted in
+// the middle of receiving the group). Always true without a replication
+// factor.
+func (s *Set) ServedAtStart(id uint32) bool {
+	if s.placement.Everywhere() || id == 0 {
+		return true
+	}
+	_, err := os.Stat(filepath.Join(Dir(s.cfg.DataDir, id), joinedFile))
+	return errors.Is(err, os.ErrNotExist) && slices.Contains(s.Replicas(id), string(s.self))
+}
+
+// peersOf are the replicas of group id (this node included), with their
+// raft addresses from group 0's configuration.
+func (s *Set) peersOf(id uint32) []raftnode.Peer {
+	var out []raftnode.Peer
+	for _, n := range s.Replicas(id) {
+		if addr, ok := s.raftAddr(n); ok {
+			out = append(out, raftnode.Peer{ID: n, Addr: string(addr)})
+		}
+	}
+	return out
+}
+
 // Leave stops this node's member of data group id, which the group's
 // leader has removed, and deletes its directory: the node no longer
 // replicates the group.
@@ -340,6 +385,7 @@ func (s *Set) Leave(id uint32) error {
 	s.mu.Lock()
 	s.groups = slices.DeleteFunc(slices.Clone(s.groups), func(x *Group) bool { return x == g })
 	s.mu.Unlock()
+	close(g.left)
 	if err := errors.Join(g.Node.Shutdown(), g.Store.Close()); err != nil {
 		return err
 	}
@@ -394,7 +440,7 @@ func (s *Set) Run(ctx context.Context) {
 		}
 		catchingUp := 0 // groups this node leads that have a member catching up
 		for _, g := range s.All() {
-			if g.ID != 0 && g.Node.Raft.State() == raft.Leader && hasNonvoter(g.Node.Raft) {
+			if g.ID != 0 && g.Node.Raft.State() == raft.Leader && s.catchingUp(g) {
 				catchingUp++
 			}
 		}
@@ -433,6 +479,8 @@ func (s *Set) watchHeartbeats(ctx context.Context, g *Group) {
 		for {
 			select {
 			case <-ctx.Done():
+				return
+			case <-g.left:
 				return
 			case ob := <-obs:
 				s.mu.Lock()

@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 
@@ -46,10 +47,15 @@ type heartbeatGate struct {
 	stopOnce sync.Once
 
 	snapshotSend *rate.Limiter // paces InstallSnapshot (transport.go); nil: no pace
+	// pacing ends the pace's waits (stopPacing), so a paced send does not
+	// hold raft's shutdown up.
+	pacing     context.Context
+	stopPacing context.CancelFunc
 }
 
 func newHeartbeatGate(t *raft.NetworkTransport) *heartbeatGate {
 	g := &heartbeatGate{NetworkTransport: t, rpcs: make(chan raft.RPC), stop: make(chan struct{})}
+	g.pacing, g.stopPacing = context.WithCancel(context.Background())
 	go g.forward()
 	return g
 }

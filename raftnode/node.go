@@ -78,8 +78,14 @@ type NodeConfig struct {
 	Peers []Peer // empty: a single node
 	// Join starts the node without bootstrapping: it waits to be added to
 	// an existing cluster as a voter.
-	Join   bool
-	Logger hclog.Logger
+	Join bool
+	// GuardVotes, with Join, treats a new directory as a wiped voter's
+	// (see amnesia.go): the member of a group that has run before, added
+	// by a replica move, may be a voter whose disk was replaced, so it
+	// grants no vote until its log has caught up with a leader of the
+	// term its Peers (the group's other replicas) report.
+	GuardVotes bool
+	Logger     hclog.Logger
 	// SnapshotThreshold and TrailingLogs override the defaults below when
 	// non-zero (tests use small values to force log compaction).
 	SnapshotThreshold uint64
@@ -221,7 +227,7 @@ func StartNode(cfg NodeConfig, st *store.Store) (*Node, error) {
 	// A new data directory in a static cluster may be a wiped voter's: it
 	// is marked before anything else is written, so that a restart before
 	// the guard lifts takes the same path.
-	if !exists && !cfg.Join && len(cfg.Peers) > 1 {
+	if !exists && (!cfg.Join || cfg.GuardVotes) && len(cfg.Peers) > 1 {
 		if err := logs.SetUint64(keyNewDirectory, 1); err != nil {
 			return nil, err
 		}
@@ -362,6 +368,7 @@ func (n *Node) Shutdown() error {
 	if n.stop != nil {
 		close(n.stop)
 	}
+	n.transport.stopPacing() // a paced snapshot send ends now, not at its pace
 	err := n.Raft.Shutdown().Error()
 	if n.FSM != nil {
 		n.FSM.StopCheck() // it reads the store, which closes next

@@ -95,7 +95,7 @@ func newTransport(mux *raftmux.Mux, group uint32, logger hclog.Logger, snapshotS
 // of 10 s per 256 KiB (its timeout scale), far above any pace set.
 func (g *heartbeatGate) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
 	if g.snapshotSend != nil {
-		data = &pacedReader{r: data, pace: g.snapshotSend}
+		data = &pacedReader{r: data, pace: g.snapshotSend, ctx: g.pacing}
 	}
 	return g.NetworkTransport.InstallSnapshot(id, target, args, resp, data)
 }
@@ -104,12 +104,13 @@ func (g *heartbeatGate) InstallSnapshot(id raft.ServerID, target raft.ServerAddr
 type pacedReader struct {
 	r    io.Reader
 	pace *rate.Limiter
+	ctx  context.Context // ends the waits: the node shuts down
 }
 
 func (p *pacedReader) Read(b []byte) (int, error) {
 	n, err := p.r.Read(b[:min(len(b), p.pace.Burst())])
 	if n > 0 {
-		if werr := p.pace.WaitN(context.Background(), n); werr != nil {
+		if werr := p.pace.WaitN(p.ctx, n); werr != nil {
 			return n, werr
 		}
 	}

@@ -391,8 +391,8 @@ func (s *Server) joinerHealth(r *http.Request, id string) (healthJSON, bool) {
 
 func (s *Server) removeNode(w http.ResponseWriter, r *http.Request) {
 	for g := uint32(1); s.remote != nil && g < uint32(s.groupCount()); g++ {
-		if slices.Contains(s.replicasOf(g), r.PathValue("id")) {
-			writeError(w, http.StatusConflict, "replicas_on_node", fmt.Sprintf("node %s still replicates raft group %d: decommission it first (POST /api/v1/cluster/decommission) and wait for its groups to move",
+		if slices.Contains(s.replicasOf(g), r.PathValue("id")) || slices.Contains(s.remote[g].Leader().Members, r.PathValue("id")) {
+			writeError(w, http.StatusConflict, "replicas_on_node", fmt.Sprintf("node %s still replicates raft group %d, or is still a member of it: decommission it first (POST /api/v1/cluster/decommission) and wait for its groups to move",
 				r.PathValue("id"), g))
 			return
 		}

@@ -278,11 +278,12 @@ func (s *Server) replicasOf(g uint32) []string {
 }
 
 // PlaceGroup puts raft group g's services in the table every request
-// reads, from now on: those of a member this node now runs, or nil and
-// nil when it stopped replicating the group (its requests are relayed
-// through Options.Remote then).
-func (s *Server) PlaceGroup(g uint32, local, forwarding Broker) {
-	s.route.Place(g, local, forwarding, local == nil)
+// reads, from now on: those of a member this node runs, which serves the
+// group's requests when replicated, or else relays them through
+// Options.Remote (a member on its way out stays in the table while the
+// requests that started on it finish; nil once it is gone).
+func (s *Server) PlaceGroup(g uint32, local, forwarding Broker, replicated bool) {
+	s.route.Place(g, local, forwarding, !replicated)
 }
 
 // lister is group g's groupLister: local, or through a replica.
