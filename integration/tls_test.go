@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/waggle-mq/waggle/command"
 )
 
 // devCerts runs `waggle certs dev` into a new directory and returns it.
@@ -72,6 +74,18 @@ func TestTLSClusterServesHTTPSAndKafkaOverTLS(t *testing.T) {
 		useCerts(n, certs, i+1)
 	}
 	c.start()
+
+	// The leader asks each member over HTTPS which log format it reads,
+	// and raises the cluster's to the newest.
+	waitFor(t, 30*time.Second, func() error {
+		var cl struct {
+			LogFormat int `json:"logFormat"`
+		}
+		if status := getJSON(t, c.leader().url("/api/v1/cluster"), &cl); status != http.StatusOK || cl.LogFormat != int(command.MaxLogFormat) {
+			return fmt.Errorf("cluster log format %d (status %d), want %d", cl.LogFormat, status, command.MaxLogFormat)
+		}
+		return nil
+	})
 
 	// A write to a follower is forwarded to the leader over HTTPS.
 	f := c.followers()[0]
