@@ -45,7 +45,7 @@ type mover struct {
 	api    *httpapi.Server
 	remote []*broker.RemoteGroup // by group, every data group (directory)
 	kafka  []kafka.Broker        // by group, each data group's *kafka.Remote
-	served map[uint32]bool // the groups whose requests this node serves itself
+	served map[uint32]bool       // the groups whose requests this node serves itself
 }
 
 // follow keeps the node's groups as group 0 records them until ctx ends.
