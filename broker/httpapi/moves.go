@@ -1,12 +1,15 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/waggle-mq/waggle/broker"
 	"github.com/waggle-mq/waggle/raftgroups"
@@ -133,12 +136,7 @@ func (s *Server) decommission(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	node := req.Node.String()
-	var spare []string // the voters that may take replicas
-	for _, m := range members {
-		if m.Voter && m.ID != node {
-			spare = append(spare, m.ID)
-		}
-	}
+	spare := s.liveVoters(r.Context(), members, node) // the voters that may take replicas
 	if !slices.ContainsFunc(members, func(m broker.Member) bool { return m.ID == node }) {
 		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("node %q is not a member of the cluster", node))
 		return
@@ -172,13 +170,34 @@ func (s *Server) rebalance(w http.ResponseWriter, r *http.Request) {
 		s.writeBrokerError(w, err)
 		return
 	}
-	var voters []string
-	for _, m := range members {
-		if m.Voter {
-			voters = append(voters, m.ID)
+	s.record(w, raftgroups.PlanRebalance(s.allReplicas(), s.liveVoters(r.Context(), members, "")), map[string]any{})
+}
+
+// liveVoters are the voters among members, other than except, whose
+// /health answers within a second: a replica is never planned onto a
+// node that is down (its move would wait for it).
+func (s *Server) liveVoters(ctx context.Context, members []broker.Member, except string) []string {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	live := make([]bool, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		if !m.Voter || m.ID == except || m.HTTPAddr == "" {
+			continue
+		}
+		wg.Go(func() {
+			_, err := s.fetchHealth(ctx, m.HTTPAddr)
+			live[i] = err == nil
+		})
+	}
+	wg.Wait()
+	var out []string
+	for i, m := range members {
+		if live[i] {
+			out = append(out, m.ID)
 		}
 	}
-	s.record(w, raftgroups.PlanRebalance(s.allReplicas(), voters), map[string]any{})
+	return out
 }
 
 // record writes plan's replicas in group 0, group by group, and answers
