@@ -101,6 +101,18 @@ func TestReplicaMovesWhileClientsWrite(t *testing.T) {
 
 	p := startProducing(t, s.kafkaAddrs(), topic)
 	p.waitAcked(t, 50)
+	// kcat writes to another topic of group 1 through node 1, its leader.
+	kcat, kt := requireKcat(t), s.nameIn(t, "mv-kcat", 1)
+	createTopic(t, kafkaClient(t, s.kafkaAddrs()), kt, 1, nil)
+	kcatProduce := func(via *node, lines string) {
+		t.Helper()
+		cmd := exec.Command(kcat, "-b", via.kafkaAddr, "-P", "-t", kt, "-p", "0")
+		cmd.Stdin = strings.NewReader(lines)
+		if out, err := runWithTimeout(t, cmd, 30*time.Second); err != nil {
+			t.Fatalf("kcat -P through node %d: %v\n%s", via.id, err, out)
+		}
+	}
+	kcatProduce(s.nodes[0], "before-1\nbefore-2\n")
 	// Move group 1's replica on node 1, its leader, to node 4.
 	before := p.acked()
 	moveStart := time.Now()
@@ -114,6 +126,13 @@ func TestReplicaMovesWhileClientsWrite(t *testing.T) {
 	}
 	t.Logf("group 1 moved from node 1 to node 4 in %v; %d records acknowledged meanwhile", time.Since(moveStart).Round(time.Millisecond), p.acked()-before)
 	requireDuplicates(s.nodes[0]) // node 1 relays now
+	// kcat follows the partition's leader from node 1, which no longer
+	// hosts it, to node 4, both ways.
+	kcatProduce(s.nodes[0], "after-1\nafter-2\n")
+	if out, err := runWithTimeout(t, exec.Command(kcat, "-b", s.nodes[0].kafkaAddr, "-C", "-t", kt, "-p", "0", "-o", "beginning", "-e", "-q"), 30*time.Second); err != nil ||
+		string(out) != "before-1\nbefore-2\nafter-1\nafter-2\n" {
+		t.Fatalf("kcat -C through node 1 after the move (%v):\n%s", err, out)
+	}
 	// The dashboard shows the group's new replicas, led by node 4.
 	waitFor(t, 30*time.Second, func() error {
 		page, err := renderPage(t, s.nodes[0].url("/"))
