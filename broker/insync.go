@@ -66,18 +66,27 @@ func (s *Service) InSync() []string {
 // and non-voters, as the leader has it; nil on a follower (whose copy may
 // miss its own removal: a removed member hears nothing more).
 func (s *Service) GroupMembers() []string {
+	members, _ := s.groupConfiguration()
+	return members
+}
+
+// groupConfiguration is the leader's raft configuration: every member,
+// and the voters among them; nil on a follower.
+func (s *Service) groupConfiguration() (members, voters []string) {
 	if !s.IsLeader() {
-		return nil
+		return nil, nil
 	}
 	f := s.node.Raft.GetConfiguration()
 	if f.Error() != nil {
-		return nil
+		return nil, nil
 	}
-	var out []string
 	for _, srv := range f.Configuration().Servers {
-		out = append(out, string(srv.ID))
+		members = append(members, string(srv.ID))
+		if srv.Suffrage == raft.Voter {
+			voters = append(voters, string(srv.ID))
+		}
 	}
-	return out
+	return members, voters
 }
 
 // CommittedMembers is GroupMembers once committed: the leader's newest

@@ -37,8 +37,10 @@ type GroupLeader struct {
 	// when the leader itself answered; empty from a follower.
 	InSync []string `json:"inSync,omitempty"`
 	// Members lists the group's raft configuration, voters and non-voters
-	// (Service.GroupMembers), when the leader itself answered.
+	// (Service.GroupMembers), and Voters the voters among them, when the
+	// leader itself answered.
 	Members []string `json:"members,omitempty"`
+	Voters  []string `json:"voters,omitempty"`
 }
 
 // RemoteGroup is a raft group another node replicates and this one does
@@ -297,7 +299,8 @@ func (s *Service) ServeGroupCall(ctx context.Context, call string, args []byte) 
 	switch call {
 	case "leader":
 		_, id := s.LeaderWithID()
-		return GroupLeader{ID: id, Epoch: s.LeaderEpoch(), InSync: s.InSync(), Members: s.GroupMembers()}, nil
+		members, voters := s.groupConfiguration()
+		return GroupLeader{ID: id, Epoch: s.LeaderEpoch(), InSync: s.InSync(), Members: members, Voters: voters}, nil
 	case "committed-members":
 		return s.CommittedMembers()
 	case "queues":

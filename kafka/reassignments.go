@@ -53,12 +53,15 @@ type groupMove struct {
 	leader   string   // the node leading the group
 	recorded []string // where the group should be, preferred leader first
 	members  []string // its raft configuration: voters and non-voters
+	voters   []string // the voters among members (nil: not known)
 }
 
 // moving reports whether the group's members are not yet its recorded
-// replicas.
+// replicas, or one of them does not vote yet.
 func (m groupMove) moving() bool {
-	return !slices.Equal(slices.Sorted(slices.Values(m.members)), slices.Sorted(slices.Values(m.recorded)))
+	want := slices.Sorted(slices.Values(m.recorded))
+	return !slices.Equal(slices.Sorted(slices.Values(m.members)), want) ||
+		(m.voters != nil && !slices.Equal(slices.Sorted(slices.Values(m.voters)), want))
 }
 
 // replicas are every node the group has or should have: the recorded
@@ -143,7 +146,7 @@ func (s *Server) moveOf(g uint32, deadline time.Time) (mv groupMove, ok bool) {
 	v := s.views[g]
 	s.retryUntil(deadline, func() bool {
 		l := v.Leader()
-		mv, ok = groupMove{leader: l.ID, recorded: v.Replicas(), members: l.Members}, len(l.Members) > 0
+		mv, ok = groupMove{leader: l.ID, recorded: v.Replicas(), members: l.Members, voters: l.Voters}, len(l.Members) > 0
 		return ok
 	})
 	return mv, ok

@@ -374,13 +374,14 @@ func TestGroupMove(t *testing.T) {
 		replicas, adding, removing []string
 		stopped                    []string
 	}{
-		{"settled", groupMove{"1", []string{"1", "2", "3"}, []string{"3", "1", "2"}}, false, []string{"1", "2", "3"}, nil, nil, []string{"1", "2", "3"}},
-		{"started", groupMove{"2", []string{"4", "2", "3"}, []string{"1", "2", "3"}}, true, []string{"4", "2", "3", "1"}, []string{"4"}, []string{"1"}, []string{"2", "3", "1"}},
-		{"joined", groupMove{"1", []string{"4", "2", "3"}, []string{"1", "2", "3", "4"}}, true, []string{"4", "2", "3", "1"}, nil, []string{"1"}, []string{"1", "4", "2", "3"}},
-		{"grown", groupMove{"1", []string{"1", "2", "3", "4", "5"}, []string{"1", "2", "3"}}, true, []string{"1", "2", "3", "4", "5"}, []string{"4", "5"}, nil, []string{"1", "2", "3"}},
+		{"settled", groupMove{"1", []string{"1", "2", "3"}, []string{"3", "1", "2"}, nil}, false, []string{"1", "2", "3"}, nil, nil, []string{"1", "2", "3"}},
+		{"started", groupMove{"2", []string{"4", "2", "3"}, []string{"1", "2", "3"}, nil}, true, []string{"4", "2", "3", "1"}, []string{"4"}, []string{"1"}, []string{"2", "3", "1"}},
+		{"joined", groupMove{"1", []string{"4", "2", "3"}, []string{"1", "2", "3", "4"}, nil}, true, []string{"4", "2", "3", "1"}, nil, []string{"1"}, []string{"1", "4", "2", "3"}},
+		{"not voting yet", groupMove{"1", []string{"1", "2", "3", "4"}, []string{"1", "2", "3", "4"}, []string{"1", "2", "3"}}, true, []string{"1", "2", "3", "4"}, nil, nil, []string{"1", "2", "3", "4"}},
+		{"grown", groupMove{"1", []string{"1", "2", "3", "4", "5"}, []string{"1", "2", "3"}, nil}, true, []string{"1", "2", "3", "4", "5"}, []string{"4", "5"}, nil, []string{"1", "2", "3"}},
 		// Three replicas moving to three others, caught with all six:
 		// at most five are recorded, the leader and the new ones first.
-		{"six", groupMove{"1", []string{"4", "5", "6"}, []string{"1", "2", "3", "4", "5", "6"}}, true, []string{"4", "5", "6", "1", "2", "3"}, nil, []string{"1", "2", "3"}, []string{"1", "4", "5", "6", "2"}},
+		{"six", groupMove{"1", []string{"4", "5", "6"}, []string{"1", "2", "3", "4", "5", "6"}, nil}, true, []string{"4", "5", "6", "1", "2", "3"}, nil, []string{"1", "2", "3"}, []string{"1", "4", "5", "6", "2"}},
 	} {
 		m := tc.move
 		if m.moving() != tc.moving || !slices.Equal(m.replicas(), tc.replicas) || !slices.Equal(m.adding(), tc.adding) ||

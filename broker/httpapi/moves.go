@@ -71,8 +71,10 @@ func (s *Server) replicasJSON(g uint32) groupReplicasJSON {
 	if l.ID != "" {
 		gj.Leader = ptr(json.Number(l.ID))
 	}
-	have := slices.Sorted(slices.Values(l.Members))
-	gj.Moving = len(l.Members) == 0 || !slices.Equal(have, slices.Sorted(slices.Values(want)))
+	// Moving until every member is a recorded replica and votes.
+	want = slices.Sorted(slices.Values(want))
+	gj.Moving = len(l.Members) == 0 || !slices.Equal(slices.Sorted(slices.Values(l.Members)), want) ||
+		!slices.Equal(slices.Sorted(slices.Values(l.Voters)), want)
 	return gj
 }
 
