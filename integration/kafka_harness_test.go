@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -43,12 +44,26 @@ func createTopic(t testing.TB, cl *kgo.Client, name string, partitions int32, co
 		rt.Configs = append(rt.Configs, c)
 	}
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code := resp.Topics[0].ErrorCode; code != 0 {
-		t.Fatalf("create topic %s: error code %d", name, code)
+	// A retriable answer (the topic's raft group has no leader yet, just
+	// after the cluster started) is sent again, as Kafka's clients do; a
+	// retry then finding the topic means the first try created it.
+	retried := false
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := req.RequestWith(context.Background(), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := resp.Topics[0].ErrorCode
+		switch {
+		case code == 0, retried && code == kerr.TopicAlreadyExists.Code:
+			return
+		case kerr.IsRetriable(kerr.ErrorForCode(code)) && time.Now().Before(deadline):
+			retried = true
+			time.Sleep(200 * time.Millisecond)
+		default:
+			t.Fatalf("create topic %s: error code %d", name, code)
+		}
 	}
 }
 
