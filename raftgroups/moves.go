@@ -96,6 +96,13 @@ func (s *Set) moveReplicas(g *Group, mayAdd bool) bool {
 		return false
 	}
 	s.mu.Lock()
+	// A member removed while its heartbeats failed is no longer watched:
+	// no resumed heartbeat will clear its mark when it is added again.
+	for id := range s.unreachable[g.ID] {
+		if _, ok := find(have, id); !ok {
+			delete(s.unreachable[g.ID], id)
+		}
+	}
 	down := slices.ContainsFunc(want, func(id string) bool { return s.unreachable[g.ID][raft.ServerID(id)] })
 	s.mu.Unlock()
 	if down {
